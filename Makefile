@@ -1,0 +1,45 @@
+# The two commands of README.md: `make run` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+PYTHON ?= python3
+STAMP := $(VENV)/.installed
+
+.PHONY: run test install services browser node-deps lint e2e bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py bootstrap_demo
+	$(PY) manage.py serve --host 127.0.0.1 --port 8000
+
+services:
+	bash scripts/ensure-services.sh
+
+browser:
+	bash scripts/ensure-browser.sh
+
+node-deps:
+	cd tests/e2e/oidc_provider && npm ci --silent --no-audit --no-fund
+
+test: install services browser node-deps
+	$(PY) -m pytest -n auto -p no:cacheprovider
+
+e2e: install services browser node-deps
+	$(PY) -m pytest tests/e2e -p no:cacheprovider
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: install services
+	$(PY) benchmarks/api_auth.py
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,47 @@
+"""The embedded default's background services, run as threads of the web process:
+a Celery worker on the memory broker and Celery beat (see DESIGN.md field notes)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+
+def start_celery_worker() -> threading.Thread:
+    from gpuaas.celery import app
+
+    def run():
+        worker = app.Worker(
+            pool="threads",
+            concurrency=4,
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            loglevel="WARNING",
+            quiet=True,
+        )
+        worker.start()
+
+    thread = threading.Thread(target=run, name="celery-worker", daemon=True)
+    thread.start()
+    return thread
+
+
+def start_celery_beat() -> threading.Thread:
+    from celery.beat import EmbeddedService
+
+    from gpuaas.celery import app
+
+    service = EmbeddedService(app, thread=True, schedule_filename=str(settings.VAR_DIR / "celerybeat-schedule"))
+    service.start()
+    return service
+
+
+def start_all() -> None:
+    start_celery_worker()
+    start_celery_beat()
+    logger.info("embedded worker and beat started")

@@ -1,0 +1,32 @@
+"""``serve [--host 127.0.0.1] [--port 8000]``: the portal over ASGI (HTTP and WebSocket).
+
+On the embedded default (no ``REDIS_URL``) the Celery worker and beat run in this
+process too, so one command is the whole system.
+"""
+
+import uvicorn
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from apps.core import embedded
+
+
+class Command(BaseCommand):
+    help = "Serve the portal (and, on the embedded default, its workers)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--workers", type=int, default=1, help="web worker processes (production mode)")
+
+    def handle(self, *args, host, port, workers, **options):
+        if settings.EMBEDDED:
+            if workers != 1:
+                self.stderr.write("the embedded default runs one process; ignoring --workers")
+            embedded.start_all()
+            self.stdout.write(f"GPUaaS portal (embedded default) on http://{host}:{port}/ - sign in as demo/demo")
+            uvicorn.run("gpuaas.asgi:application", host=host, port=port, log_config=None, ws="websockets",
+                        proxy_headers=False, lifespan="off")
+        else:
+            uvicorn.run("gpuaas.asgi:application", host=host, port=port, workers=workers, log_config=None,
+                        ws="websockets", proxy_headers=settings.HTTPS, lifespan="off")

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import logging
+
+from django.http import Http404
+
+from apps.core import audit, correlation
+from apps.core.errors import error_json, is_api_path
+
+logger = logging.getLogger("gpuaas.request")
+
+# Pages and their scripts come from our own origin only. Views that need more
+# (Swagger UI's inline bootstrap) set ``response.csp`` themselves.
+DEFAULT_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; frame-src 'self'; frame-ancestors 'none'; "
+    "object-src 'none'; base-uri 'self'; form-action 'self'"
+)
+
+
+class CorrelationIdMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        value = correlation.accept(request.headers.get(correlation.HEADER))
+        token = correlation.set(value)
+        ip_token = audit.bind_source_ip(request.META.get("REMOTE_ADDR"))
+        request.correlation_id = value
+        try:
+            response = self.get_response(request)
+        finally:
+            correlation.reset(token)
+            audit.unbind_source_ip(ip_token)
+        response[correlation.HEADER] = value
+        return response
+
+
+class SecurityHeadersMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        response.setdefault("Content-Security-Policy", getattr(response, "csp", DEFAULT_CSP))
+        response.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
+        if is_api_path(request.path):
+            response.setdefault("Cache-Control", "no-store")
+        return response
+
+
+class ApiErrorMiddleware:
+    """Envelope for errors that never reach DRF on API paths (routing 404s, crashes)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (
+            response.status_code == 404
+            and is_api_path(request.path)
+            and not response.get("Content-Type", "").startswith("application/json")
+        ):
+            return error_json(404, "not_found", "No such endpoint or resource.")
+        return response
+
+    def process_exception(self, request, exception):
+        if not is_api_path(request.path):
+            return None
+        if isinstance(exception, Http404):
+            return error_json(404, "not_found", "Not found.")
+        logger.exception("unhandled error on %s %s", request.method, request.path)
+        return error_json(500, "internal_error", "An internal error occurred; quote the correlation id.")

@@ -1,0 +1,58 @@
+"""drf-spectacular hooks: every operation documents the error envelope."""
+
+from __future__ import annotations
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "correlation_id", "details"],
+            "properties": {
+                "code": {"type": "string", "example": "validation_error"},
+                "message": {"type": "string"},
+                "correlation_id": {"type": "string"},
+                "details": {"type": "object", "additionalProperties": True},
+            },
+        }
+    },
+}
+
+_COMMON = {
+    "400": "Validation error (`validation_error`, details map field to messages).",
+    "401": "Missing, malformed, expired, badly signed or untrusted token (`unauthenticated`).",
+    "403": "In scope but the role does not allow it (`forbidden`).",
+    "404": "Not found or outside the caller's scope (`not_found`).",
+    "429": "Rate limited (`rate_limited`), see `Retry-After`.",
+    "500": "Internal error (`internal_error`).",
+}
+_WRITE = {
+    "409": "Conflict (`conflict`, `idempotency_conflict` or `invalid_state`).",
+}
+
+
+def add_error_responses(result, generator, request, public):
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    ref = {"$ref": "#/components/schemas/Error"}
+    for path_item in result.get("paths", {}).values():
+        for method, operation in path_item.items():
+            if method not in {"get", "post", "put", "patch", "delete"}:
+                continue
+            responses = operation.setdefault("responses", {})
+            extra = dict(_COMMON)
+            if method != "get":
+                extra.update(_WRITE)
+                params = operation.setdefault("parameters", [])
+                if method == "post" and not any(p.get("name") == "Idempotency-Key" for p in params):
+                    params.append({
+                        "in": "header", "name": "Idempotency-Key", "required": False,
+                        "schema": {"type": "string", "maxLength": 255},
+                        "description": "Replays the first response for the same key and body.",
+                    })
+            for code, description in extra.items():
+                responses.setdefault(code, {
+                    "description": description,
+                    "content": {"application/json": {"schema": ref}},
+                })
+    return result

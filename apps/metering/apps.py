@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MeteringConfig(AppConfig):
+    name = "apps.metering"
+    label = "metering"

@@ -1,0 +1,3 @@
+"""WebSocket routes of the portal's live pages."""
+
+websocket_urlpatterns: list = []

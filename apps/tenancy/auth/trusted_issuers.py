@@ -1,0 +1,107 @@
+"""Verification keys of the external issuers in ``GPUAAS_TRUSTED_ISSUERS``.
+
+Key sets are refreshed off the request path by a periodic task and kept in the
+shared cache; each process also keeps them in memory for a short time. A token
+naming an unknown ``kid`` triggers at most one refetch per issuer per minute
+across all replicas, so a flood of made-up kids cannot hammer the IdP. A key
+the IdP stops publishing stops verifying at the next refresh.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+import httpx
+from django.conf import settings
+from django.core.cache import cache
+from jwt import PyJWK
+
+from apps.core import correlation
+
+logger = logging.getLogger(__name__)
+
+REFETCH_GAP_SECONDS = 60
+SHARED_TTL_SECONDS = 3600
+LOCAL_TTL_SECONDS = 30
+_local: dict[str, tuple[float, dict]] = {}
+
+
+@dataclass(frozen=True)
+class Issuer:
+    issuer: str
+    jwks_uri: str
+    audience: str | None
+    algorithms: tuple[str, ...]
+
+
+def configured() -> dict[str, Issuer]:
+    return {
+        item["issuer"]: Issuer(
+            issuer=item["issuer"],
+            jwks_uri=item["jwks_uri"],
+            audience=item.get("audience") or None,
+            algorithms=tuple(item.get("algorithms") or ["RS256"]),
+        )
+        for item in settings.TRUSTED_ISSUERS
+    }
+
+
+def _cache_key(issuer: str) -> str:
+    return f"jwks:{issuer}"
+
+
+def fetch(issuer: Issuer) -> dict:
+    """Fetch and publish the issuer's key set; returns ``{kid: jwk}``."""
+    response = httpx.get(issuer.jwks_uri, timeout=5.0, headers=correlation.outbound_headers())
+    response.raise_for_status()
+    keys = {key["kid"]: key for key in response.json().get("keys", []) if key.get("kid")}
+    cache.set(_cache_key(issuer.issuer), json.dumps(keys), timeout=SHARED_TTL_SECONDS)
+    _local[issuer.issuer] = (time.monotonic(), keys)
+    return keys
+
+
+def refresh_all() -> None:
+    for issuer in configured().values():
+        try:
+            fetch(issuer)
+        except (httpx.HTTPError, ValueError) as exc:
+            logger.warning("JWKS refresh of %s failed: %s", issuer.issuer, exc.__class__.__name__)
+
+
+def _keys(issuer: Issuer) -> dict:
+    cached = _local.get(issuer.issuer)
+    if cached and time.monotonic() - cached[0] < LOCAL_TTL_SECONDS:
+        return cached[1]
+    shared = cache.get(_cache_key(issuer.issuer))
+    if shared is not None:
+        keys = json.loads(shared)
+        _local[issuer.issuer] = (time.monotonic(), keys)
+        return keys
+    return _refetch(issuer) or {}
+
+
+def _refetch(issuer: Issuer) -> dict | None:
+    if not cache.add(f"jwks-refetch:{issuer.issuer}", 1, timeout=REFETCH_GAP_SECONDS):
+        return None
+    try:
+        return fetch(issuer)
+    except (httpx.HTTPError, ValueError) as exc:
+        logger.warning("JWKS fetch of %s failed: %s", issuer.issuer, exc.__class__.__name__)
+        return None
+
+
+def signing_key(issuer: Issuer, kid: str, algorithm: str) -> PyJWK | None:
+    keys = _keys(issuer)
+    if kid not in keys:
+        keys = _refetch(issuer) or keys
+    jwk = keys.get(kid)
+    if jwk is None:
+        return None
+    return PyJWK(jwk, algorithm=algorithm)
+
+
+def forget_cached_keys() -> None:
+    _local.clear()

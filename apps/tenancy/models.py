@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+
+from apps.core.models import UUIDModel
+from apps.tenancy.roles import PLATFORM_ROLES, PROJECT_ROLES, Limit, Role
+
+ccp_identifier = RegexValidator(r"^[A-Za-z0-9._-]{1,64}$", "1-64 characters of A-Z, a-z, 0-9, '.', '_' or '-'.")
+
+
+class Tenant(UUIDModel):
+    class Status(models.TextChoices):
+        ONBOARDING = "onboarding"
+        ACTIVE = "active"
+        FAILED = "failed"
+        SUSPENDED = "suspended"
+
+    tenant_id = models.CharField("CCP tenant id", max_length=64, unique=True, validators=[ccp_identifier])
+    name = models.CharField(max_length=200)
+    realm_name = models.CharField(max_length=200, blank=True)
+    tier = models.CharField(max_length=32, default="standard")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ONBOARDING)
+    status_reason = models.TextField(blank=True)
+    # Tenant policy keys (e.g. ``proxy.allowed_scopes``), read by the domains that own them.
+    policy = models.JSONField(default=dict, blank=True)
+
+    # Scope declaration for ``policy.restrict``: the path to the tenant; tenant-level
+    # objects are visible to members of any of the tenant's projects.
+    tenant_path = "id"
+    project_path = None
+    visible_to_project_members = True
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def scope_ids(self):
+        return self.id, None
+
+
+class Project(UUIDModel):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="projects")
+    project_id = models.CharField("CCP project id", max_length=64, validators=[ccp_identifier])
+    name = models.CharField(max_length=200)
+
+    tenant_path = "tenant_id"
+    project_path = "id"
+
+    class Meta:
+        ordering = ["tenant__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "project_id"], name="project_unique_ccp_id")]
+
+    def __str__(self):
+        return f"{self.tenant.name} / {self.name}"
+
+    @property
+    def scope_ids(self):
+        return self.tenant_id, self.id
+
+
+class Membership(UUIDModel):
+    """A user's role: platform-wide (no tenant), tenant-wide (no project) or on one project."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="memberships")
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=32, choices=Role.choices)
+    limit = models.CharField(max_length=16, choices=Limit.choices, default=Limit.NONE, blank=True)
+    # "idp": mirrored from the identity provider's claims at each login, replaced then.
+    source = models.CharField(max_length=8, default="local", editable=False)
+
+    tenant_path = "tenant_id"
+    project_path = "project_id"
+
+    class Meta:
+        ordering = ["user__username"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "tenant", "project", "role"], name="membership_unique",
+                nulls_distinct=False,
+            ),
+            models.CheckConstraint(
+                name="membership_scope_matches_role",
+                condition=(
+                    Q(role__in=PLATFORM_ROLES, tenant__isnull=True, project__isnull=True)
+                    | Q(tenant__isnull=False, project__isnull=True) & ~Q(role__in=PLATFORM_ROLES)
+                    | Q(tenant__isnull=False, project__isnull=False, role__in=PROJECT_ROLES)
+                ),
+            ),
+        ]
+
+    def __str__(self):
+        where = self.project or self.tenant or "platform"
+        return f"{self.user} {self.role} on {where}"
+
+    @property
+    def scope_ids(self):
+        return self.tenant_id, self.project_id
+
+
+class ServiceAccount(UUIDModel):
+    """A machine identity: project-scoped for automation, or platform-scoped (CCP)."""
+
+    name = models.CharField(max_length=100)
+    client_id = models.CharField(max_length=64, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="service_accounts"
+    )
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.CASCADE, related_name="service_accounts"
+    )
+    role = models.CharField(max_length=32, choices=Role.choices)
+    limit = models.CharField(max_length=16, choices=Limit.choices, default=Limit.NONE, blank=True)
+    created_by = models.CharField(max_length=255, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_token_at = models.DateTimeField(null=True, blank=True)
+
+    tenant_path = "tenant_id"
+    project_path = "project_id"
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                name="service_account_scope_matches_role",
+                condition=(
+                    Q(role__in=PLATFORM_ROLES, tenant__isnull=True, project__isnull=True)
+                    | Q(role__in=PROJECT_ROLES, tenant__isnull=False, project__isnull=False)
+                ),
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    @property
+    def scope_ids(self):
+        return self.tenant_id, self.project_id
+
+
+class ExternalIdentity(models.Model):
+    """Links an IdP subject to a local user: users are matched on ``(issuer, sub)``, never on email."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identities")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="identity_unique_subject")]
+
+    def __str__(self):
+        return f"{self.issuer}#{self.subject}"
+
+
+class SigningKey(models.Model):
+    """The platform's token signing keys; private halves encrypted at rest."""
+
+    kid = models.CharField(max_length=64, unique=True)
+    private_key = models.TextField()
+    public_jwk = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.kid

@@ -1,0 +1,3 @@
+BEAT_SCHEDULE = {
+    "refresh-trusted-jwks": {"task": "apps.tenancy.tasks.refresh_trusted_jwks", "schedule": 300.0},
+}

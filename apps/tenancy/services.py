@@ -1,0 +1,281 @@
+"""Tenancy operations: onboarding, projects, members, service accounts, tokens.
+
+Each takes the calling ``Principal`` first, checks policy, changes state
+atomically, writes audit and enqueues follow-up work after commit.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from apps.core import audit, crypto
+from apps.core.errors import Conflict, Unauthenticated, ValidationFailed
+from apps.core.models import AuditEvent
+from apps.metering import services as metering
+from apps.tenancy import policy
+from apps.tenancy.auth import platform_tokens
+from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
+from apps.tenancy.principal import Principal
+from apps.tenancy.roles import PLATFORM_ROLES, PROJECT_ROLES, TENANT_ONLY_ROLES, Perm, Role
+
+DEFAULT_PROJECT_ID = "default"
+
+
+@dataclass
+class Created:
+    """An object and whether this call made it (False: it already existed)."""
+
+    obj: object
+    created: bool
+
+
+# --- onboarding --------------------------------------------------------------
+
+
+def onboard_tenant(principal: Principal, *, tenant_id: str, name: str, realm_name: str = "",
+                   tier: str = "standard", quota: dict | None = None,
+                   projects: list[dict] | None = None) -> Created:
+    """Create a tenant with its projects and quota, then provision it asynchronously.
+
+    Idempotent per ``tenant_id``: onboarding an existing tenant returns it unchanged.
+    """
+    policy.require_scope(principal, Perm.TENANT_ONBOARD)
+    existing = Tenant.objects.filter(tenant_id=tenant_id).first()
+    if existing is not None:
+        return Created(existing, False)
+    if quota:
+        errors = metering.validate_quota(quota)
+        if errors:
+            raise ValidationFailed(details={"quota": [errors]})
+    projects = projects or [{"project_id": DEFAULT_PROJECT_ID, "name": "Default"}]
+    try:
+        with transaction.atomic():
+            tenant = Tenant.objects.create(tenant_id=tenant_id, name=name, realm_name=realm_name or tenant_id,
+                                           tier=tier)
+            for item in projects:
+                Project.objects.create(tenant=tenant, project_id=item["project_id"], name=item["name"])
+            metering.set_quota(tenant, {**metering.default_quota(), **(quota or {})})
+            audit.record(principal, "tenant.onboard", target=tenant, details={"tier": tier})
+            transaction.on_commit(lambda: _start_provisioning(tenant.pk))
+    except IntegrityError:
+        # A concurrent onboarding of the same tenant_id won the race.
+        return Created(Tenant.objects.get(tenant_id=tenant_id), False)
+    return Created(tenant, True)
+
+
+def _start_provisioning(tenant_pk) -> None:
+    from apps.tenancy.tasks import provision_tenant
+
+    provision_tenant.delay(str(tenant_pk))
+
+
+def provision_tenant(tenant_pk) -> Tenant:
+    """Run the onboarding steps (network, storage) and activate the tenant.
+
+    Safe to run twice: a tenant that is no longer onboarding is left alone.
+    """
+    from apps.tenancy import onboarding
+
+    tenant = Tenant.objects.get(pk=tenant_pk)
+    if tenant.status != Tenant.Status.ONBOARDING:
+        return tenant
+    try:
+        for step in onboarding.STEPS:
+            step(tenant)
+    except onboarding.StepFailed as exc:
+        Tenant.objects.filter(pk=tenant.pk, status=Tenant.Status.ONBOARDING).update(
+            status_reason=str(exc), updated_at=timezone.now()
+        )
+        if exc.final:
+            _transition(tenant, Tenant.Status.FAILED, str(exc))
+        raise
+    _transition(tenant, Tenant.Status.ACTIVE, "")
+    tenant.refresh_from_db()
+    return tenant
+
+
+def _transition(tenant: Tenant, status: str, reason: str) -> bool:
+    changed = Tenant.objects.filter(pk=tenant.pk, status=Tenant.Status.ONBOARDING).update(
+        status=status, status_reason=reason, updated_at=timezone.now()
+    )
+    if changed:
+        audit.record(None, f"tenant.{status}", target=tenant, details={"reason": reason} if reason else {})
+    return bool(changed)
+
+
+# --- projects ----------------------------------------------------------------
+
+
+def create_project(principal: Principal, tenant: Tenant, *, project_id: str, name: str) -> Created:
+    """Idempotent per ``(tenant, project_id)``."""
+    policy.require(principal, Perm.PROJECT_CREATE, tenant)
+    existing = Project.objects.filter(tenant=tenant, project_id=project_id).first()
+    if existing is not None:
+        return Created(existing, False)
+    try:
+        with transaction.atomic():
+            project = Project.objects.create(tenant=tenant, project_id=project_id, name=name)
+            audit.record(principal, "project.create", target=project)
+    except IntegrityError:
+        return Created(Project.objects.get(tenant=tenant, project_id=project_id), False)
+    return Created(project, True)
+
+
+# --- members -----------------------------------------------------------------
+
+
+def add_member(principal: Principal, project: Project, *, username: str, role: str, limit: str = "") -> Membership:
+    policy.require(principal, Perm.MEMBER_MANAGE, project)
+    if role not in PROJECT_ROLES:
+        raise ValidationFailed(details={"role": [f"Project roles are {sorted(PROJECT_ROLES)}."]})
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ValidationFailed(details={"username": ["No user with this username."]})
+    if not _user_belongs_to(user, project.tenant_id) and not principal.can(Perm.MEMBER_MANAGE, project.tenant_id):
+        # A project admin may only add people already in the tenant; tenant admins may bring anyone in.
+        raise ValidationFailed(details={"username": ["This user is not a member of the tenant."]})
+    try:
+        with transaction.atomic():
+            membership = Membership.objects.create(
+                user=user, tenant=project.tenant, project=project, role=role, limit=limit
+            )
+            audit.record(principal, "member.add", target=membership, details={"user": username, "role": role})
+    except IntegrityError:
+        raise Conflict("This user already has this role in the project.") from None
+    return membership
+
+
+def remove_member(principal: Principal, membership: Membership) -> None:
+    policy.require(principal, Perm.MEMBER_MANAGE, membership)
+    with transaction.atomic():
+        audit.record(principal, "member.remove", target=membership,
+                     details={"user": membership.user.get_username(), "role": membership.role})
+        membership.delete()
+
+
+def grant_tenant_role(principal: Principal, tenant: Tenant, *, user, role: str) -> Membership:
+    """Tenant-wide roles (owner, admin, billing admin, viewer)."""
+    policy.require(principal, Perm.MEMBER_MANAGE, tenant)
+    if role not in TENANT_ONLY_ROLES | {Role.VIEWER, Role.PROJECT_ADMIN}:
+        raise ValidationFailed(details={"role": ["Not a tenant role."]})
+    membership, created = Membership.objects.get_or_create(user=user, tenant=tenant, project=None, role=role)
+    if created:
+        audit.record(principal, "member.add", target=membership, details={"user": user.get_username(), "role": role})
+    return membership
+
+
+def _user_belongs_to(user, tenant_pk) -> bool:
+    return Membership.objects.filter(user=user, tenant_id=tenant_pk).exists()
+
+
+# --- service accounts --------------------------------------------------------
+
+
+@dataclass
+class IssuedServiceAccount:
+    account: ServiceAccount
+    client_secret: str  # shown once, never stored
+
+
+def _new_account(*, name: str, role: str, tenant=None, project=None, limit: str = "",
+                 created_by: str = "") -> IssuedServiceAccount:
+    secret = crypto.new_secret()
+    account = ServiceAccount.objects.create(
+        name=name,
+        client_id=f"sa-{secrets.token_hex(12)}",
+        secret_hash=crypto.hash_secret(secret),
+        tenant=tenant,
+        project=project,
+        role=role,
+        limit=limit,
+        created_by=created_by,
+    )
+    return IssuedServiceAccount(account, secret)
+
+
+def create_service_account(principal: Principal, project: Project, *, name: str, role: str,
+                           limit: str = "") -> IssuedServiceAccount:
+    policy.require(principal, Perm.SERVICE_ACCOUNT_MANAGE, project)
+    if role not in PROJECT_ROLES:
+        raise ValidationFailed(details={"role": [f"Service account roles are {sorted(PROJECT_ROLES)}."]})
+    if role == Role.PROJECT_ADMIN and not principal.can(Perm.MEMBER_MANAGE, project.tenant_id, project.id):
+        raise ValidationFailed(details={"role": ["You cannot grant a role above your own."]})
+    with transaction.atomic():
+        issued = _new_account(name=name, role=role, tenant=project.tenant, project=project, limit=limit,
+                              created_by=principal.name)
+        audit.record(principal, "service_account.create", target=issued.account,
+                     details={"client_id": issued.account.client_id, "role": role})
+    return issued
+
+
+def create_platform_service_account(principal: Principal | None, *, name: str, role: str) -> IssuedServiceAccount:
+    """Operators only (management command, admin): platform-wide machine identities such as CCP."""
+    if role not in PLATFORM_ROLES:
+        raise ValidationFailed(details={"role": [f"Platform roles are {sorted(PLATFORM_ROLES)}."]})
+    with transaction.atomic():
+        issued = _new_account(name=name, role=role, created_by=principal.name if principal else "operator")
+        audit.record(principal, "service_account.create", target=issued.account,
+                     details={"client_id": issued.account.client_id, "role": role})
+    return issued
+
+
+def revoke_service_account(principal: Principal | None, account: ServiceAccount) -> ServiceAccount:
+    """Takes effect at once: bearer authentication checks revocation on every request."""
+    if principal is not None and account.project_id is not None:
+        policy.require(principal, Perm.SERVICE_ACCOUNT_MANAGE, account)
+    elif principal is not None and not principal.is_platform_admin:
+        policy.require_scope(principal, Perm.SERVICE_ACCOUNT_MANAGE)
+    updated = ServiceAccount.objects.filter(pk=account.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now(), updated_at=timezone.now()
+    )
+    if updated:
+        audit.record(principal, "service_account.revoke", target=account,
+                     details={"client_id": account.client_id})
+    account.refresh_from_db()
+    return account
+
+
+def issue_token(client_id: str, client_secret: str) -> tuple[str, int]:
+    """The client-credentials grant: a short-lived platform token for a service account."""
+    account = ServiceAccount.objects.filter(client_id=client_id).first()
+    if account is None or not crypto.secret_matches(client_secret, account.secret_hash):
+        audit.record(None, "auth.token", outcome=audit.DENIED, target_type="serviceaccount",
+                     target_id=client_id[:255], details={"reason": "bad client credentials"})
+        raise Unauthenticated("Unknown client or wrong secret.")
+    if account.revoked_at is not None:
+        audit.record(None, "auth.token", outcome=audit.DENIED, target=account, details={"reason": "revoked"})
+        raise Unauthenticated("This service account is revoked.")
+    token, lifetime = platform_tokens.issue_for_service_account(account)
+    ServiceAccount.objects.filter(pk=account.pk).update(last_token_at=timezone.now())
+    return token, lifetime
+
+
+# --- audit -------------------------------------------------------------------
+
+
+def list_audit_events(principal: Principal, filters) -> QuerySet[AuditEvent]:
+    """The audit events ``principal`` may read (tenant admins: their tenants), filtered."""
+    events = policy.restrict(AuditEvent.objects.all(), principal, Perm.AUDIT_VIEW)
+    for field in ("action", "outcome", "actor"):
+        if filters.get(field):
+            events = events.filter(**{field: filters[field]})
+    if filters.get("project"):
+        try:
+            events = events.filter(project_id=uuid.UUID(str(filters["project"])))
+        except ValueError:
+            raise ValidationFailed(details={"project": ["Expected a project UUID."]}) from None
+    for param, lookup in (("from", "occurred_at__gte"), ("to", "occurred_at__lt")):
+        if filters.get(param):
+            moment = parse_datetime(str(filters[param]))
+            if moment is None:
+                raise ValidationFailed(details={param: ["Expected an RFC 3339 time."]})
+            events = events.filter(**{lookup: moment})
+    return events

@@ -1,0 +1,95 @@
+"""Typed access to the process environment.
+
+Every variable may also be given as ``NAME_FILE`` (a path whose content is the
+value), so secrets can come from mounted files. A bad value stops start-up with
+an ``ImproperlyConfigured`` that names the variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def raw(name: str, default: str | None = None) -> str | None:
+    file_path = os.environ.get(f"{name}_FILE")
+    if file_path:
+        try:
+            return Path(file_path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE: cannot read {file_path}: {exc.strerror}") from exc
+    return os.environ.get(name, default)
+
+
+def string(name: str, default: str = "") -> str:
+    value = raw(name)
+    return default if value is None else value
+
+
+def boolean(name: str, default: bool = False) -> bool:
+    value = raw(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}: expected true or false, got {value!r}")
+
+
+def number(name: str, default: float) -> float:
+    value = raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: expected a number, got {value!r}") from exc
+
+
+def integer(name: str, default: int) -> int:
+    value = raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: expected an integer, got {value!r}") from exc
+
+
+def csv(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in string(name, default).split(",") if item.strip()]
+
+
+def json_value(name: str, default: Any) -> Any:
+    value = raw(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"{name}: not valid JSON ({exc.msg})") from exc
+
+
+def database(name: str, default: str) -> dict:
+    value = string(name, default)
+    try:
+        return environ.Env.db_url_config(value)
+    except Exception as exc:  # django-environ raises several types for a bad URL
+        raise ImproperlyConfigured(f"{name}: not a database URL ({exc})") from exc
+
+
+def choice(name: str, default: str, allowed: set[str]) -> str:
+    value = string(name, default)
+    if value not in allowed:
+        raise ImproperlyConfigured(f"{name}: expected one of {sorted(allowed)}, got {value!r}")
+    return value

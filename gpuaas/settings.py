@@ -1,0 +1,284 @@
+"""Settings for both run modes.
+
+Embedded default (no ``REDIS_URL``): SQLite under ``var/``, in-process cache,
+channel layer and Celery broker, generated secrets kept in ``var/``.
+Production: everything from the environment (see ``../shared/CONTRACT.md``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+from django.core.exceptions import ImproperlyConfigured
+
+from gpuaas import env
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env.string("GPUAAS_VAR_DIR", str(BASE_DIR / "var")))
+
+REDIS_URL = env.string("REDIS_URL")
+EMBEDDED = not REDIS_URL
+DEBUG = env.boolean("GPUAAS_DEBUG", False)
+HTTPS = env.boolean("GPUAAS_HTTPS", False)
+
+
+def _generated_secret(name: str, make) -> str:
+    """A secret kept in var/ so the embedded default survives restarts."""
+    path = VAR_DIR / name
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(make())
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = env.string("GPUAAS_SECRET_KEY")
+if not SECRET_KEY:
+    if not (EMBEDDED or DEBUG):
+        raise ImproperlyConfigured("GPUAAS_SECRET_KEY: required when GPUAAS_DEBUG is false")
+    SECRET_KEY = _generated_secret("secret_key", lambda: secrets.token_urlsafe(50))
+
+ENCRYPTION_KEYS = env.csv("GPUAAS_ENCRYPTION_KEYS")
+if not ENCRYPTION_KEYS:
+    if not (EMBEDDED or DEBUG):
+        raise ImproperlyConfigured("GPUAAS_ENCRYPTION_KEYS: required outside the embedded default")
+    ENCRYPTION_KEYS = [_generated_secret("encryption_key", lambda: Fernet.generate_key().decode())]
+for _key in ENCRYPTION_KEYS:
+    try:
+        Fernet(_key)
+    except ValueError as exc:
+        raise ImproperlyConfigured("GPUAAS_ENCRYPTION_KEYS: each key must be a urlsafe base64 32-byte key") from exc
+
+ALLOWED_HOSTS = env.csv("GPUAAS_ALLOWED_HOSTS", "127.0.0.1,localhost,.localhost")
+ISSUER = env.string("GPUAAS_ISSUER", "http://127.0.0.1:8000").rstrip("/")
+APPS_DOMAIN = env.string("GPUAAS_APPS_DOMAIN")
+DRIVERS = env.choice("GPUAAS_DRIVERS", "simulated", {"simulated", "real"})
+SIMULATED_STEP_SECONDS = env.number("GPUAAS_SIMULATED_STEP_SECONDS", 0.0)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "guardian",
+    "channels",
+    "apps.core",
+    "apps.tenancy",
+    "apps.metering",
+    "apps.portal",
+]
+
+MIDDLEWARE = [
+    "apps.core.middleware.CorrelationIdMiddleware",
+    "apps.core.metrics.MetricsMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "apps.core.middleware.SecurityHeadersMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "apps.core.middleware.ApiErrorMiddleware",
+]
+
+ROOT_URLCONF = "gpuaas.urls"
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "gpuaas.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "apps.portal.context_processors.portal",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'gpuaas.sqlite3'}")}
+DATABASES["default"].setdefault("CONN_MAX_AGE", 0 if EMBEDDED else 60)
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    # The in-process worker and the web server write concurrently; WAL and a
+    # busy timeout keep SQLite from answering "database is locked".
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Celery: Redis in production; the memory broker with an in-process worker on
+# the embedded default (``manage.py serve`` starts it).
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = REDIS_URL or None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env.boolean("GPUAAS_CELERY_EAGER", False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_WORKER_REDIRECT_STDOUTS = False
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+AUTH_USER_MODEL = "auth.User"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 4}},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# OIDC browser login (mozilla-django-oidc), on when the three variables are set.
+OIDC_DISCOVERY_URL = env.string("GPUAAS_OIDC_DISCOVERY_URL")
+OIDC_RP_CLIENT_ID = env.string("GPUAAS_OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env.string("GPUAAS_OIDC_CLIENT_SECRET")
+OIDC_ENABLED = bool(OIDC_DISCOVERY_URL and OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET)
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_RP_SCOPES = env.string("GPUAAS_OIDC_SCOPES", "openid profile email")
+OIDC_STORE_ID_TOKEN = True  # needed for RP-initiated logout (id_token_hint)
+OIDC_OP_LOGOUT_URL_METHOD = "apps.tenancy.auth.oidc.provider_logout_url"
+OIDC_TIMEOUT = 10
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?error=oidc"
+if OIDC_ENABLED:
+    AUTHENTICATION_BACKENDS.insert(0, "apps.tenancy.auth.oidc.PlatformOIDCBackend")
+
+# Bearer JWTs from CCP's Keycloak (and other trusted issuers).
+TRUSTED_ISSUERS = env.json_value("GPUAAS_TRUSTED_ISSUERS", [])
+if not isinstance(TRUSTED_ISSUERS, list) or not all(
+    isinstance(item, dict) and item.get("issuer") and item.get("jwks_uri") for item in TRUSTED_ISSUERS
+):
+    raise ImproperlyConfigured('GPUAAS_TRUSTED_ISSUERS: expected a JSON list of {"issuer", "jwks_uri"} objects')
+JWT_LEEWAY_SECONDS = 30
+PLATFORM_TOKEN_LIFETIME_SECONDS = int(env.number("GPUAAS_TOKEN_LIFETIME_SECONDS", 600))
+if not 300 <= PLATFORM_TOKEN_LIFETIME_SECONDS <= 900:
+    raise ImproperlyConfigured("GPUAAS_TOKEN_LIFETIME_SECONDS: must be between 300 and 900")
+CCP_ROLE_MAP = env.json_value("GPUAAS_CCP_ROLE_MAP", None)
+
+CCP_WEBHOOK_URL = env.string("GPUAAS_CCP_WEBHOOK_URL")
+CCP_WEBHOOK_SECRET = env.string("GPUAAS_CCP_WEBHOOK_SECRET")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.tenancy.auth.authentication.BearerTokenAuthentication",
+        "apps.tenancy.auth.authentication.PortalSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["apps.core.throttling.PrincipalRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"principal": env.string("GPUAAS_API_RATE_LIMIT", "1200/min")},
+    "DEFAULT_PAGINATION_CLASS": "apps.core.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "apps.core.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPUaaS portal API",
+    "DESCRIPTION": "CCP integration API and the platform API. Errors use one envelope: "
+    '{"error": {"code", "message", "correlation_id", "details"}}.',
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.core.schema.add_error_responses",
+    ],
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}
+    },
+    "SECURITY": [{"bearer": []}],
+}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if EMBEDDED or DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = EMBEDDED or DEBUG
+
+# Cookies and transport security.
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = 8 * 3600
+CSRF_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+if HTTPS:
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = 31536000
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+CSRF_TRUSTED_ORIGINS = env.csv("GPUAAS_CSRF_TRUSTED_ORIGINS", ISSUER)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"correlation": {"()": "apps.core.logging.CorrelationIdFilter"}},
+    "formatters": {"json": {"()": "apps.core.logging.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["correlation"]}},
+    "root": {"handlers": ["console"], "level": env.string("GPUAAS_LOG_LEVEL", "INFO")},
+    "loggers": {
+        "django.server": {"level": "WARNING"},
+        "celery": {"level": "WARNING"},
+        "uvicorn.access": {"level": "WARNING"},
+    },
+}

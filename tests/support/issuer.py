@@ -1,0 +1,77 @@
+"""A real OpenID-style issuer for bearer-token tests: RSA keys, a JWKS served
+over HTTP on loopback, and token minting with any claims or header."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+
+
+class _Key:
+    def __init__(self):
+        self.kid = uuid.uuid4().hex[:16]
+        self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    @property
+    def jwk(self) -> dict:
+        data = json.loads(RSAAlgorithm.to_jwk(self.private.public_key()))
+        data.update({"kid": self.kid, "use": "sig", "alg": "RS256"})
+        return data
+
+
+class FakeIssuer:
+    def __init__(self):
+        self.keys = [_Key()]
+        self.jwks_requests = 0
+        issuer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                issuer.jwks_requests += 1
+                body = json.dumps({"keys": [key.jwk for key in issuer.keys]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        port = self.server.server_address[1]
+        self.issuer = f"http://127.0.0.1:{port}/realms/ccp"
+        self.jwks_uri = f"http://127.0.0.1:{port}/realms/ccp/protocol/openid-connect/certs"
+        self.audience = "gpuaas"
+
+    @property
+    def config(self) -> dict:
+        return {"issuer": self.issuer, "jwks_uri": self.jwks_uri, "audience": self.audience}
+
+    def rotate(self) -> None:
+        """Publish a new key and stop publishing the old one."""
+        self.keys = [_Key()]
+
+    def token(self, claims: dict | None = None, *, headers: dict | None = None, key: _Key | None = None,
+              algorithm: str = "RS256", lifetime: int = 300) -> str:
+        now = int(time.time())
+        body = {"iss": self.issuer, "sub": uuid.uuid4().hex, "aud": self.audience, "iat": now, "exp": now + lifetime,
+                "azp": "ccp-portal"}
+        body.update(claims or {})
+        key = key or self.keys[0]
+        header = {"kid": key.kid}
+        header.update(headers or {})
+        return jwt.encode(body, key.private, algorithm=algorithm, headers=header)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
