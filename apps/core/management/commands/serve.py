@@ -25,8 +25,8 @@ class Command(BaseCommand):
                 self.stderr.write("the embedded default runs one process; ignoring --workers")
             embedded.start_all()
             self.stdout.write(f"GPUaaS portal (embedded default) on http://{host}:{port}/ - sign in as demo/demo")
-            uvicorn.run("gpuaas.asgi:application", host=host, port=port, log_config=None, ws="websockets",
+            uvicorn.run("gpuaas.asgi:application", host=host, port=port, log_config=None, ws="websockets-sansio",
                         proxy_headers=False, lifespan="off")
         else:
             uvicorn.run("gpuaas.asgi:application", host=host, port=port, workers=workers, log_config=None,
-                        ws="websockets", proxy_headers=settings.HTTPS, lifespan="off")
+                        ws="websockets-sansio", proxy_headers=settings.HTTPS, lifespan="off")

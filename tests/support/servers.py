@@ -1,0 +1,42 @@
+"""Real servers for tests: the portal's ASGI app under uvicorn in a thread."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import uvicorn
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ThreadedUvicorn:
+    def __init__(self, app: str = "gpuaas.asgi:application", host: str = "127.0.0.1", port: int | None = None):
+        self.host = host
+        self.port = port or free_port()
+        config = uvicorn.Config(app, host=host, port=self.port, log_config=None, lifespan="off", ws="websockets-sansio")
+        self.server = uvicorn.Server(config)
+        self.server.install_signal_handlers = lambda: None  # not the main thread
+        self.thread = threading.Thread(target=self.server.run, name=f"uvicorn-{self.port}", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> ThreadedUvicorn:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
