@@ -82,6 +82,13 @@ def json_value(name: str, default: Any) -> Any:
 
 def database(name: str, default: str) -> dict:
     value = string(name, default)
+    scheme = value.partition("://")[0]
+    # django-environ passes an unknown scheme through as the ENGINE, which fails
+    # later with a message that does not name the variable.
+    if "://" not in value or scheme not in environ.Env.DB_SCHEMES:
+        raise ImproperlyConfigured(
+            f"{name}: not a database URL (expected postgres://user:password@host:port/name or sqlite:///path)"
+        )
     try:
         return environ.Env.db_url_config(value)
     except Exception as exc:  # django-environ raises several types for a bad URL
@@ -93,3 +100,20 @@ def choice(name: str, default: str, allowed: set[str]) -> str:
     if value not in allowed:
         raise ImproperlyConfigured(f"{name}: expected one of {sorted(allowed)}, got {value!r}")
     return value
+
+
+def driver_modes(name: str, default: str, systems: set[str]) -> dict[str, str]:
+    """``simulated``/``real`` for all systems, or ``system=mode`` pairs (``*`` for the rest)."""
+    value = string(name, default).strip()
+    modes = {"simulated", "real"}
+    if value in modes:
+        return {"*": value}
+    result = {"*": "simulated"}
+    for item in value.split(","):
+        system, _, mode = item.strip().partition("=")
+        if system not in systems | {"*"} or mode not in modes:
+            raise ImproperlyConfigured(
+                f"{name}: expected 'simulated', 'real' or pairs like 'maas=real' for {sorted(systems)}, got {item!r}"
+            )
+        result[system] = mode
+    return result

@@ -80,3 +80,52 @@ class IdempotencyRecord(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["principal", "key"], name="idempotency_unique_key")]
+
+
+class SimulatedResource(models.Model):
+    """State of a simulated external system (a MAAS machine, a fabric port, a PKey...).
+
+    Simulated drivers keep what the real system would remember here, so a
+    restart, a second worker or a test sees the same hardware.
+    """
+
+    system = models.CharField(max_length=16)  # maas, ndfc, ufm, ddn
+    kind = models.CharField(max_length=32)
+    key = models.CharField(max_length=255)
+    state = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["system", "kind", "key"], name="simulated_resource_unique")]
+
+    def __str__(self):
+        return f"{self.system}/{self.kind}/{self.key}"
+
+
+class SimulatedFault(models.Model):
+    """A fault the simulated drivers inject: operators and tests add rows.
+
+    ``remaining`` failures then success (``None``: every time); ``probability``
+    below 1 fails at random; ``mode`` ``hang`` makes the operation never finish.
+    ``hardware`` marks the failure as the node's fault (node goes to ``failed``).
+    """
+
+    class Mode(models.TextChoices):
+        FAIL = "fail"
+        HANG = "hang"
+
+    system = models.CharField(max_length=16)
+    operation = models.CharField(max_length=64)
+    target = models.CharField(max_length=255, blank=True, help_text="hostname or key; blank matches any")
+    mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.FAIL)
+    remaining = models.PositiveIntegerField(null=True, blank=True)
+    probability = models.FloatField(default=1.0)
+    hardware = models.BooleanField(default=False)
+    message = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.mode} {self.system}.{self.operation} {self.target or '*'}"

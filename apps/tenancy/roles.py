@@ -49,6 +49,7 @@ class Perm(models.TextChoices):
     INSTANCE_MANAGE = "instance.manage"
     NETWORK_MANAGE = "network.manage"
     STORAGE_MANAGE = "storage.manage"
+    NODE_MANAGE = "node.manage"
 
 
 _VIEW = {

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.db.models import Count, Q
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+
+from apps.allocations import services
+from apps.allocations.api import serializers as s
+from apps.allocations.models import Allocation, Node
+from apps.catalog.models import Flavor
+from apps.core.api import BaseAPIView, BaseListAPIView
+from apps.core.idempotency import idempotent
+from apps.tenancy import policy
+from apps.tenancy.api.views import ProjectScopedMixin
+from apps.tenancy.models import Project
+from apps.tenancy.roles import Perm
+
+
+def _plan_body(plan) -> dict:
+    return {"dry_run": True, **{k: v for k, v in asdict(plan).items() if k != "exceeded"}}
+
+
+def _status_body(allocations: list[Allocation]) -> dict:
+    rows = s.AllocationStatusSerializer(allocations, many=True).data
+    return rows[0] if len(rows) == 1 else {"allocations": rows}
+
+
+class FlavorListView(BaseListAPIView):
+    serializer_class = s.FlavorSerializer
+
+    def get_queryset(self):
+        return Flavor.objects.annotate(
+            available=Count("nodes", filter=Q(nodes__state=Node.State.AVAILABLE, nodes__approved=True))
+        ).order_by("name")
+
+
+class AllocateView(BaseAPIView):
+    @extend_schema(request=s.AllocateSerializer,
+                   responses={202: s.AllocationStatusSerializer, 200: s.AllocationPlanSerializer},
+                   summary="Allocate bare-metal GPU node(s) to a project (CCP)")
+    @idempotent
+    def post(self, request):
+        data = s.AllocateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        project = policy.get_object(Project.objects.select_related("tenant"), self.principal, Perm.PROJECT_VIEW,
+                                    tenant__tenant_id=values["tenant_id"], project_id=values["project_id"])
+        return _allocate(self.principal, project, values)
+
+
+class ProjectAllocationListView(ProjectScopedMixin, BaseListAPIView):
+    serializer_class = s.AllocationSerializer
+
+    @extend_schema(parameters=[OpenApiParameter("state", str, description="filter by state")],
+                   summary="The project's allocations (placement source of truth for apps)")
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        project = self.project(Perm.ALLOCATION_VIEW)
+        allocations = Allocation.objects.filter(project=project).select_related("node", "flavor")
+        if self.request.query_params.get("state"):
+            allocations = allocations.filter(state=self.request.query_params["state"].upper())
+        return allocations
+
+    @extend_schema(request=s.ProjectAllocateSerializer,
+                   responses={202: s.AllocationStatusSerializer, 200: s.AllocationPlanSerializer},
+                   summary="Allocate node(s) to this project")
+    @idempotent
+    def post(self, request, project_pk):
+        data = s.ProjectAllocateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return _allocate(self.principal, self.project(), data.validated_data)
+
+
+def _allocate(principal, project, values) -> Response:
+    args = {"flavor_name": values["flavor"], "os_image": values["os_image"], "count": values["count"]}
+    if values["dry_run"]:
+        return Response(_plan_body(services.preview(principal, project, **args)))
+    allocations = services.allocate(principal, project, network_id=values["network_id"], **args)
+    return Response(_status_body(allocations), status=202)
+
+
+class ProjectAllocationDetailView(ProjectScopedMixin, BaseAPIView):
+    @extend_schema(responses=s.AllocationDetailSerializer, summary="An allocation with its pipeline steps")
+    def get(self, request, project_pk, pk):
+        project = self.project(Perm.ALLOCATION_VIEW)
+        allocation = policy.get_object(
+            Allocation.objects.filter(project=project).select_related("node", "flavor").prefetch_related("steps"),
+            self.principal, Perm.ALLOCATION_VIEW, pk=pk,
+        )
+        return Response(s.AllocationDetailSerializer(allocation).data)
+
+
+class NodeStatusView(BaseAPIView):
+    @extend_schema(responses=s.AllocationStatusSerializer, summary="Provisioning status of the caller's allocation")
+    def get(self, request, node_id):
+        allocation = services.for_node(self.principal, node_id)
+        return Response(s.AllocationStatusSerializer(allocation).data)
+
+
+class NodeReleaseView(BaseAPIView):
+    @extend_schema(request=s.ReleaseSerializer, responses={202: s.AllocationStatusSerializer},
+                   summary="Release the node (drain, undo provisioning, back to the pool)")
+    @idempotent
+    def post(self, request, node_id):
+        data = s.ReleaseSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        allocation = services.for_node(self.principal, node_id)
+        allocation = services.release(self.principal, allocation, **data.validated_data)
+        allocation = Allocation.objects.select_related("tenant", "project", "flavor").get(pk=allocation.pk)
+        return Response(s.AllocationStatusSerializer(allocation).data, status=202)

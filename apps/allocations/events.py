@@ -1,0 +1,51 @@
+"""What happens around an allocation's state change: audit, the CCP webhook
+outbox row (in the same transaction), and the live update to open pages."""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from apps.core import audit
+
+WEBHOOK_STATES = {"ACTIVE", "FAILED", "RELEASED"}
+
+
+def project_group(project_id) -> str:
+    return f"allocations.project.{project_id}"
+
+
+def state_changed(allocation, previous: str) -> None:
+    audit.record(None, f"allocation.{allocation.state.lower()}", target=allocation,
+                 outcome=audit.FAILURE if allocation.state == "FAILED" else audit.SUCCESS,
+                 details={"previous_state": previous, "node": str(allocation.node_id),
+                          **({"reason": allocation.failure_reason} if allocation.failure_reason else {})})
+    if allocation.state in WEBHOOK_STATES:
+        from apps.webhooks import services as webhooks
+
+        webhooks.enqueue_state_change(allocation, previous)
+    allocation_changed(allocation.pk)
+
+
+def allocation_changed(allocation_id) -> None:
+    """Tell open pages after commit; they re-render the row from the database."""
+    transaction.on_commit(lambda: _broadcast(allocation_id))
+
+
+def _broadcast(allocation_id) -> None:
+    from apps.allocations.models import Allocation
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    row = Allocation.objects.filter(pk=allocation_id).values("project_id", "state", "step", "progress").first()
+    if row is None:
+        return
+    async_to_sync(layer.group_send)(project_group(row["project_id"]), {
+        "type": "allocation.update",
+        "allocation_id": str(allocation_id),
+        "state": row["state"],
+        "step": row["step"],
+        "progress": row["progress"],
+    })

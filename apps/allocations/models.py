@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from apps.core.models import UUIDModel
+
+
+class Node(UUIDModel):
+    """A bare-metal GPU server in the fleet."""
+
+    class State(models.TextChoices):
+        ENROLLING = "enrolling"
+        AVAILABLE = "available"
+        PROVISIONING = "provisioning"
+        ALLOCATED = "allocated"
+        RELEASING = "releasing"
+        MAINTENANCE = "maintenance"
+        FAILED = "failed"
+        OFFLINE = "offline"
+
+    hostname = models.CharField(max_length=253, unique=True)
+    flavor = models.ForeignKey("catalog.Flavor", on_delete=models.PROTECT, related_name="nodes")
+    rack = models.CharField(max_length=64, blank=True)
+    bmc_address = models.GenericIPAddressField(null=True, blank=True)
+    maas_system_id = models.CharField(max_length=32, blank=True)
+    ib_guid = models.CharField("InfiniBand port GUID", max_length=32, blank=True)
+    switch_serial = models.CharField("leaf switch serial number", max_length=64, blank=True)
+    switch_port = models.CharField("leaf switch interface", max_length=64, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ENROLLING, db_index=True)
+    state_reason = models.TextField(blank=True)
+    approved = models.BooleanField(default=False, help_text="schedulable once an operator approved the host")
+    # Node agent enrollment (see apps.runtime): a one-time bootstrap token, then a node credential.
+    bootstrap_token_hash = models.CharField(max_length=64, blank=True)
+    credential_hash = models.CharField(max_length=64, blank=True)
+    enrolled_at = models.DateTimeField(null=True, blank=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    # Nodes are platform inventory: tenants see them only through their allocations.
+    tenant_path = None
+    project_path = None
+
+    class Meta:
+        ordering = ["hostname"]
+        indexes = [models.Index(fields=["flavor", "state", "approved"], name="node_schedulable")]
+
+    def __str__(self):
+        return self.hostname
+
+
+class Allocation(UUIDModel):
+    """One node given to one project, from request to release."""
+
+    class State(models.TextChoices):
+        PENDING = "PENDING"
+        PROVISIONING = "PROVISIONING"
+        ACTIVE = "ACTIVE"
+        FAILED = "FAILED"
+        RELEASING = "RELEASING"
+        RELEASED = "RELEASED"
+
+    LIVE_STATES = (State.PENDING, State.PROVISIONING, State.ACTIVE, State.RELEASING)
+    IN_FLIGHT_STATES = (State.PENDING, State.PROVISIONING, State.RELEASING)
+
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="allocations")
+    project = models.ForeignKey("tenancy.Project", on_delete=models.PROTECT, related_name="allocations")
+    flavor = models.ForeignKey("catalog.Flavor", on_delete=models.PROTECT, related_name="+")
+    gpus = models.PositiveSmallIntegerField(help_text="GPUs this allocation counts against quota")
+    os_image = models.CharField(max_length=128)
+    network_id = models.CharField(max_length=128, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    step = models.CharField(max_length=32, blank=True)
+    progress = models.PositiveSmallIntegerField(default=0)
+    failure_reason = models.TextField(blank=True)
+    requested_by = models.CharField(max_length=255)
+    drain = models.BooleanField(default=True, help_text="stop workloads through the agent before release")
+    erase_disk = models.BooleanField(default=False)
+    abort_requested = models.BooleanField(default=False)
+    # After a failure: the release steps are still giving back what provisioning took.
+    compensating = models.BooleanField(default=False)
+    hardware_fault = models.BooleanField(default=False)
+    # The pipeline's own bookkeeping: who runs it now, and when it must next be looked at.
+    lease_until = models.DateTimeField(null=True, blank=True)
+    next_check_at = models.DateTimeField(null=True, blank=True)
+    activated_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    tenant_path = "tenant_id"
+    project_path = "project_id"
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # A node is never in two live allocations.
+            models.UniqueConstraint(
+                fields=["node"], condition=Q(state__in=["PENDING", "PROVISIONING", "ACTIVE", "RELEASING"]),
+                name="allocation_one_live_per_node",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["node", "-created_at"], name="allocation_node_recent"),
+            models.Index(fields=["project", "-created_at"], name="allocation_project_recent"),
+            models.Index(fields=["tenant", "state"], name="allocation_tenant_state"),
+            models.Index(fields=["state", "next_check_at"], name="allocation_due"),
+        ]
+
+    def __str__(self):
+        return f"{self.node_id} {self.state}"
+
+    @property
+    def scope_ids(self):
+        return self.tenant_id, self.project_id
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in self.LIVE_STATES
+
+
+class AllocationStep(models.Model):
+    """One pipeline step of an allocation: provisioning or its undoing at release."""
+
+    class Phase(models.TextChoices):
+        PROVISION = "provision"
+        RELEASE = "release"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        COMPENSATED = "compensated"
+
+    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="steps")
+    phase = models.CharField(max_length=10, choices=Phase.choices)
+    name = models.CharField(max_length=32)
+    position = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    output = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["phase", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["allocation", "phase", "name"], name="allocation_step_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.phase}:{self.name} {self.status}"

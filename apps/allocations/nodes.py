@@ -1,0 +1,96 @@
+"""Node lifecycle: agent enrollment (bootstrap token, then a node credential),
+operator approval, maintenance."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apps.allocations.models import Allocation, Node
+from apps.core import audit, crypto
+from apps.core.errors import InvalidState, Unauthenticated
+from apps.tenancy import policy
+from apps.tenancy.principal import Principal
+from apps.tenancy.roles import Perm
+
+
+def issue_bootstrap_token(node: Node) -> str:
+    """A one-time token for the node's agent to enroll with; replaces any earlier one."""
+    token = crypto.new_secret()
+    Node.objects.filter(pk=node.pk).update(bootstrap_token_hash=crypto.hash_secret(token), updated_at=timezone.now())
+    return token
+
+
+def enroll(hostname: str, bootstrap_token: str) -> tuple[Node, str]:
+    """Exchange the bootstrap token for the node's own credential (the token is spent)."""
+    token_hash = crypto.hash_secret(bootstrap_token)
+    credential = crypto.new_secret()
+    with transaction.atomic():
+        node = Node.objects.select_for_update().filter(hostname=hostname, bootstrap_token_hash=token_hash).first()
+        if node is None:
+            audit.record(None, "node.enroll", outcome=audit.DENIED, target_type="node", target_id=hostname[:255],
+                         details={"reason": "unknown host or bootstrap token"})
+            raise Unauthenticated("Unknown host or bootstrap token.")
+        node.bootstrap_token_hash = ""
+        node.credential_hash = crypto.hash_secret(credential)
+        node.enrolled_at = node.last_heartbeat_at = timezone.now()
+        if settings.AUTO_APPROVE_NODES and not node.approved:
+            node.approved = True
+        if node.state == Node.State.ENROLLING and node.approved:
+            node.state = Node.State.AVAILABLE
+        node.save()
+        audit.record(None, "node.enroll", target=node, details={"approved": node.approved})
+    return node, credential
+
+
+def authenticate_agent(credential: str) -> Node:
+    node = Node.objects.filter(credential_hash=crypto.hash_secret(credential)).first() if credential else None
+    if node is None:
+        raise Unauthenticated("Unknown node credential.")
+    return node
+
+
+def heartbeat(node: Node) -> None:
+    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now())
+
+
+def approve(principal: Principal, node: Node) -> Node:
+    policy.require_scope(principal, Perm.NODE_MANAGE)
+    with transaction.atomic():
+        changes = {"approved": True, "updated_at": timezone.now()}
+        Node.objects.filter(pk=node.pk).update(**changes)
+        Node.objects.filter(pk=node.pk, state=Node.State.ENROLLING, enrolled_at__isnull=False).update(
+            state=Node.State.AVAILABLE
+        )
+        audit.record(principal, "node.approve", target=node)
+    node.refresh_from_db()
+    return node
+
+
+def set_maintenance(principal: Principal, node: Node, reason: str) -> Node:
+    """Take a node out of scheduling; refused while an allocation holds it."""
+    policy.require_scope(principal, Perm.NODE_MANAGE)
+    with transaction.atomic():
+        if Allocation.objects.filter(node=node, state__in=Allocation.LIVE_STATES).exists():
+            raise InvalidState("The node is allocated; release it first.")
+        Node.objects.filter(pk=node.pk).update(state=Node.State.MAINTENANCE, state_reason=reason,
+                                               updated_at=timezone.now())
+        audit.record(principal, "node.maintenance", target=node, details={"reason": reason})
+    node.refresh_from_db()
+    return node
+
+
+def return_to_service(principal: Principal, node: Node) -> Node:
+    """From maintenance or failed back to the pool (an operator fixed it)."""
+    policy.require_scope(principal, Perm.NODE_MANAGE)
+    with transaction.atomic():
+        changed = Node.objects.filter(
+            pk=node.pk, state__in=[Node.State.MAINTENANCE, Node.State.FAILED, Node.State.OFFLINE]
+        ).update(state=Node.State.AVAILABLE if node.approved else Node.State.ENROLLING, state_reason="",
+                 updated_at=timezone.now())
+        if not changed:
+            raise InvalidState(f"A node in state {node.state} cannot be returned to service.")
+        audit.record(principal, "node.return_to_service", target=node)
+    node.refresh_from_db()
+    return node

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class NetworkingConfig(AppConfig):
+    name = "apps.networking"
+    label = "networking"

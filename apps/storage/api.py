@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from apps.core.api import BaseAPIView
+from apps.core.idempotency import idempotent
+from apps.storage import services
+from apps.storage.models import TenantStorage
+from apps.tenancy import policy
+from apps.tenancy.models import Tenant, ccp_identifier
+from apps.tenancy.roles import Perm
+
+
+class TenantStorageRequestSerializer(serializers.Serializer):
+    tenant_id = serializers.CharField(max_length=64, validators=[ccp_identifier])
+    tier = serializers.CharField(max_length=32, required=False)
+    quota_gb = serializers.IntegerField(required=False, min_value=1)
+
+
+class TenantStorageSerializer(serializers.ModelSerializer):
+    tenant_id = serializers.CharField(source="tenant.tenant_id", read_only=True)
+
+    class Meta:
+        model = TenantStorage
+        fields = ["tenant_id", "path", "nodemap", "pkey", "quota_gb", "tier", "status", "status_reason"]
+
+
+class TenantStorageView(BaseAPIView):
+    @extend_schema(request=TenantStorageRequestSerializer,
+                   responses={201: TenantStorageSerializer, 200: TenantStorageSerializer},
+                   summary="Tenant Lustre directory, NodeMap and PKey (idempotent per tenant)")
+    @idempotent
+    def post(self, request):
+        data = TenantStorageRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        tenant = policy.get_object(Tenant.objects.all(), self.principal, Perm.TENANT_VIEW, Perm.STORAGE_MANAGE,
+                                   tenant_id=data.validated_data["tenant_id"])
+        storage, created = services.create_tenant_storage(
+            self.principal, tenant, tier=data.validated_data.get("tier"), quota_gb=data.validated_data.get("quota_gb")
+        )
+        return Response(TenantStorageSerializer(storage).data, status=201 if created else 200)

@@ -1,0 +1,47 @@
+"""DDN EXAScaler (Lustre): tenant directories with quotas, and NodeMaps that
+decide which nodes may mount them."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from apps.core import simulation
+from apps.core.drivers import DriverError, load
+
+
+class Ddn(Protocol):
+    def create_directory(self, path: str, quota_gb: int) -> None: ...
+    def create_nodemap(self, nodemap: str, path: str) -> None: ...
+    def add_node(self, nodemap: str, hostname: str) -> None: ...
+    def remove_node(self, nodemap: str, hostname: str) -> None: ...
+
+
+def driver() -> Ddn:
+    # No real DDN driver yet: "real" falls back to the simulation (logged once).
+    return load("ddn", {"simulated": "apps.storage.drivers.ddn.SimulatedDdn"})
+
+
+class SimulatedDdn:
+    system = "ddn"
+
+    def create_directory(self, path: str, quota_gb: int) -> None:
+        simulation.inject(self.system, "create_directory", path)
+        simulation.put(self.system, "directory", path, quota_gb=quota_gb)
+
+    def create_nodemap(self, nodemap: str, path: str) -> None:
+        simulation.inject(self.system, "create_nodemap", nodemap)
+        if simulation.get(self.system, "nodemap", nodemap) is None:
+            simulation.put(self.system, "nodemap", nodemap, path=path, nodes=[])
+
+    def add_node(self, nodemap: str, hostname: str) -> None:
+        simulation.inject(self.system, "add_node", hostname)
+        resource = simulation.get(self.system, "nodemap", nodemap)
+        if resource is None:
+            raise DriverError(f"DDN has no NodeMap {nodemap}", transient=False)
+        simulation.update(resource, nodes=sorted(set(resource.state["nodes"]) | {hostname}))
+
+    def remove_node(self, nodemap: str, hostname: str) -> None:
+        simulation.inject(self.system, "remove_node", hostname)
+        resource = simulation.get(self.system, "nodemap", nodemap)
+        if resource is not None:
+            simulation.update(resource, nodes=sorted(set(resource.state["nodes"]) - {hostname}))

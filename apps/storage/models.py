@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from django.db import models
+
+from apps.core.models import UUIDModel
+
+
+class TenantStorage(UUIDModel):
+    """A tenant's Lustre directory on DDN, its NodeMap, its InfiniBand PKey and quota."""
+
+    class Status(models.TextChoices):
+        PROVISIONING = "provisioning"
+        READY = "ready"
+        FAILED = "failed"
+
+    tenant = models.OneToOneField("tenancy.Tenant", on_delete=models.CASCADE, related_name="storage")
+    tier = models.CharField(max_length=32, default="standard")
+    path = models.CharField(max_length=255)
+    nodemap = models.CharField(max_length=64)
+    pkey = models.CharField(max_length=8, unique=True, help_text="InfiniBand partition key, hex")
+    quota_gb = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROVISIONING)
+    status_reason = models.TextField(blank=True)
+
+    tenant_path = "tenant_id"
+    project_path = None
+    visible_to_project_members = True
+
+    class Meta:
+        verbose_name_plural = "tenant storage"
+
+    def __str__(self):
+        return self.path
+
+    @property
+    def scope_ids(self):
+        return self.tenant_id, None

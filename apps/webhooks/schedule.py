@@ -1,0 +1,3 @@
+BEAT_SCHEDULE = {
+    "sweep-due-webhook-deliveries": {"task": "apps.webhooks.tasks.sweep_due_deliveries", "schedule": 15.0},
+}

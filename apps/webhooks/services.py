@@ -1,0 +1,153 @@
+"""Outbound webhooks to CCP: signed, retried with backoff and jitter, dead-lettered.
+
+Retry policy per event type from seed 001 section 8.2 (state change: 5 retries,
+2 s to 60 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import random
+import uuid
+from datetime import timedelta
+
+import httpx
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core import audit, correlation
+from apps.core.errors import InvalidState
+from apps.tenancy import policy
+from apps.tenancy.principal import Principal
+from apps.tenancy.roles import Perm
+from apps.webhooks.models import Delivery
+
+logger = logging.getLogger(__name__)
+
+STATE_CHANGE = "baremetal.state-change"
+POLICY = {  # event type: (retries, first backoff s, max backoff s)
+    STATE_CHANGE: (5, 2.0, 60.0),
+}
+STATE_CHANGE_PATH = "/ccp/webhooks/baremetal/state-change"
+
+
+def sign(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _enqueue(event_type: str, url: str, payload: dict, *, tenant_id=None) -> Delivery:
+    retries, _, _ = POLICY[event_type]
+    delivery = Delivery.objects.create(
+        event_id=payload["event_id"], event_type=event_type, url=url,
+        body=json.dumps(payload, cls=DjangoJSONEncoder, separators=(",", ":")),
+        correlation_id=correlation.get(), tenant_id=tenant_id, max_attempts=retries + 1,
+        next_attempt_at=timezone.now(),
+    )
+    transaction.on_commit(lambda: _deliver_soon(delivery.pk))
+    return delivery
+
+
+def enqueue_state_change(allocation, previous_state: str) -> Delivery | None:
+    """Called inside the transaction that changed the allocation's state."""
+    if not settings.CCP_WEBHOOK_URL:
+        return None
+    payload = {
+        "event_id": str(uuid.uuid4()),
+        "node_id": str(allocation.node_id),
+        "allocation_id": str(allocation.pk),
+        "tenant_id": allocation.tenant.tenant_id,
+        "project_id": allocation.project.project_id,
+        "state": allocation.state,
+        "previous_state": previous_state,
+        "occurred_at": timezone.now().isoformat().replace("+00:00", "Z"),
+        "failure_reason": allocation.failure_reason or None,
+    }
+    return _enqueue(STATE_CHANGE, settings.CCP_WEBHOOK_URL.rstrip("/") + STATE_CHANGE_PATH, payload,
+                    tenant_id=allocation.tenant_id)
+
+
+def _deliver_soon(delivery_id) -> None:
+    from apps.webhooks.tasks import deliver
+
+    deliver.delay(str(delivery_id))
+
+
+def _backoff(delivery: Delivery) -> float:
+    _, first, ceiling = POLICY[delivery.event_type]
+    delay = min(ceiling, first * 2 ** (delivery.attempts - 1))
+    return delay * random.uniform(0.5, 1.0) if settings.WEBHOOK_JITTER else delay
+
+
+def attempt(delivery_id) -> Delivery | None:
+    """One delivery attempt, claimed so two workers never send the same attempt."""
+    now = timezone.now()
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update(skip_locked=True)
+            .filter(pk=delivery_id, status=Delivery.Status.PENDING)
+            .first()
+        )
+        if delivery is None or (delivery.next_attempt_at and delivery.next_attempt_at > now):
+            return delivery
+        delivery.attempts += 1
+        # Hold it while we send; a crash leaves it due again after this.
+        delivery.next_attempt_at = now + timedelta(seconds=settings.WEBHOOK_TIMEOUT_SECONDS * 2)
+        delivery.save(update_fields=["attempts", "next_attempt_at", "updated_at"])
+    body = delivery.body.encode()
+    headers = {
+        "Content-Type": "application/json",
+        "X-GPUaaS-Event": delivery.event_type,
+        "X-GPUaaS-Event-Id": str(delivery.event_id),
+        "X-Correlation-ID": delivery.correlation_id,
+        "X-GPUaaS-Signature": sign(settings.CCP_WEBHOOK_SECRET, body),
+    }
+    error, status_code = "", None
+    try:
+        response = httpx.post(delivery.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
+        status_code = response.status_code
+        if not 200 <= status_code < 300:
+            error = f"receiver answered {status_code}"
+    except httpx.HTTPError as exc:
+        error = f"{exc.__class__.__name__}: {exc}"[:500]
+    delivery.last_status_code, delivery.last_error = status_code, error
+    if not error:
+        delivery.status, delivery.delivered_at, delivery.next_attempt_at = Delivery.Status.DELIVERED, timezone.now(), None
+    elif delivery.attempts >= delivery.max_attempts:
+        delivery.status, delivery.next_attempt_at = Delivery.Status.DEAD, None
+        logger.error("webhook %s is a dead letter after %s attempts: %s", delivery.event_id, delivery.attempts, error)
+        audit.record(None, "webhook.dead_letter", target=delivery, tenant_id=delivery.tenant_id,
+                     outcome=audit.FAILURE, details={"url": delivery.url, "error": error})
+    else:
+        delivery.next_attempt_at = timezone.now() + timedelta(seconds=_backoff(delivery))
+    delivery.save(update_fields=["status", "delivered_at", "next_attempt_at", "last_status_code", "last_error",
+                                 "updated_at"])
+    return delivery
+
+
+def replay(principal: Principal, delivery: Delivery) -> Delivery:
+    """Operator action: send a dead letter again, with a fresh set of retries."""
+    policy.require_scope(principal, Perm.NODE_MANAGE)
+    with transaction.atomic():
+        changed = Delivery.objects.filter(pk=delivery.pk, status=Delivery.Status.DEAD).update(
+            status=Delivery.Status.PENDING, attempts=0, next_attempt_at=timezone.now(), last_error="",
+            updated_at=timezone.now(),
+        )
+        if not changed:
+            raise InvalidState("Only dead letters can be replayed.")
+        audit.record(principal, "webhook.replay", target=delivery, tenant_id=delivery.tenant_id)
+        transaction.on_commit(lambda: _deliver_soon(delivery.pk))
+    delivery.refresh_from_db()
+    return delivery
+
+
+def due_ids(limit: int = 200) -> list:
+    return list(
+        Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=timezone.now())
+        .order_by("next_attempt_at")
+        .values_list("id", flat=True)[:limit]
+    )
