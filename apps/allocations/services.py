@@ -87,14 +87,24 @@ def allocate(principal: Principal, project: Project, *, flavor_name: str, os_ima
     """
     policy.require(principal, Perm.ALLOCATION_MANAGE, project)
     flavor = _validate(flavor_name, os_image, count)
+    try:
+        allocations = _reserve(principal, project, flavor, os_image, network_id, count)
+    except QuotaExceeded as exc:
+        # Recorded after the rollback, so the denial stays on the trail.
+        audit.record(principal, "allocation.create", target=project, outcome=audit.DENIED,
+                     details={"reason": "quota", **exc.details})
+        raise
+    return allocations
+
+
+def _reserve(principal: Principal, project: Project, flavor: Flavor, os_image: str, network_id: str,
+             count: int) -> list[Allocation]:
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=project.tenant_id)
         if tenant.status != Tenant.Status.ACTIVE:
             raise InvalidState(f"The tenant is {tenant.status}; allocations need an active tenant.")
         _, exceeded = metering.check(tenant, {"gpus": flavor.gpus_per_node * count, "nodes": count})
         if exceeded:
-            audit.record(principal, "allocation.create", target=project, outcome=audit.DENIED,
-                         details={"reason": "quota", **exceeded})
             raise QuotaExceeded(
                 f"Quota exceeded for {exceeded['resource']}: {exceeded['used']} of {exceeded['limit']} used, "
                 f"{exceeded['requested']} requested.", details=exceeded)

@@ -1,0 +1,121 @@
+"""State-change webhooks to CCP: outbox in the same transaction, HMAC-signed,
+retried with backoff, dead-lettered after the last retry, replayable."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+
+import pytest
+from django.utils import timezone
+
+from apps.allocations import services
+from apps.tenancy import principal as principals
+from apps.webhooks import services as webhooks
+from apps.webhooks.models import Delivery
+from tests.support.receiver import WebhookReceiver
+
+pytestmark = pytest.mark.django_db
+SECRET = "ccp-shared-secret"
+
+
+@pytest.fixture
+def receiver(settings):
+    server = WebhookReceiver()
+    settings.CCP_WEBHOOK_URL = server.url + "/"
+    settings.CCP_WEBHOOK_SECRET = SECRET
+    settings.WEBHOOK_JITTER = False
+    yield server
+    server.close()
+
+
+def allocate(allocator, project, capture):
+    with capture(execute=True):
+        [allocation] = services.allocate(principals.for_user(allocator), project, flavor_name="h100-8x",
+                                         os_image="ubuntu-22.04")
+    return allocation
+
+
+def test_active_and_released_are_delivered_signed(receiver, allocator, project, nodes,
+                                                  django_capture_on_commit_callbacks):
+    allocation = allocate(allocator, project, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.release(principals.for_user(allocator), allocation)
+    assert [r["path"] for r in receiver.requests] == ["/ccp/webhooks/baremetal/state-change"] * 2
+    first, second = (json.loads(r["body"]) for r in receiver.requests)
+    assert (first["state"], first["previous_state"]) == ("ACTIVE", "PROVISIONING")
+    assert (second["state"], second["previous_state"]) == ("RELEASED", "RELEASING")
+    assert first["node_id"] == str(allocation.node_id) and first["allocation_id"] == str(allocation.pk)
+    assert first["tenant_id"] == "acme" and first["project_id"] == project.project_id
+    assert first["failure_reason"] is None and first["occurred_at"].endswith("Z")
+    headers = receiver.requests[0]["headers"]
+    expected = hmac.new(SECRET.encode(), receiver.requests[0]["body"], hashlib.sha256).hexdigest()
+    assert headers["X-GPUaaS-Signature"] == f"sha256={expected}"
+    assert headers["X-GPUaaS-Event"] == "baremetal.state-change"
+    assert headers["X-GPUaaS-Event-Id"] == first["event_id"]
+    assert headers["X-Correlation-ID"]
+    assert Delivery.objects.filter(status=Delivery.Status.DELIVERED).count() == 2
+
+
+def test_failed_state_carries_reason(receiver, allocator, project, nodes, settings,
+                                     django_capture_on_commit_callbacks):
+    from tests.allocations.conftest import fault
+
+    settings.PIPELINE_BACKOFF_SECONDS = (0.0, 0.0)
+    fault("ndfc", "attach", message="no route to leaf", remaining=None)
+    allocate(allocator, project, django_capture_on_commit_callbacks)
+    [payload] = [json.loads(r["body"]) for r in receiver.requests]
+    assert payload["state"] == "FAILED" and "no route to leaf" in payload["failure_reason"]
+
+
+def test_receiver_failing_then_succeeding_gets_it_with_the_same_event_id(receiver, allocator, project, nodes,
+                                                                        django_capture_on_commit_callbacks):
+    receiver.fail_first = 2
+    allocate(allocator, project, django_capture_on_commit_callbacks)
+    delivery = Delivery.objects.get()
+    assert delivery.status == Delivery.Status.PENDING and delivery.attempts == 1
+    waits = []
+    for _ in range(2):
+        waits.append((delivery.next_attempt_at - timezone.now()).total_seconds())
+        Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+        delivery = webhooks.attempt(delivery.pk)
+    assert delivery.status == Delivery.Status.DELIVERED and delivery.attempts == 3
+    assert 1.5 < waits[0] <= 2.0 and 3.5 < waits[1] <= 4.0  # exponential backoff from 2 s
+    bodies = {r["body"] for r in receiver.requests}
+    assert len(receiver.requests) == 3 and len(bodies) == 1  # the same signed bytes each time
+
+
+def test_dead_letter_after_last_retry_and_operator_replay(receiver, allocator, project, nodes, platform_admin,
+                                                          django_capture_on_commit_callbacks):
+    receiver.fail_first = 100
+    allocate(allocator, project, django_capture_on_commit_callbacks)
+    delivery = Delivery.objects.get()
+    while delivery.status == Delivery.Status.PENDING:
+        Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+        delivery = webhooks.attempt(delivery.pk)
+    assert delivery.status == Delivery.Status.DEAD and delivery.attempts == 6  # first try + 5 retries
+    assert "answered 500" in delivery.last_error
+
+    receiver.fail_first = 0
+    with django_capture_on_commit_callbacks(execute=True):
+        webhooks.replay(principals.for_user(platform_admin), delivery)
+    delivery.refresh_from_db()
+    assert delivery.status == Delivery.Status.DELIVERED
+    assert len({r["headers"]["X-GPUaaS-Event-Id"] for r in receiver.requests}) == 1
+
+
+def test_sweeper_picks_up_due_deliveries(receiver, allocator, project, nodes, django_capture_on_commit_callbacks):
+    receiver.fail_first = 1
+    allocate(allocator, project, django_capture_on_commit_callbacks)
+    Delivery.objects.update(next_attempt_at=timezone.now())
+    from apps.webhooks.tasks import sweep_due_deliveries
+
+    assert sweep_due_deliveries() == 1
+    assert Delivery.objects.get().status == Delivery.Status.DELIVERED
+
+
+def test_no_webhook_url_means_no_outbox_rows(settings, allocator, project, nodes, django_capture_on_commit_callbacks):
+    settings.CCP_WEBHOOK_URL = ""
+    allocate(allocator, project, django_capture_on_commit_callbacks)
+    assert not Delivery.objects.exists()
