@@ -1,5 +1,5 @@
 """WebSocket routes; each domain app contributes its consumers here."""
 
-from apps.portal.routing import websocket_urlpatterns as portal_ws
+from apps.allocations.routing import websocket_urlpatterns as allocations_ws
 
-websocket_urlpatterns = [*portal_ws]
+websocket_urlpatterns = [*allocations_ws]

@@ -1,3 +1,0 @@
-"""WebSocket routes of the portal's live pages."""
-
-websocket_urlpatterns: list = []

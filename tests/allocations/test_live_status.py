@@ -1,0 +1,85 @@
+"""Allocation status reaches open pages over WebSocket, through the real ASGI
+server and the Redis channel layer, authorized by the portal session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from django.test import Client
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from apps.allocations import services
+from apps.tenancy import principal as principals
+from tests.conftest import member
+from tests.support.servers import ThreadedUvicorn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def server():
+    server = ThreadedUvicorn().start()
+    yield server
+    server.stop()
+
+
+def session_cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+async def receive_until(ws, state, limit=50):
+    seen = []
+    for _ in range(limit):
+        message = json.loads(await asyncio.wait_for(ws.recv(), timeout=20))
+        seen.append(message)
+        if message["state"] == state:
+            return seen
+    raise AssertionError(f"never saw {state}: {seen}")
+
+
+def test_watcher_sees_progress_until_active(server, allocator, project, nodes):
+    url = f"ws://127.0.0.1:{server.port}/ws/projects/{project.pk}/allocations/"
+    headers = {"Cookie": session_cookie(allocator), "Origin": server.url}
+    caller = principals.for_user(allocator)
+
+    async def scenario():
+        async with connect(url, additional_headers=headers) as ws:
+            await asyncio.sleep(0.2)
+            await asyncio.to_thread(
+                services.allocate, caller, project, flavor_name="h100-8x",
+                os_image="ubuntu-22.04",
+            )
+            return await receive_until(ws, "ACTIVE")
+
+    seen = asyncio.run(scenario())
+    progress = [message["progress"] for message in seen]
+    assert progress == sorted(progress) and progress[-1] == 100
+    assert {"network", "os_deploy"} <= {message["step"] for message in seen}
+
+
+@pytest.mark.parametrize("who", ["anonymous", "other_tenant", "foreign_origin"])
+def test_socket_is_refused_outside_scope(server, project, other_tenant_project, who):
+    url = f"ws://127.0.0.1:{server.port}/ws/projects/{project.pk}/allocations/"
+    headers = {"Origin": server.url}
+    if who == "other_tenant":
+        headers["Cookie"] = session_cookie(member("tenant_admin", tenant=other_tenant_project.tenant))
+    if who == "foreign_origin":
+        headers = {"Cookie": session_cookie(member("tenant_admin", tenant=project.tenant)),
+                   "Origin": "http://evil.example"}
+
+    async def scenario():
+        try:
+            async with connect(url, additional_headers=headers) as ws:
+                await asyncio.wait_for(ws.recv(), timeout=5)
+        except InvalidStatus as exc:
+            return exc.response.status_code
+        except Exception as exc:  # noqa: BLE001 - closed after accept is also a refusal
+            return getattr(getattr(exc, "rcvd", None), "code", "closed")
+        return "open"
+
+    assert asyncio.run(scenario()) in (403, 4403)
