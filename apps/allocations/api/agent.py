@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from apps.allocations import nodes
 from apps.core.errors import Unauthenticated
+from apps.tenancy.principal import Principal
 
 
 class NodeCredentialAuthentication(BaseAuthentication):
@@ -29,7 +30,8 @@ class NodeCredentialAuthentication(BaseAuthentication):
             node = nodes.authenticate_agent(credential.strip())
         except Unauthenticated as exc:
             raise AuthenticationFailed(exc.message) from exc
-        return AgentUser(node), node
+        # Like every API caller, the agent is a Principal (for rate limits and audit); it holds no role.
+        return AgentUser(node), Principal(kind="node", key=f"node:{node.pk}", name=f"node:{node.hostname}")
 
 
 class AgentUser:
@@ -70,5 +72,5 @@ class HeartbeatView(APIView):
 
     @extend_schema(request=None, responses={204: None}, summary="Agent heartbeat")
     def post(self, request):
-        nodes.heartbeat(request.auth)
+        nodes.heartbeat(request.user.node)
         return Response(status=204)

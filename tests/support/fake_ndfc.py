@@ -1,0 +1,71 @@
+"""A local HTTP server answering like Cisco NDFC's login and top-down LAN fabric
+VRF attachment/deployment API."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+API = "/appcenter/cisco/ndfc/api/v1/lan-fabric/rest/top-down/fabrics/"
+
+
+class FakeNdfc:
+    def __init__(self, user="admin", password="pw", fabric="gpu-fabric"):
+        self.user, self.password, self.fabric = user, password, fabric
+        self.tokens: set[str] = set()
+        self.attachments: dict[tuple[str, str], dict] = {}  # (serial, interface) -> attachment
+        self.deployed: list[str] = []
+        self.logins = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _reply(self, status, body=None):
+                payload = json.dumps(body).encode() if body is not None else b""
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+                if self.path == "/login":
+                    if body.get("userName") != fake.user or body.get("userPasswd") != fake.password:
+                        return self._reply(401, {"message": "bad credentials"})
+                    fake.logins += 1
+                    token = secrets.token_hex(16)
+                    fake.tokens.add(token)
+                    return self._reply(200, {"jwttoken": token})
+                auth = self.headers.get("Authorization", "")
+                if auth.removeprefix("Bearer ") not in fake.tokens:
+                    return self._reply(401, {"message": "session expired"})
+                prefix = f"{API}{fake.fabric}"
+                if self.path == f"{prefix}/vrfs/attachments":
+                    for item in body:
+                        for lan in item["lanAttachList"]:
+                            key = (lan["serialNumber"], lan["torPorts"])
+                            if lan["deployment"]:
+                                fake.attachments[key] = {"vrf": lan["vrfName"], "vlan": lan["vlan"]}
+                            elif fake.attachments.get(key, {}).get("vrf") == lan["vrfName"]:
+                                del fake.attachments[key]
+                    return self._reply(200, {"status": "success"})
+                if self.path == f"{prefix}/vrfs/deployments":
+                    fake.deployed.append(body["vrfNames"])
+                    return self._reply(200, {"status": "Deployment of VRF(s) has been initiated successfully"})
+                return self._reply(404, {"message": "not found"})
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def expire_sessions(self) -> None:
+        self.tokens.clear()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
