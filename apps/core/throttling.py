@@ -26,7 +26,9 @@ class PrincipalRateThrottle(BaseThrottle):
 
     def allow_request(self, request, view) -> bool:
         principal = getattr(request, "auth", None)
-        ident = principal.key if principal is not None else f"ip:{self.get_ident(request)}"
+        # Anonymous callers by address. REMOTE_ADDR only: uvicorn already resolves trusted
+        # proxies into it, while DRF's get_ident would believe a client-sent X-Forwarded-For.
+        ident = principal.key if principal is not None else f"ip:{request.META.get('REMOTE_ADDR', '')}"
         now = time.time()
         window = int(now // self.period)
         key = f"ratelimit:{ident}:{window}"

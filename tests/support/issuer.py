@@ -46,7 +46,9 @@ class FakeIssuer:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # A short poll interval: close() (shutdown) returns in ~50 ms instead of 500 ms.
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
         self.thread.start()
         port = self.server.server_address[1]
         self.issuer = f"http://127.0.0.1:{port}/realms/ccp"

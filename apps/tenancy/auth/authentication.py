@@ -143,6 +143,8 @@ def federated_principal(request, issuer: str, claims: dict) -> Principal:
     grants = []
     roles = claims.get("roles") or []
     for role_name in roles if isinstance(roles, list) else []:
+        if not isinstance(role_name, str):
+            continue  # a list or object in the claim must not break the lookup
         mapped = role_map.get(role_name)
         if mapped is None:
             continue

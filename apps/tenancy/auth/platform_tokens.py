@@ -59,6 +59,7 @@ def forget_cached_keys() -> None:
 
 
 def jwks() -> dict:
+    _fresh()  # a fresh install publishes its first key before any token is signed with it
     return {"keys": [key.public_jwk for key in SigningKey.objects.filter(retired_at__isnull=True)]}
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import httpx
 from django.conf import settings
 from django.core.cache import cache
-from jwt import PyJWK
+from jwt import PyJWK, PyJWTError
 
 from apps.core import correlation
 
@@ -75,12 +75,19 @@ def _keys(issuer: Issuer) -> dict:
     cached = _local.get(issuer.issuer)
     if cached and time.monotonic() - cached[0] < LOCAL_TTL_SECONDS:
         return cached[1]
-    shared = cache.get(_cache_key(issuer.issuer))
+    shared = _shared_keys(issuer)
     if shared is not None:
-        keys = json.loads(shared)
-        _local[issuer.issuer] = (time.monotonic(), keys)
-        return keys
+        return shared
     return _refetch(issuer) or {}
+
+
+def _shared_keys(issuer: Issuer) -> dict | None:
+    shared = cache.get(_cache_key(issuer.issuer))
+    if shared is None:
+        return None
+    keys = json.loads(shared)
+    _local[issuer.issuer] = (time.monotonic(), keys)
+    return keys
 
 
 def _refetch(issuer: Issuer) -> dict | None:
@@ -96,11 +103,18 @@ def _refetch(issuer: Issuer) -> dict | None:
 def signing_key(issuer: Issuer, kid: str, algorithm: str) -> PyJWK | None:
     keys = _keys(issuer)
     if kid not in keys:
+        # Another process (a replica, the periodic refresh) may have fetched it already.
+        keys = _shared_keys(issuer) or keys
+    if kid not in keys:
         keys = _refetch(issuer) or keys
     jwk = keys.get(kid)
     if jwk is None:
         return None
-    return PyJWK(jwk, algorithm=algorithm)
+    try:
+        return PyJWK(jwk, algorithm=algorithm)
+    except PyJWTError as exc:  # e.g. the kid of an EC key in an RS256 token
+        logger.warning("JWK %s of %s unusable for %s: %s", kid, issuer.issuer, algorithm, exc)
+        return None
 
 
 def forget_cached_keys() -> None:
