@@ -1,10 +1,31 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from apps.portal import views
+from apps.portal.views import audit, dashboard, project_detail, projects
 
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
+    path("", dashboard.dashboard, name="dashboard"),
+    path("switch/", dashboard.switch_project, name="switch_project"),
+    path("projects/", projects.project_list, name="project_list"),
+    path("projects/new/", projects.project_create, name="project_create"),
+    path("projects/<uuid:pk>/", project_detail.project_detail, name="project_detail"),
+    path("projects/<uuid:pk>/members/", project_detail.members, name="project_members"),
+    path(
+        "projects/<uuid:pk>/members/<uuid:membership_pk>/remove/",
+        project_detail.member_remove,
+        name="member_remove",
+    ),
+    path(
+        "projects/<uuid:pk>/service-accounts/",
+        project_detail.service_accounts,
+        name="project_service_accounts",
+    ),
+    path(
+        "projects/<uuid:pk>/service-accounts/<uuid:account_pk>/revoke/",
+        project_detail.service_account_revoke,
+        name="service_account_revoke",
+    ),
+    path("audit/", audit.audit_log, name="audit_log"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

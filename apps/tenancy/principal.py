@@ -74,7 +74,7 @@ def for_user(user) -> Principal:
     grants = [Grant(Role.PLATFORM_ADMIN)] if user.is_superuser else []
     grants += [
         Grant(m.role, m.tenant_id, m.project_id, m.limit)
-        for m in user.memberships.all().only("role", "tenant_id", "project_id", "limit")
+        for m in user.memberships.all().only("role", "tenant_id", "project_id", "limit", "user_id")
     ]
     return Principal(kind="user", key=f"user:{user.pk}", name=user.get_username(), grants=grants, user=user)
 

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+from django.utils.timesince import timesince
+
+register = template.Library()
+
+# Which navigation entry a page belongs to, by URL name.
+SECTIONS = {
+    "dashboard": "dashboard",
+    "project_list": "projects",
+    "project_create": "projects",
+    "project_detail": "projects",
+    "project_members": "projects",
+    "project_service_accounts": "projects",
+    "member_remove": "projects",
+    "service_account_revoke": "projects",
+    "audit_log": "audit",
+}
+
+TONES = {
+    "active": "ok",
+    "success": "ok",
+    "onboarding": "info",
+    "failed": "bad",
+    "failure": "bad",
+    "denied": "warn",
+    "suspended": "muted",
+    "revoked": "muted",
+}
+
+QUOTA_LABELS = {"gpus": "GPUs", "nodes": "Nodes", "storage_gb": "Storage (GB)"}
+
+
+@register.simple_tag(takes_context=True)
+def nav_current(context, section: str) -> str:
+    """``aria-current="page"`` on the navigation entry of the page being shown."""
+    match = getattr(context.get("request"), "resolver_match", None)
+    if match is not None and SECTIONS.get(match.url_name) == section:
+        return mark_safe('aria-current="page"')  # noqa: S308 - a constant
+    return ""
+
+
+@register.simple_tag
+def badge(value, label: str | None = None) -> str:
+    value = str(value or "")
+    return format_html(
+        '<span class="badge badge-{}">{}</span>',
+        TONES.get(value, "muted"),
+        label or value.replace("_", " ").capitalize(),
+    )
+
+
+@register.filter
+def quota_label(resource: str) -> str:
+    return QUOTA_LABELS.get(resource, resource.replace("_", " ").capitalize())
+
+
+@register.filter
+def ago(moment) -> str:
+    """``3 hours ago``; ``just now`` under a minute (``timesince`` would say ``0 minutes``)."""
+    if not moment:
+        return ""
+    if (timezone.now() - moment).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(moment, depth=1)} ago"
+
+
+@register.filter
+def thousands(value) -> str:
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)

@@ -1,0 +1,238 @@
+"""The project page and its sections: members and service accounts.
+
+Each action is a plain POST that redirects (no JavaScript needed) and, under
+htmx, answers with the re-rendered section instead.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_http_methods, require_safe
+
+from apps.core import crypto
+from apps.core.errors import ApiError, Forbidden, NotFound
+from apps.portal import queries
+from apps.portal.context_processors import SESSION_PROJECT
+from apps.portal.forms import MemberForm, ServiceAccountForm, add_api_error
+from apps.portal.htmx import htmx_partial, hx_redirect, render_fragment, render_page_or_fragment
+from apps.portal.views.base import portal_view
+from apps.tenancy import policy, services
+from apps.tenancy.models import Membership, Project, ServiceAccount
+from apps.tenancy.principal import Principal
+from apps.tenancy.roles import Perm
+
+MEMBERS, ACCOUNTS = "members", "service-accounts"
+TAB_PERMS = {MEMBERS: Perm.MEMBER_VIEW, ACCOUNTS: Perm.SERVICE_ACCOUNT_VIEW}
+SESSION_ISSUED = "portal.issued_secret"
+
+
+def _project(principal: Principal, pk, action_perm: str | None = None) -> Project:
+    return policy.get_object(
+        Project.objects.select_related("tenant"), principal, Perm.PROJECT_VIEW, action_perm, pk=pk
+    )
+
+
+def _tabs(principal: Principal, project: Project) -> list[str]:
+    return [tab for tab, perm in TAB_PERMS.items() if principal.can(perm, project.tenant_id, project.pk)]
+
+
+# --- page and tabs -------------------------------------------------------------
+
+
+@require_safe
+@portal_view
+def project_detail(request, principal, pk):
+    project = _project(principal, pk)
+    tabs = _tabs(principal, project)
+    if MEMBERS in tabs:
+        return _members_page(request, principal, project)
+    if ACCOUNTS in tabs:
+        return _accounts_page(request, principal, project)
+    return _render(request, principal, project, None, {})  # e.g. billing admins: the header only
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@portal_view
+def members(request, principal, pk):
+    if request.method == "POST":
+        return _add_member(request, principal, pk)
+    return _members_page(request, principal, _project(principal, pk, Perm.MEMBER_VIEW))
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@portal_view
+def service_accounts(request, principal, pk):
+    if request.method == "POST":
+        return _create_account(request, principal, pk)
+    return _accounts_page(request, principal, _project(principal, pk, Perm.SERVICE_ACCOUNT_VIEW))
+
+
+def _members_page(request, principal, project, form=None):
+    return _render(request, principal, project, MEMBERS, _members_context(principal, project, form))
+
+
+def _accounts_page(request, principal, project):
+    issued = _pop_issued(request, project)
+    response = _render(
+        request, principal, project, ACCOUNTS, _accounts_context(principal, project, issued=issued)
+    )
+    if issued:
+        add_never_cache_headers(response)
+    return response
+
+
+def _render(request, principal, project, tab, section_context, status=200):
+    # Opening a project makes it the switcher's current project.
+    if request.session.get(SESSION_PROJECT) != str(project.pk):
+        request.session[SESSION_PROJECT] = str(project.pk)
+    context = {"project": project, "tab": tab, "tabs": _tabs(principal, project), **section_context}
+    return render_page_or_fragment(
+        request, "portal/project_detail.html", "portal/partials/project_tabs.html", context, status=status
+    )
+
+
+def _members_context(principal, project, form=None) -> dict:
+    return {
+        "memberships": list(queries.project_members(project)),
+        "tenant_memberships": list(queries.tenant_wide_members(project)),
+        "can_manage_members": principal.can(Perm.MEMBER_MANAGE, project.tenant_id, project.pk),
+        "member_form": form or MemberForm(),
+    }
+
+
+def _accounts_context(principal, project, form=None, issued=None) -> dict:
+    return {
+        "accounts": list(queries.project_service_accounts(project)),
+        "can_manage_accounts": principal.can(Perm.SERVICE_ACCOUNT_MANAGE, project.tenant_id, project.pk),
+        "account_form": form or ServiceAccountForm(),
+        "issued": issued,
+    }
+
+
+def _section(request, principal, project, tab, section_context, *, status=200):
+    """After an action: htmx gets the re-rendered section, a plain form the full page."""
+    if htmx_partial(request):
+        context = {"project": project, **section_context}
+        template = (
+            "portal/partials/members.html" if tab == MEMBERS else "portal/partials/service_accounts.html"
+        )
+        return render_fragment(request, template, context, status=status)
+    return _render(request, principal, project, tab, section_context, status=status)
+
+
+# --- members -------------------------------------------------------------------
+
+
+def _add_member(request, principal, pk):
+    project = _project(principal, pk, Perm.MEMBER_MANAGE)
+    form = MemberForm(request.POST)
+    if form.is_valid():
+        try:
+            membership = services.add_member(principal, project, **form.cleaned_data)
+        except (Forbidden, NotFound):
+            raise
+        except ApiError as exc:
+            add_api_error(form, exc)
+        else:
+            messages.success(
+                request, f"Added {membership.user.get_username()} as {membership.get_role_display()}."
+            )
+            if not htmx_partial(request):
+                return hx_redirect(request, reverse("project_members", args=[project.pk]))
+            form = None
+    return _section(request, principal, project, MEMBERS, _members_context(principal, project, form))
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@portal_view
+def member_remove(request, principal, pk, membership_pk):
+    project = _project(principal, pk, Perm.MEMBER_MANAGE)
+    membership = Membership.objects.filter(project=project, pk=membership_pk).select_related("user").first()
+    if membership is None:
+        raise Http404("No such member in this project.")
+    if request.method != "POST":
+        return render(request, "portal/member_remove.html", {"project": project, "membership": membership})
+    services.remove_member(principal, membership)
+    messages.success(request, f"Removed {membership.user.get_username()} ({membership.get_role_display()}).")
+    if not htmx_partial(request):
+        return hx_redirect(request, reverse("project_members", args=[project.pk]))
+    return _section(request, principal, project, MEMBERS, _members_context(principal, project))
+
+
+# --- service accounts ----------------------------------------------------------
+
+
+def _create_account(request, principal, pk):
+    project = _project(principal, pk, Perm.SERVICE_ACCOUNT_MANAGE)
+    form = ServiceAccountForm(request.POST)
+    if form.is_valid():
+        try:
+            issued = services.create_service_account(principal, project, **form.cleaned_data)
+        except (Forbidden, NotFound):
+            raise
+        except ApiError as exc:
+            add_api_error(form, exc)
+        else:
+            shown = {
+                "name": issued.account.name,
+                "client_id": issued.account.client_id,
+                "client_secret": issued.client_secret,
+            }
+            if not htmx_partial(request):
+                _stash_issued(request, project, issued)
+                return hx_redirect(request, reverse("project_service_accounts", args=[project.pk]))
+            response = _section(
+                request, principal, project, ACCOUNTS, _accounts_context(principal, project, issued=shown)
+            )
+            add_never_cache_headers(response)
+            return response
+    return _section(request, principal, project, ACCOUNTS, _accounts_context(principal, project, form))
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@portal_view
+def service_account_revoke(request, principal, pk, account_pk):
+    project = _project(principal, pk, Perm.SERVICE_ACCOUNT_MANAGE)
+    account = ServiceAccount.objects.filter(project=project, pk=account_pk).first()
+    if account is None:
+        raise Http404("No such service account in this project.")
+    if request.method != "POST":
+        return render(request, "portal/service_account_revoke.html", {"project": project, "account": account})
+    if account.is_active:
+        services.revoke_service_account(principal, account)
+        messages.success(request, f"Service account {account.name} revoked; its tokens no longer work.")
+    else:
+        messages.info(request, f"Service account {account.name} was already revoked.")
+    if not htmx_partial(request):
+        return hx_redirect(request, reverse("project_service_accounts", args=[project.pk]))
+    return _section(request, principal, project, ACCOUNTS, _accounts_context(principal, project))
+
+
+# The plain-form flow redirects after creating an account, so the secret crosses
+# one request in the session: encrypted (the session row is at rest like any
+# other) and removed by the first page that shows it, so a reload never does.
+
+
+def _stash_issued(request, project, issued) -> None:
+    request.session[SESSION_ISSUED] = {
+        "project": str(project.pk),
+        "name": issued.account.name,
+        "client_id": issued.account.client_id,
+        "sealed_secret": crypto.encrypt(issued.client_secret),
+    }
+
+
+def _pop_issued(request, project) -> dict | None:
+    stashed = request.session.get(SESSION_ISSUED)
+    if not stashed or stashed.get("project") != str(project.pk):
+        return None
+    del request.session[SESSION_ISSUED]
+    return {
+        "name": stashed["name"],
+        "client_id": stashed["client_id"],
+        "client_secret": crypto.decrypt(stashed["sealed_secret"]),
+    }

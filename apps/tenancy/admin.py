@@ -1,0 +1,206 @@
+"""Operator surfaces for tenancy: tenants (with projects and quota), projects,
+memberships, service accounts (revoke through the service), identities and
+signing keys. No secret is ever rendered: service accounts show no secret
+hash, signing keys no private key."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import Count
+
+from apps.core.admin import AuditedModelAdmin, ReadOnlyModelAdmin
+from apps.core.errors import ApiError
+from apps.metering.admin import QuotaInline
+from apps.tenancy import principal as principals
+from apps.tenancy import services
+from apps.tenancy.models import ExternalIdentity, Membership, Project, ServiceAccount, SigningKey, Tenant
+
+
+class ProjectInline(admin.TabularInline):
+    model = Project
+    fields = ("project_id", "name", "created_at")
+    readonly_fields = ("created_at",)
+    extra = 0
+    show_change_link = True
+
+
+class MembershipInline(admin.TabularInline):
+    """Who has a role on the project (edit memberships on their own page)."""
+
+    model = Membership
+    fields = ("user", "role", "limit", "source", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Tenant)
+class TenantAdmin(AuditedModelAdmin):
+    list_display = ("name", "tenant_id", "status", "tier", "project_count", "created_at")
+    list_filter = ("status", "tier")
+    search_fields = ("tenant_id", "name", "realm_name")
+    readonly_fields = ("id", "created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("id", "tenant_id", "name", "realm_name", "tier")}),
+        ("Lifecycle", {"fields": ("status", "status_reason")}),
+        ("Policy", {"fields": ("policy",), "classes": ("collapse",)}),
+        ("Timestamps", {"fields": ("created_at", "updated_at")}),
+    )
+    inlines = (ProjectInline, QuotaInline)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(project_total=Count("projects"))
+
+    @admin.display(description="Projects", ordering="project_total")
+    def project_count(self, tenant):
+        return tenant.project_total
+
+    def get_readonly_fields(self, request, obj=None):
+        # The CCP tenant id is the key CCP addresses the tenant by: fixed once onboarded.
+        return (*self.readonly_fields, "tenant_id") if obj else self.readonly_fields
+
+    def has_add_permission(self, request):
+        # Tenants are onboarded through the service (CCP's POST /api/tenants or
+        # bootstrap_demo) so their network, storage and quota are provisioned.
+        return False
+
+
+@admin.register(Project)
+class ProjectAdmin(AuditedModelAdmin):
+    list_display = ("name", "project_id", "tenant", "created_at")
+    list_filter = ("tenant",)
+    search_fields = ("project_id", "name", "tenant__tenant_id", "tenant__name")
+    list_select_related = ("tenant",)
+    autocomplete_fields = ("tenant",)
+    readonly_fields = ("id", "created_at", "updated_at")
+    inlines = (MembershipInline,)
+
+    def get_readonly_fields(self, request, obj=None):
+        return (*self.readonly_fields, "tenant", "project_id") if obj else self.readonly_fields
+
+
+@admin.register(Membership)
+class MembershipAdmin(AuditedModelAdmin):
+    list_display = ("user", "role", "limit", "tenant", "project", "source", "created_at")
+    list_filter = ("role", "limit", "source")
+    search_fields = (
+        "user__username",
+        "tenant__tenant_id",
+        "tenant__name",
+        "project__project_id",
+        "project__name",
+    )
+    list_select_related = ("user", "tenant", "project")
+    autocomplete_fields = ("user", "tenant", "project")
+    fields = ("user", "role", "limit", "tenant", "project", "source", "created_at", "updated_at")
+    readonly_fields = ("source", "created_at", "updated_at")
+
+
+class ActiveFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return (("active", "Active"), ("revoked", "Revoked"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(ServiceAccount)
+class ServiceAccountAdmin(ReadOnlyModelAdmin):
+    """Read-only but for revocation. Accounts are created where the secret can be
+    shown once (portal, API, ``manage.py create_service_account``); the secret hash
+    is never displayed."""
+
+    list_display = (
+        "name",
+        "client_id",
+        "role",
+        "limit",
+        "tenant",
+        "project",
+        "active",
+        "revoked_at",
+        "last_token_at",
+        "created_at",
+    )
+    list_filter = (ActiveFilter, "role")
+    search_fields = ("name", "=client_id", "created_by", "tenant__tenant_id", "project__project_id")
+    list_select_related = ("tenant", "project")
+    fields = (
+        "id",
+        "name",
+        "client_id",
+        "role",
+        "limit",
+        "tenant",
+        "project",
+        "created_by",
+        "created_at",
+        "revoked_at",
+        "last_token_at",
+    )
+    readonly_fields = fields
+    actions = ("revoke",)
+
+    @admin.display(boolean=True, description="Active")
+    def active(self, account):
+        return account.is_active
+
+    def has_revoke_permission(self, request):
+        return request.user.has_perm("tenancy.change_serviceaccount")
+
+    @admin.action(description="Revoke selected service accounts", permissions=["revoke"])
+    def revoke(self, request, queryset):
+        # The operator acts with their own grants, and the service writes the audit
+        # event (or the denial) exactly as for the API and the portal.
+        operator = principals.for_user(request.user)
+        revoked, already, refused = [], 0, []
+        for account in queryset:
+            if not account.is_active:
+                already += 1
+                continue
+            try:
+                services.revoke_service_account(operator, account)
+            except ApiError as exc:
+                refused.append(f"{account.name}: {exc.message}")
+                continue
+            revoked.append(account.name)
+        if revoked:
+            self.message_user(
+                request, f"Revoked {len(revoked)} service account(s): {', '.join(revoked)}.", messages.SUCCESS
+            )
+        if already:
+            self.message_user(request, f"{already} selected account(s) were already revoked.", messages.INFO)
+        for line in refused:
+            self.message_user(request, f"Not revoked: {line}", messages.ERROR)
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(AuditedModelAdmin):
+    list_display = ("user", "issuer", "subject", "created_at")
+    list_filter = ("issuer",)
+    search_fields = ("user__username", "=subject", "issuer")
+    list_select_related = ("user",)
+    autocomplete_fields = ("user",)
+    readonly_fields = ("created_at",)
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(ReadOnlyModelAdmin):
+    # ``private_key`` is deliberately absent from every list and form.
+    list_display = ("kid", "created_at", "retired_at")
+    fields = ("kid", "public_jwk", "created_at", "retired_at")
+    readonly_fields = fields

@@ -1,0 +1,90 @@
+// Small progressive enhancements for the portal. Every page works without this
+// file; the CSP forbids inline scripts and handlers, so behaviour is attached
+// here by data attributes: data-autosubmit, data-js-hide, data-dismiss, data-copy.
+(function () {
+  "use strict";
+
+  document.documentElement.classList.add("js");
+
+  // The project switcher opens the chosen project as soon as it changes.
+  document.addEventListener("change", function (event) {
+    var select = event.target.closest && event.target.closest("select[data-autosubmit]");
+    if (select && select.form) {
+      select.form.requestSubmit ? select.form.requestSubmit() : select.form.submit();
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    var dismiss = event.target.closest("[data-dismiss]");
+    if (dismiss) {
+      var message = dismiss.closest(".message");
+      if (message) message.remove();
+      return;
+    }
+    var copy = event.target.closest("[data-copy]");
+    if (copy) copyText(copy);
+  });
+
+  function copyText(button) {
+    var source = document.getElementById(button.getAttribute("data-copy"));
+    if (!source) return;
+    var text = source.textContent.trim();
+    var done = function () {
+      button.textContent = "Copied";
+      button.classList.add("copied");
+      window.setTimeout(function () {
+        button.textContent = "Copy";
+        button.classList.remove("copied");
+      }, 2000);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () { selectText(source); });
+    } else {
+      // Plain http outside localhost has no clipboard API: select it for Ctrl+C.
+      selectText(source);
+    }
+  }
+
+  function selectText(element) {
+    var range = document.createRange();
+    range.selectNodeContents(element);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+  }
+
+  // htmx does not swap error answers: say what happened in the message area.
+  function flash(text, level) {
+    var area = document.getElementById("messages");
+    if (!area) return;
+    var message = document.createElement("div");
+    message.className = "message message-" + (level || "error");
+    message.setAttribute("role", "alert");
+    var span = document.createElement("span");
+    span.textContent = text;
+    var close = document.createElement("button");
+    close.type = "button";
+    close.className = "message-close";
+    close.setAttribute("data-dismiss", "");
+    close.setAttribute("aria-label", "Dismiss");
+    close.textContent = "\u00d7";
+    message.appendChild(span);
+    message.appendChild(close);
+    area.appendChild(message);
+  }
+
+  document.addEventListener("htmx:responseError", function (event) {
+    var status = event.detail.xhr ? event.detail.xhr.status : 0;
+    if (status === 403) {
+      flash("Your role does not allow this action.");
+    } else if (status === 404) {
+      flash("That no longer exists, or you no longer have access to it. Reload the page.");
+    } else {
+      flash("Something went wrong (HTTP " + status + "). Try again, or reload the page.");
+    }
+  });
+
+  document.addEventListener("htmx:sendError", function () {
+    flash("The portal could not be reached. Check your connection and try again.");
+  });
+})();

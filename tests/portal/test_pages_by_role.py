@@ -1,0 +1,169 @@
+"""Each page renders for the roles that may see it, and answers 403 (in scope,
+too little role) for the others."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.conftest import member
+from tests.factories import UserFactory
+
+ROLES = ["tenant_admin", "project_admin", "viewer", "billing_admin", "platform_admin"]
+
+
+@pytest.fixture
+def users(tenant_admin, project_admin, viewer, billing_admin, platform_admin):
+    return {
+        "tenant_admin": tenant_admin,
+        "project_admin": project_admin,
+        "viewer": viewer,
+        "billing_admin": billing_admin,
+        "platform_admin": platform_admin,
+    }
+
+
+def _status(as_user, user, url):
+    return as_user(user).get(url).status_code
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_dashboard_and_project_list_render_for_every_role(role, users, as_user, project):
+    client = as_user(users[role])
+    dashboard = client.get("/")
+    assert dashboard.status_code == 200
+    assert b"Acme" in dashboard.content
+    projects = client.get(reverse("project_list"))
+    assert projects.status_code == 200
+    assert b"Cell 1" in projects.content
+
+
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        ("tenant_admin", 200),
+        ("project_admin", 200),
+        ("viewer", 200),
+        ("billing_admin", 403),
+        ("platform_admin", 200),
+    ],
+)
+def test_members_tab(role, expected, users, as_user, project):
+    assert _status(as_user, users[role], reverse("project_members", args=[project.pk])) == expected
+
+
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        ("tenant_admin", 200),
+        ("project_admin", 200),
+        ("viewer", 403),
+        ("billing_admin", 403),
+        ("platform_admin", 200),
+    ],
+)
+def test_service_accounts_tab(role, expected, users, as_user, project):
+    assert _status(as_user, users[role], reverse("project_service_accounts", args=[project.pk])) == expected
+
+
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        ("tenant_admin", 200),
+        ("project_admin", 403),
+        ("viewer", 403),
+        ("billing_admin", 403),
+        ("platform_admin", 200),
+    ],
+)
+def test_audit_page(role, expected, users, as_user, project):
+    assert _status(as_user, users[role], reverse("audit_log")) == expected
+
+
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        ("tenant_admin", 200),
+        ("project_admin", 403),
+        ("viewer", 403),
+        ("billing_admin", 403),
+        ("platform_admin", 200),
+    ],
+)
+def test_new_project_page(role, expected, users, as_user, project):
+    assert _status(as_user, users[role], reverse("project_create")) == expected
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_project_page_renders_the_tabs_the_role_may_see(role, users, as_user, project):
+    response = as_user(users[role]).get(reverse("project_detail", args=[project.pk]))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert ("Service accounts</a>" in body) == (role in {"tenant_admin", "project_admin", "platform_admin"})
+    assert ("Members</a>" in body) == (role != "billing_admin")
+
+
+def test_viewer_sees_members_without_manage_controls(viewer, project_admin, as_user, project):
+    body = as_user(viewer).get(reverse("project_members", args=[project.pk])).content.decode()
+    assert project_admin.username in body
+    assert "Add a member" not in body
+    assert "Remove</a>" not in body
+
+
+def test_manager_sees_manage_controls(project_admin, as_user, project):
+    body = as_user(project_admin).get(reverse("project_members", args=[project.pk])).content.decode()
+    assert "Add a member" in body
+    assert "Remove</a>" in body
+
+
+def test_navigation_shows_audit_only_to_those_who_may_read_it(tenant_admin, viewer, as_user, project):
+    assert b'href="/audit/"' in as_user(tenant_admin).get("/").content
+    assert b'href="/audit/"' not in as_user(viewer).get("/").content
+
+
+def test_admin_link_only_for_staff(tenant_admin, platform_admin, as_user, project):
+    assert b'href="/admin/"' not in as_user(tenant_admin).get("/").content
+    assert b'href="/admin/"' in as_user(platform_admin).get("/").content
+
+
+def test_user_without_any_role_gets_empty_states(as_user, db):
+    client = as_user(UserFactory())
+    assert b"No tenant yet" in client.get("/").content
+    assert b"No projects" in client.get(reverse("project_list")).content
+    assert client.get(reverse("audit_log")).status_code == 403
+    assert client.get(reverse("project_create")).status_code == 403
+
+
+def test_dashboard_shows_tenant_status_quota_and_counts(tenant_admin, as_user, project, other_project):
+    from tests.factories import QuotaFactory
+
+    QuotaFactory(tenant=project.tenant, resource="gpus", limit=64)
+    member("viewer", project=project)
+    body = as_user(tenant_admin).get("/").content.decode()
+    assert "badge-ok" in body and "Active" in body
+    assert "GPUs" in body and "64" in body
+    assert "Cell 1" in body and "Cell 2" in body
+
+
+def test_quota_hidden_from_project_scoped_roles(viewer, as_user, project):
+    from tests.factories import QuotaFactory
+
+    QuotaFactory(tenant=project.tenant, resource="gpus", limit=64)
+    body = as_user(viewer).get("/").content.decode()
+    assert "GPUs" not in body
+
+
+def test_anonymous_is_sent_to_login(client, project):
+    response = client.get(reverse("project_detail", args=[project.pk]))
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/?next=")
+
+
+def test_anonymous_htmx_request_gets_hx_redirect_to_login(client, project):
+    response = client.get(
+        reverse("project_members", args=[project.pk]),
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_CURRENT_URL=f"http://testserver/projects/{project.pk}/",
+    )
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == f"/accounts/login/?next=/projects/{project.pk}/"

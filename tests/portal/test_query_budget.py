@@ -1,0 +1,91 @@
+"""Pages cost a fixed number of queries whatever their length (no N+1)."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from apps.core.models import AuditEvent
+from apps.tenancy.models import Membership, ServiceAccount
+from tests.factories import ProjectFactory, UserFactory
+
+# Session, user, the caller's memberships and the switcher's projects, then the page's own
+# queries; the fixtures fill each page with dozens of rows, so an N+1 blows these at once.
+PROJECT_LIST_BUDGET = 6
+AUDIT_BUDGET = 10
+PROJECT_PAGE_BUDGET = 10
+DASHBOARD_BUDGET = 12
+
+
+def _fill_tenant(tenant, projects: int):
+    for n in range(projects):
+        project = ProjectFactory(tenant=tenant)
+        Membership.objects.create(user=UserFactory(), tenant=tenant, project=project, role="viewer")
+        ServiceAccount.objects.create(
+            name=f"sa-{n}",
+            client_id=f"sa-{project.pk}",
+            secret_hash="x",
+            tenant=tenant,
+            project=project,
+            role="viewer",
+        )
+
+
+def _fill_trail(project, events: int):
+    AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(
+                actor=f"user{n}",
+                actor_type="user",
+                action="member.add",
+                outcome="success",
+                correlation_id=f"c{n}",
+                tenant_id=project.tenant_id,
+                project_id=project.pk,
+            )
+            for n in range(events)
+        ]
+    )
+
+
+def test_project_list(tenant_admin, as_user, tenant, django_assert_max_num_queries):
+    _fill_tenant(tenant, 30)
+    client = as_user(tenant_admin)
+    with django_assert_max_num_queries(PROJECT_LIST_BUDGET):
+        response = client.get(reverse("project_list"))
+    assert response.status_code == 200 and response.content.count(b"<tr>") == 26
+
+
+def test_audit_page(tenant_admin, as_user, tenant, project, other_project, django_assert_max_num_queries):
+    _fill_trail(project, 40)
+    _fill_trail(other_project, 40)
+    client = as_user(tenant_admin)
+    with django_assert_max_num_queries(AUDIT_BUDGET):
+        response = client.get(reverse("audit_log"))
+    assert response.status_code == 200 and b"Page 1 of 2" in response.content
+    with django_assert_max_num_queries(AUDIT_BUDGET):
+        client.get(reverse("audit_log") + f"?project={project.pk}&outcome=success&page=1")
+
+
+def test_project_page(tenant_admin, as_user, tenant, project, django_assert_max_num_queries):
+    for n in range(20):
+        Membership.objects.create(user=UserFactory(), tenant=tenant, project=project, role="viewer")
+        ServiceAccount.objects.create(
+            name=f"sa-{n}",
+            client_id=f"sa-{n}",
+            secret_hash="x",
+            tenant=tenant,
+            project=project,
+            role="viewer",
+        )
+    client = as_user(tenant_admin)
+    with django_assert_max_num_queries(PROJECT_PAGE_BUDGET):
+        client.get(reverse("project_members", args=[project.pk]))
+    with django_assert_max_num_queries(PROJECT_PAGE_BUDGET):
+        client.get(reverse("project_service_accounts", args=[project.pk]))
+
+
+def test_dashboard(tenant_admin, as_user, tenant, django_assert_max_num_queries):
+    _fill_tenant(tenant, 12)
+    client = as_user(tenant_admin)
+    with django_assert_max_num_queries(DASHBOARD_BUDGET):
+        client.get("/")
