@@ -4,6 +4,7 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from apps.core import correlation
 from apps.tenancy.auth import platform_tokens, trusted_issuers
 from apps.tenancy.models import Membership
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
@@ -18,6 +19,15 @@ def _isolated_caches():
     platform_tokens.forget_cached_keys()
     yield
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_correlation_context():
+    """Each test starts outside any unit of work: an id that work outside a request
+    (a fixture's audit event) fixed in this thread does not carry into the next test."""
+    token = correlation.set(None)
+    yield
+    correlation.reset(token)
 
 
 @pytest.fixture

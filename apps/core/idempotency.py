@@ -21,12 +21,13 @@ from django.utils import timezone
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
+from apps.core import crypto
 from apps.core.errors import ApiError, Conflict, ValidationFailed
 from apps.core.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
 RETENTION = timedelta(hours=48)
-_PRINTABLE = re.compile(r"^[\x20-\x7e]{1,255}$")
+_PRINTABLE = re.compile(r"[\x20-\x7e]{1,255}")  # fullmatch: "$" would let a trailing newline in
 # Transient answers are not remembered: retrying them must do the work.
 _NOT_STORED = {429, 503}
 
@@ -41,8 +42,19 @@ def _request_hash(request) -> str:
     return digest.hexdigest()
 
 
+def _seal(data) -> str:
+    # A stored body can hold a one-time secret (a new service account's
+    # client_secret): it is kept encrypted, like every secret at rest.
+    return crypto.encrypt(json.dumps(data, cls=DjangoJSONEncoder))
+
+
+def _unseal(stored):
+    return json.loads(crypto.decrypt(stored)) if isinstance(stored, str) else stored
+
+
 def _replay(record: IdempotencyRecord) -> Response:
-    response = Response(record.response_body, status=record.response_status, headers=record.response_headers)
+    response = Response(_unseal(record.response_body), status=record.response_status,
+                        headers=record.response_headers)
     response["Idempotent-Replayed"] = "true"
     return response
 
@@ -55,7 +67,7 @@ def idempotent(handler):
         key = request.headers.get(HEADER)
         if key is None:
             return handler(view, request, *args, **kwargs)
-        if not _PRINTABLE.match(key):
+        if not _PRINTABLE.fullmatch(key):
             raise ValidationFailed(details={HEADER: ["Must be 1-255 printable ASCII characters."]})
         principal = request.auth.key
         request_hash = _request_hash(request)
@@ -83,16 +95,12 @@ def idempotent(handler):
                 record.delete()
                 return response
             record.response_status = response.status_code
-            record.response_body = _json_safe(response.data)
+            record.response_body = _seal(response.data)
             record.response_headers = {k: v for k, v in response.items() if k in ("Location", "Retry-After")}
             record.save(update_fields=["response_status", "response_body", "response_headers"])
         return response
 
     return wrapper
-
-
-def _json_safe(data):
-    return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
 
 
 def purge_expired() -> int:

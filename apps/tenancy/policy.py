@@ -82,6 +82,14 @@ def require(principal: Principal, perm: str, obj: Model) -> None:
         raise Forbidden()
 
 
+def require_somewhere(principal: Principal, perm: str) -> None:
+    """For lists: a caller holding ``perm`` on nothing is refused (403) rather than
+    shown a list that is empty for every filter."""
+    if not any(perm in grant.permissions for grant in principal.grants):
+        audit.record(principal, perm, outcome=audit.DENIED, details={"reason": "role"})
+        raise Forbidden()
+
+
 def require_scope(principal: Principal, perm: str, tenant_id=None, project_id=None) -> None:
     """For actions on no existing object (``POST /api/tenants``)."""
     if not principal.can(perm, tenant_id, project_id):

@@ -24,7 +24,7 @@ from apps.tenancy import policy
 from apps.tenancy.auth import platform_tokens
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
 from apps.tenancy.principal import Principal
-from apps.tenancy.roles import PLATFORM_ROLES, PROJECT_ROLES, TENANT_ONLY_ROLES, Perm, Role
+from apps.tenancy.roles import PLATFORM_ROLES, PROJECT_ROLES, TENANT_ONLY_ROLES, Perm, Role, permissions_of
 
 DEFAULT_PROJECT_ID = "default"
 
@@ -136,6 +136,7 @@ def add_member(principal: Principal, project: Project, *, username: str, role: s
     policy.require(principal, Perm.MEMBER_MANAGE, project)
     if role not in PROJECT_ROLES:
         raise ValidationFailed(details={"role": [f"Project roles are {sorted(PROJECT_ROLES)}."]})
+    _require_grantable(principal, project, role, limit)
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
         raise ValidationFailed(details={"username": ["No user with this username."]})
@@ -172,6 +173,13 @@ def grant_tenant_role(principal: Principal, tenant: Tenant, *, user, role: str) 
     return membership
 
 
+def _require_grantable(principal: Principal, project: Project, role: str, limit: str) -> None:
+    """Nobody hands out more than they hold on the project: a project admin limited
+    to Kubernetes cannot make an unlimited (bare-metal) admin, member or machine."""
+    if not all(principal.can(perm, project.tenant_id, project.id) for perm in permissions_of(role, limit)):
+        raise ValidationFailed(details={"role": ["You cannot grant a role above your own."]})
+
+
 def _user_belongs_to(user, tenant_pk) -> bool:
     return Membership.objects.filter(user=user, tenant_id=tenant_pk).exists()
 
@@ -206,8 +214,7 @@ def create_service_account(principal: Principal, project: Project, *, name: str,
     policy.require(principal, Perm.SERVICE_ACCOUNT_MANAGE, project)
     if role not in PROJECT_ROLES:
         raise ValidationFailed(details={"role": [f"Service account roles are {sorted(PROJECT_ROLES)}."]})
-    if role == Role.PROJECT_ADMIN and not principal.can(Perm.MEMBER_MANAGE, project.tenant_id, project.id):
-        raise ValidationFailed(details={"role": ["You cannot grant a role above your own."]})
+    _require_grantable(principal, project, role, limit)
     with transaction.atomic():
         issued = _new_account(name=name, role=role, tenant=project.tenant, project=project, limit=limit,
                               created_by=principal.name)
@@ -263,6 +270,7 @@ def issue_token(client_id: str, client_secret: str) -> tuple[str, int]:
 
 def list_audit_events(principal: Principal, filters) -> QuerySet[AuditEvent]:
     """The audit events ``principal`` may read (tenant admins: their tenants), filtered."""
+    policy.require_somewhere(principal, Perm.AUDIT_VIEW)
     events = policy.restrict(AuditEvent.objects.all(), principal, Perm.AUDIT_VIEW)
     for field in ("action", "outcome", "actor"):
         if filters.get(field):
@@ -279,3 +287,7 @@ def list_audit_events(principal: Principal, filters) -> QuerySet[AuditEvent]:
                 raise ValidationFailed(details={param: ["Expected an RFC 3339 time."]})
             events = events.filter(**{lookup: moment})
     return events
+
+
+def tenants_waiting_for_onboarding(limit: int = 200) -> list:
+    return list(Tenant.objects.filter(status=Tenant.Status.ONBOARDING).values_list("pk", flat=True)[:limit])

@@ -46,10 +46,21 @@ class TenantSerializer(serializers.ModelSerializer):
         return {q.resource: q.limit for q in tenant.quotas.all()}
 
     def get_network(self, tenant) -> dict | None:
-        return None  # filled by apps.networking once a VRF is assigned
+        """The tenant's first VRF (taken at onboarding) with its VLANs; None until assigned."""
+        vrfs = sorted(tenant.vrfs.all(), key=lambda vrf: vrf.assigned_at)
+        if not vrfs:
+            return None
+        vrf = vrfs[0]
+        return {"vrf": vrf.name, "vni": vrf.vni,
+                "vlans": [{"purpose": vlan.purpose, "vlan_id": vlan.vlan_id} for vlan in vrf.vlans.all()],
+                "vpcs": [other.vpc_id for other in vrfs if other.vpc_id]}
 
     def get_storage(self, tenant) -> dict | None:
-        return None  # filled by apps.storage once the tenant directory exists
+        storage = getattr(tenant, "storage", None)
+        if storage is None:
+            return None
+        return {"path": storage.path, "nodemap": storage.nodemap, "pkey": storage.pkey,
+                "quota_gb": storage.quota_gb, "status": storage.status}
 
 
 class OnboardProjectSerializer(serializers.Serializer):

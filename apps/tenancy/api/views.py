@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.db.models import Prefetch
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny
@@ -14,8 +15,13 @@ from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
 from apps.tenancy.roles import Perm
 
 
-def _tenants():
-    return Tenant.objects.prefetch_related("projects", "quotas")
+def _tenants(principal):
+    # A tenant is visible to members of any of its projects; its project list
+    # shows only the projects the caller may see.
+    visible = policy.restrict(Project.objects.all(), principal, Perm.PROJECT_VIEW)
+    return Tenant.objects.select_related("storage").prefetch_related(
+        Prefetch("projects", queryset=visible), "quotas", "vrfs__vlans"
+    )
 
 
 # --- CCP onboarding (/api/tenants) -------------------------------------------
@@ -28,17 +34,20 @@ class CcpTenantListView(BaseAPIView):
                    summary="Onboard a tenant (CCP)")
     @idempotent
     def post(self, request):
+        # Refused before validation: the body's errors are no business of other callers.
+        policy.require_scope(self.principal, Perm.TENANT_ONBOARD)
         data = s.OnboardTenantSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = services.onboard_tenant(self.principal, **data.validated_data)
-        tenant = _tenants().get(pk=result.obj.pk)
+        tenant = _tenants(self.principal).get(pk=result.obj.pk)
         return Response(s.TenantSerializer(tenant).data, status=201 if result.created else 200)
 
 
 class CcpTenantDetailView(BaseAPIView):
     @extend_schema(responses=s.TenantSerializer, summary="A tenant by CCP tenant id")
     def get(self, request, tenant_id):
-        tenant = policy.get_object(_tenants(), self.principal, Perm.TENANT_VIEW, tenant_id=tenant_id)
+        tenant = policy.get_object(_tenants(self.principal), self.principal, Perm.TENANT_VIEW,
+                                   tenant_id=tenant_id)
         return Response(s.TenantSerializer(tenant).data)
 
 
@@ -61,7 +70,7 @@ class CcpTenantProjectsView(BaseAPIView):
 class TenantDetailView(BaseAPIView):
     @extend_schema(responses=s.TenantSerializer, summary="A tenant by platform UUID")
     def get(self, request, pk):
-        tenant = policy.get_object(_tenants(), self.principal, Perm.TENANT_VIEW, pk=pk)
+        tenant = policy.get_object(_tenants(self.principal), self.principal, Perm.TENANT_VIEW, pk=pk)
         return Response(s.TenantSerializer(tenant).data)
 
 
