@@ -54,7 +54,8 @@ for _key in ENCRYPTION_KEYS:
 ALLOWED_HOSTS = env.csv("GPUAAS_ALLOWED_HOSTS", "127.0.0.1,localhost,.localhost")
 ISSUER = env.string("GPUAAS_ISSUER", "http://127.0.0.1:8000").rstrip("/")
 APPS_DOMAIN = env.string("GPUAAS_APPS_DOMAIN")
-DRIVERS = env.choice("GPUAAS_DRIVERS", "simulated", {"simulated", "real"})
+# "simulated" or "real" for every system, or per system: "maas=real,ndfc=real,ufm=simulated".
+DRIVERS = env.driver_modes("GPUAAS_DRIVERS", "simulated", {"maas", "ndfc", "ufm", "ddn", "metrics"})
 SIMULATED_STEP_SECONDS = env.number("GPUAAS_SIMULATED_STEP_SECONDS", 0.0)
 
 INSTALLED_APPS = [
@@ -72,6 +73,11 @@ INSTALLED_APPS = [
     "channels",
     "apps.core",
     "apps.tenancy",
+    "apps.catalog",
+    "apps.networking",
+    "apps.storage",
+    "apps.allocations",
+    "apps.webhooks",
     "apps.metering",
     "apps.portal",
 ]
@@ -129,7 +135,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+        # redis-py 8 times out channels_redis' blocking reads without an explicit
+        # socket timeout longer than its 5 s BZPOPMIN (django/channels_redis#422).
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+        }
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -137,7 +148,7 @@ else:
 
 # Celery: Redis in production; the memory broker with an in-process worker on
 # the embedded default (``manage.py serve`` starts it).
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 CELERY_RESULT_BACKEND = REDIS_URL or None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -167,7 +178,11 @@ OIDC_RP_CLIENT_ID = env.string("GPUAAS_OIDC_CLIENT_ID")
 OIDC_RP_CLIENT_SECRET = env.string("GPUAAS_OIDC_CLIENT_SECRET")
 OIDC_ENABLED = bool(OIDC_DISCOVERY_URL and OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET)
 OIDC_RP_SIGN_ALGO = "RS256"
+# Code flow with PKCE (S256), state and nonce. The IdP returns to /oidc/callback/
+# with a top-level GET (query response mode), which carries the SameSite=Lax
+# session cookie holding the state; form_post would not.
 OIDC_USE_PKCE = True
+OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
 OIDC_RP_SCOPES = env.string("GPUAAS_OIDC_SCOPES", "openid profile email")
 OIDC_STORE_ID_TOKEN = True  # needed for RP-initiated logout (id_token_hint)
 OIDC_OP_LOGOUT_URL_METHOD = "apps.tenancy.auth.oidc.provider_logout_url"
@@ -229,6 +244,13 @@ SPECTACULAR_SETTINGS = {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}
     },
     "SECURITY": [{"bearer": []}],
+    # One enum component per choice set (otherwise the names get hash suffixes).
+    "ENUM_NAME_OVERRIDES": {
+        "RoleEnum": "apps.tenancy.roles.Role",
+        "ProjectRoleEnum": ["project_admin", "viewer"],
+        "LimitEnum": "apps.tenancy.roles.Limit",  # model fields (with labels)
+        "LimitChoiceEnum": ["compute", "kubernetes"],  # the same set in input serializers
+    },
 }
 
 LANGUAGE_CODE = "en-us"
@@ -248,6 +270,9 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = EMBEDDED or DEBUG
+if WHITENOISE_USE_FINDERS:
+    # Files come from the finders; whitenoise still wants its root to exist.
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 # Cookies and transport security.
 SESSION_COOKIE_HTTPONLY = True
@@ -282,3 +307,30 @@ LOGGING = {
         "uvicorn.access": {"level": "WARNING"},
     },
 }
+
+# --- Bare-metal provisioning -------------------------------------------------
+DRIVER_HTTP_TIMEOUT = env.number("GPUAAS_DRIVER_HTTP_TIMEOUT", 15.0)
+MAAS_URL = env.string("GPUAAS_MAAS_URL", "http://127.0.0.1:5240/MAAS")
+MAAS_API_KEY = env.string("GPUAAS_MAAS_API_KEY")
+NDFC_URL = env.string("GPUAAS_NDFC_URL", "https://127.0.0.1")
+NDFC_USER = env.string("GPUAAS_NDFC_USER", "admin")
+NDFC_PASSWORD = env.string("GPUAAS_NDFC_PASSWORD")
+NDFC_FABRIC = env.string("GPUAAS_NDFC_FABRIC", "gpu-fabric")
+STORAGE_TIER_QUOTA_GB = env.json_value(
+    "GPUAAS_STORAGE_TIER_QUOTA_GB", {"standard": 10240, "premium": 51200, "enterprise": 204800}
+)
+OS_IMAGES = env.csv("GPUAAS_OS_IMAGES", "ubuntu-22.04,ubuntu-24.04,rocky-9")
+# Seconds each pipeline step may take before it fails with a reason naming it.
+PIPELINE_STEP_BUDGETS = {
+    "network": 300, "os_deploy": 2400, "storage": 300, "agent": 900,
+    "drain": 600, "storage_detach": 300, "os_release": 2400, "network_detach": 300,
+    **env.json_value("GPUAAS_STEP_BUDGETS", {}),
+}
+PIPELINE_MAX_RETRIES = 3  # seed 001 section 8.2: BM provisioning
+PIPELINE_BACKOFF_SECONDS = (env.number("GPUAAS_PIPELINE_BACKOFF_SECONDS", 5.0), 60.0)
+PIPELINE_POLL_SECONDS = env.number("GPUAAS_PIPELINE_POLL_SECONDS", 2.0)
+PIPELINE_LEASE_SECONDS = env.number("GPUAAS_PIPELINE_LEASE_SECONDS", 300.0)
+PIPELINE_BREAKER = {"threshold": 5, "window": 30}
+AUTO_APPROVE_NODES = env.boolean("GPUAAS_AUTO_APPROVE_NODES", EMBEDDED)
+WEBHOOK_TIMEOUT_SECONDS = env.number("GPUAAS_WEBHOOK_TIMEOUT_SECONDS", 10.0)
+WEBHOOK_JITTER = True

@@ -1,13 +1,19 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from apps.allocations.api import urls as allocations_api
 from apps.core import views as core_views
+from apps.metering.api import QuotaView
+from apps.networking.api import VpcView
+from apps.storage.api import TenantStorageView
 from apps.tenancy.api import urls as tenancy_api
 from apps.tenancy.api.views import JwksView
 
 
 class SwaggerView(SpectacularSwaggerView):
+    @extend_schema(exclude=True)
     def get(self, request, *args, **kwargs):
         response = super().get(request, *args, **kwargs)
         # Swagger UI boots from an inline script; the assets themselves are vendored.
@@ -26,7 +32,13 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/", include(tenancy_api.v1_urlpatterns)),
+    path("api/v1/", include(allocations_api.v1_urlpatterns)),
+    path("api/agent/v1/", include("apps.allocations.api.agent_urls")),
     path("api/", include(tenancy_api.ccp_urlpatterns)),
+    path("api/", include(allocations_api.ccp_urlpatterns)),
+    path("api/network-manager/vpc", VpcView.as_view(), name="network-vpc"),
+    path("api/storage/tenant", TenantStorageView.as_view(), name="storage-tenant"),
+    path("api/metering/quota/<str:tenant_id>", QuotaView.as_view(), name="metering-quota"),
     path("admin/", admin.site.urls),
     path("oidc/", include("apps.tenancy.auth.oidc_urls")),
     path("", include("apps.portal.urls")),

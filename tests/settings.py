@@ -1,5 +1,10 @@
-"""Test settings: real PostgreSQL and Redis (started by ``make test``), one
-Redis database and key prefix per xdist worker so parallel workers never share state."""
+"""Test settings: real PostgreSQL and Redis (started by ``make test``).
+
+Each xdist worker gets its own test database (pytest-django) and its own Redis
+database: tests clear the cache, which empties the whole Redis database, so
+workers must never share one. ``DATABASE_URL``/``REDIS_URL`` pick the base
+(another checkout running tests at the same time should pick others).
+"""
 
 import os
 
@@ -7,7 +12,11 @@ _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 _worker_number = int(_worker.removeprefix("gw") or 0)
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpuaas")
-os.environ.setdefault("REDIS_URL", f"redis://127.0.0.1:6379/{1 + _worker_number % 15}")
+# The base must name a database number (redis://host:port/N); subprocesses of a
+# worker inherit the base and derive the same database.
+_redis_base = os.environ.setdefault("GPUAAS_TEST_REDIS_URL", os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/1"))
+_redis_server, _, _redis_db = _redis_base.rpartition("/")
+os.environ["REDIS_URL"] = f"{_redis_server}/{(int(_redis_db) + _worker_number) % 16}"
 os.environ.setdefault("GPUAAS_SECRET_KEY", "test-secret-key-not-for-production-0123456789abcdef")
 os.environ.setdefault("GPUAAS_ENCRYPTION_KEYS", "7qWutnD6fSYzo4mOWFApzU7RMK8droX-w4WLUJ5hkGc=")
 os.environ.setdefault("GPUAAS_CELERY_EAGER", "true")

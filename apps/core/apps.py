@@ -6,6 +6,6 @@ class CoreConfig(AppConfig):
     label = "core"
 
     def ready(self):
-        from apps.core import correlation
+        from apps.core import correlation, schema  # noqa: F401 - schema registers OpenAPI extensions
 
         correlation.connect_celery_signals()

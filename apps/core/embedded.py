@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 
 from django.conf import settings
 
@@ -12,7 +13,13 @@ logger = logging.getLogger(__name__)
 
 
 def start_celery_worker() -> threading.Thread:
+    from celery.exceptions import SecurityWarning
+
     from gpuaas.celery import app
+
+    # Celery warns when its worker runs as root, aimed at shared worker hosts; here
+    # it is a thread of the developer's own web process, which runs as whoever ran it.
+    warnings.filterwarnings("ignore", category=SecurityWarning)
 
     def run():
         worker = app.Worker(
@@ -36,7 +43,8 @@ def start_celery_beat() -> threading.Thread:
 
     from gpuaas.celery import app
 
-    service = EmbeddedService(app, thread=True, schedule_filename=str(settings.VAR_DIR / "celerybeat-schedule"))
+    schedule = str(settings.VAR_DIR / "celerybeat-schedule")
+    service = EmbeddedService(app, thread=True, schedule_filename=schedule)
     service.start()
     return service
 

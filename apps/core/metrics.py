@@ -1,7 +1,13 @@
-"""Prometheus metrics: request counters in process, domain gauges read at scrape time."""
+"""Prometheus metrics: request counters in process, domain gauges read at scrape time.
+
+The middleware also writes the access log: one JSON line per request (uvicorn's
+own access log is off), carrying the request's correlation id like every other
+line. Probe and scrape paths log at DEBUG so they do not drown the rest.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -42,6 +48,10 @@ def exposition() -> bytes:
     return generate_latest(REGISTRY)
 
 
+access_logger = logging.getLogger("gpuaas.access")
+_QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
 class MetricsMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
@@ -49,6 +59,15 @@ class MetricsMiddleware:
     def __call__(self, request):
         started = time.perf_counter()
         response = self.get_response(request)
-        HTTP_LATENCY.observe(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        HTTP_LATENCY.observe(elapsed)
         HTTP_REQUESTS.labels(request.method, str(response.status_code)).inc()
+        level = logging.DEBUG if request.path in _QUIET_PATHS else logging.INFO
+        if access_logger.isEnabledFor(level):
+            # The path only: query strings may carry tickets or search terms.
+            access_logger.log(
+                level, "%s %s %s", request.method, request.path, response.status_code,
+                extra={"method": request.method, "path": request.path, "status": response.status_code,
+                       "duration_ms": round(elapsed * 1000, 2)},
+            )
         return response

@@ -32,12 +32,16 @@ def _check_cache() -> None:
 
 
 def _check_broker() -> None:
-    if not settings.REDIS_URL:
-        return  # memory broker inside this process
+    # Read at call time, not from the Celery app's configuration (fixed when the
+    # app was first used), so the probe reports the broker the settings name.
+    url = settings.CELERY_BROKER_URL
+    if not url or url.startswith("memory://"):
+        return  # the embedded default's broker lives inside this process
     from gpuaas.celery import app
 
-    with app.connection_for_write() as conn:
-        conn.ensure_connection(max_retries=1, timeout=2)
+    # One attempt, no retry loop: a probe must answer fast, and the caller retries.
+    with app.connection_for_write(url) as conn:
+        conn.ensure_connection(max_retries=0, timeout=2)
 
 
 @require_GET

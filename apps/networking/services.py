@@ -38,6 +38,7 @@ def _take_free_vrf(tenant: Tenant, vpc_id: str = "") -> Vrf:
 @transaction.atomic
 def assign_tenant_network(tenant: Tenant) -> Vrf:
     """Onboarding's network step; a tenant that already has a VRF keeps it."""
+    Tenant.objects.select_for_update().filter(pk=tenant.pk).first()  # one onboarding run at a time per tenant
     existing = tenant.vrfs.order_by("assigned_at").first()
     if existing is not None:
         return existing
@@ -97,21 +98,39 @@ def release_tenant_networks(tenant: Tenant) -> int:
     return count
 
 
-@transaction.atomic
-def load_pool(*, prefix: str, count: int, first_vni: int, first_vlan: int) -> int:
+def load_pool(*, prefix: str, count: int, first_vni: int, first_vlan: int, principal: Principal | None = None
+              ) -> int:
     """Create ``count`` VRFs named ``{prefix}-{n}``, each with four consecutive VLANs.
 
     Existing names are skipped, so loading the same range twice adds nothing.
+    ``principal``: an operator doing it (the admin), checked (outside the
+    transaction, so a denial stays recorded) and named in the audit event;
+    ``None`` for the platform itself (demo seed, management command).
     """
-    created = 0
-    purposes = [p for p, _ in Vlan.Purpose.choices]
-    for index in range(count):
-        name = f"{prefix}-{index + 1:04d}"
-        vrf, made = Vrf.objects.get_or_create(name=name, defaults={"vni": first_vni + index})
-        if made:
-            created += 1
-            for offset, purpose in enumerate(purposes):
-                Vlan.objects.create(vrf=vrf, purpose=purpose, vlan_id=first_vlan + index * 4 + offset)
-    if created:
-        audit.record(None, "network.pool_load", target_type="vrf", details={"prefix": prefix, "created": created})
+    if principal is not None:
+        policy.require_scope(principal, Perm.NETWORK_MANAGE)
+    with transaction.atomic():
+        created = 0
+        purposes = [p for p, _ in Vlan.Purpose.choices]
+        for index in range(count):
+            name = f"{prefix}-{index + 1:04d}"
+            vrf, made = Vrf.objects.get_or_create(name=name, defaults={"vni": first_vni + index})
+            if made:
+                created += 1
+                for offset, purpose in enumerate(purposes):
+                    Vlan.objects.create(vrf=vrf, purpose=purpose, vlan_id=first_vlan + index * 4 + offset)
+        if created:
+            audit.record(principal, "network.pool_load", target_type="vrf",
+                         details={"prefix": prefix, "created": created})
+            transaction.on_commit(_resume_waiting_tenants)
     return created
+
+
+def free_vrf_count() -> int:
+    return Vrf.objects.filter(tenant__isnull=True).count()
+
+
+def _resume_waiting_tenants() -> None:
+    from apps.tenancy.tasks import resume_onboarding
+
+    resume_onboarding.delay()

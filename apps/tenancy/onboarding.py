@@ -34,4 +34,4 @@ def storage(tenant) -> None:
         raise StepFailed(f"storage: {exc}", final=not exc.transient) from exc
 
 
-STEPS: list = []  # WIP-ENABLE: [network, storage]
+STEPS = [network, storage]

@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 REFETCH_GAP_SECONDS = 60
 SHARED_TTL_SECONDS = 3600
 LOCAL_TTL_SECONDS = 30
+FETCH_TIMEOUT_SECONDS = 5.0
 _local: dict[str, tuple[float, dict]] = {}
 
 
@@ -55,7 +56,7 @@ def _cache_key(issuer: str) -> str:
 
 def fetch(issuer: Issuer) -> dict:
     """Fetch and publish the issuer's key set; returns ``{kid: jwk}``."""
-    response = httpx.get(issuer.jwks_uri, timeout=5.0, headers=correlation.outbound_headers())
+    response = httpx.get(issuer.jwks_uri, timeout=FETCH_TIMEOUT_SECONDS, headers=correlation.outbound_headers())
     response.raise_for_status()
     keys = {key["kid"]: key for key in response.json().get("keys", []) if key.get("kid")}
     cache.set(_cache_key(issuer.issuer), json.dumps(keys), timeout=SHARED_TTL_SECONDS)
@@ -78,7 +79,18 @@ def _keys(issuer: Issuer) -> dict:
     shared = _shared_keys(issuer)
     if shared is not None:
         return shared
-    return _refetch(issuer) or {}
+    return _refetch(issuer) or _wait_for_shared(issuer) or {}
+
+
+def _wait_for_shared(issuer: Issuer, timeout: float = FETCH_TIMEOUT_SECONDS) -> dict | None:
+    """Cold cache, and another request is fetching: wait for its result instead of failing."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        keys = _shared_keys(issuer)
+        if keys is not None:
+            return keys
+    return None
 
 
 def _shared_keys(issuer: Issuer) -> dict | None:

@@ -4,11 +4,14 @@ On the embedded default (no ``REDIS_URL``) the Celery worker and beat run in thi
 process too, so one command is the whole system.
 """
 
+import os
+
 import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from apps.core import embedded
+from gpuaas import env
 
 
 class Command(BaseCommand):
@@ -20,13 +23,22 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=1, help="web worker processes (production mode)")
 
     def handle(self, *args, host, port, workers, **options):
+        if env.raw("GPUAAS_SIMULATED_STEP_SECONDS") in (None, ""):
+            # Under serve, simulated hardware takes visible time per step (tests: 0).
+            # The environment carries it to uvicorn's worker processes too.
+            os.environ["GPUAAS_SIMULATED_STEP_SECONDS"] = "2"
+            settings.SIMULATED_STEP_SECONDS = 2.0
         if settings.EMBEDDED:
             if workers != 1:
                 self.stderr.write("the embedded default runs one process; ignoring --workers")
             embedded.start_all()
-            self.stdout.write(f"GPUaaS portal (embedded default) on http://{host}:{port}/ - sign in as demo/demo")
-            uvicorn.run("gpuaas.asgi:application", host=host, port=port, log_config=None, ws="websockets-sansio",
-                        proxy_headers=False, lifespan="off")
+            self.stdout.write(
+                f"GPUaaS portal (embedded default) on http://{host}:{port}/ - sign in as demo/demo"
+            )
+            uvicorn.run("gpuaas.asgi:application", host=host, port=port, log_config=None,
+                        ws="websockets-sansio", proxy_headers=False, lifespan="off")
         else:
+            # Behind nginx: X-Forwarded-For/-Proto are honoured only from the addresses
+            # in FORWARDED_ALLOW_IPS (uvicorn's variable; default 127.0.0.1).
             uvicorn.run("gpuaas.asgi:application", host=host, port=port, workers=workers, log_config=None,
-                        ws="websockets-sansio", proxy_headers=settings.HTTPS, lifespan="off")
+                        ws="websockets-sansio", proxy_headers=True, lifespan="off")

@@ -1,0 +1,95 @@
+"""The container files are consistent with the contract: no Docker engine runs in
+CI, so check what can be checked without one."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+DOCKER = Path(__file__).resolve().parents[2] / "docker"
+APP_SERVICES = ("migrate", "web", "worker", "beat")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((DOCKER / "compose.yaml").read_text())
+
+
+def test_compose_runs_the_production_stack(compose):
+    assert set(compose["services"]) >= {"postgres", "redis", "web", "worker", "beat", "nginx", "migrate"}
+    worker, beat = compose["services"]["worker"], compose["services"]["beat"]
+    assert worker["entrypoint"] + worker["command"][:1] == ["celery", "-A", "gpuaas", "worker"]
+    assert beat["entrypoint"] + beat["command"][:1] == ["celery", "-A", "gpuaas", "beat"]
+    assert compose["services"]["web"]["command"][:3] == ["serve", "--host", "0.0.0.0"]
+
+
+@pytest.mark.parametrize("service", APP_SERVICES)
+def test_app_services_get_the_production_environment(compose, service):
+    env = compose["services"][service]["environment"]
+    for name in (
+        "DATABASE_URL",
+        "REDIS_URL",
+        "GPUAAS_SECRET_KEY",
+        "GPUAAS_ENCRYPTION_KEYS",
+        "GPUAAS_ALLOWED_HOSTS",
+        "GPUAAS_DEBUG",
+        "GPUAAS_HTTPS",
+        "GPUAAS_ISSUER",
+        "GPUAAS_TRUSTED_ISSUERS",
+    ):
+        assert name in env, f"{service} lacks {name}"
+    assert env["GPUAAS_DEBUG"] == "false"
+    # Secrets have no defaults: compose refuses to start without them.
+    assert re.search(r"\$\{GPUAAS_SECRET_KEY:\?", env["GPUAAS_SECRET_KEY"])
+    assert re.search(r"\$\{GPUAAS_ENCRYPTION_KEYS:\?", env["GPUAAS_ENCRYPTION_KEYS"])
+
+
+def test_app_services_start_after_migrations(compose):
+    for service in ("web", "worker", "beat"):
+        depends = compose["services"][service]["depends_on"]
+        assert depends["migrate"]["condition"] == "service_completed_successfully"
+        assert depends["postgres"]["condition"] == "service_healthy"
+
+
+def test_health_checks_use_the_probe_endpoints(compose):
+    assert "/readyz" in " ".join(compose["services"]["web"]["healthcheck"]["test"])
+    assert "/healthz" in " ".join(compose["services"]["nginx"]["healthcheck"]["test"])
+    assert "/healthz" in (DOCKER / "Dockerfile").read_text()
+    # Worker and beat do not serve HTTP: the image's check must not apply to them.
+    assert compose["services"]["beat"]["healthcheck"] == {"disable": True}
+    assert "inspect ping" in " ".join(compose["services"]["worker"]["healthcheck"]["test"])
+
+
+def test_dockerfile_runs_as_non_root_and_serves_on_all_interfaces():
+    text = (DOCKER / "Dockerfile").read_text()
+    assert text.startswith("#") and "FROM python:3.11-slim" in text
+    assert re.search(r"^USER gpuaas$", text, re.M)
+    assert "collectstatic" in text and "pip install" in text
+    assert 'CMD ["serve", "--host", "0.0.0.0", "--port", "8000"]' in text
+
+
+def test_nginx_proxies_websockets_to_web():
+    text = (DOCKER / "nginx.conf").read_text()
+    assert "server web:8000;" in text
+    assert "proxy_set_header Upgrade $http_upgrade;" in text
+    assert "proxy_set_header Connection $connection_upgrade;" in text
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
+def test_nginx_conf_passes_nginx_t(tmp_path):
+    # "web" resolves only inside compose's network; the syntax check needs a resolvable upstream.
+    conf = (DOCKER / "nginx.conf").read_text().replace("server web:8000;", "server 127.0.0.1:8000;")
+    conf = conf.replace("pid /tmp/nginx.pid;", f"pid {tmp_path}/nginx.pid;")
+    (tmp_path / "nginx.conf").write_text(conf)
+    result = subprocess.run(
+        ["nginx", "-t", "-c", str(tmp_path / "nginx.conf"), "-e", str(tmp_path / "error.log")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
