@@ -83,10 +83,13 @@ class Membership(UUIDModel):
     class Meta:
         ordering = ["user__username"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["user", "tenant", "project", "role"], name="membership_unique",
-                nulls_distinct=False,
-            ),
+            # Three partial constraints rather than NULLS NOT DISTINCT, which SQLite lacks.
+            models.UniqueConstraint(fields=["user", "role"], condition=Q(tenant__isnull=True),
+                                    name="membership_unique_platform"),
+            models.UniqueConstraint(fields=["user", "tenant", "role"], condition=Q(project__isnull=True),
+                                    name="membership_unique_tenant"),
+            models.UniqueConstraint(fields=["user", "project", "role"], condition=Q(project__isnull=False),
+                                    name="membership_unique_project"),
             models.CheckConstraint(
                 name="membership_scope_matches_role",
                 condition=(
