@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "apps.storage",
     "apps.allocations",
     "apps.webhooks",
+    "apps.runtime",
     "apps.metering",
     "apps.portal",
 ]
@@ -250,6 +251,13 @@ SPECTACULAR_SETTINGS = {
         "ProjectRoleEnum": ["project_admin", "viewer"],
         "LimitEnum": "apps.tenancy.roles.Limit",  # model fields (with labels)
         "LimitChoiceEnum": ["compute", "kubernetes"],  # the same set in input serializers
+        "AllocationStateEnum": "apps.allocations.models.Allocation.State",
+        "AppInstanceStateEnum": "apps.runtime.models.AppInstance.State",
+        "OperationStateEnum": "apps.runtime.models.Operation.State",
+        "StepStatusEnum": "apps.allocations.models.AllocationStep.Status",
+        "DeliveryStatusEnum": "apps.webhooks.models.Delivery.Status",
+        "TenantStatusEnum": "apps.tenancy.models.Tenant.Status",
+        "StorageStatusEnum": "apps.storage.models.TenantStorage.Status",
     },
 }
 
@@ -334,3 +342,9 @@ PIPELINE_BREAKER = {"threshold": 5, "window": 30}
 AUTO_APPROVE_NODES = env.boolean("GPUAAS_AUTO_APPROVE_NODES", EMBEDDED)
 WEBHOOK_TIMEOUT_SECONDS = env.number("GPUAAS_WEBHOOK_TIMEOUT_SECONDS", 10.0)
 WEBHOOK_JITTER = True
+
+# --- App runtime -----------------------------------------------------------------
+LAUNCH_LIMIT_PER_PROJECT = env.integer("GPUAAS_LAUNCH_LIMIT_PER_PROJECT", 5)
+LAUNCH_LIMIT_PER_NODE = env.integer("GPUAAS_LAUNCH_LIMIT_PER_NODE", 3)
+AGENT_OFFLINE_AFTER_SECONDS = env.integer("GPUAAS_AGENT_OFFLINE_AFTER_SECONDS", 45)
+AGENT_POLL_SECONDS = 25

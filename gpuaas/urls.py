@@ -4,6 +4,7 @@ from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from apps.allocations.api import urls as allocations_api
+from apps.catalog.api import CatalogAppDetailView, CatalogAppListView, CatalogVersionView
 from apps.core import views as core_views
 from apps.metering.api import QuotaView
 from apps.networking.api import VpcView
@@ -33,7 +34,12 @@ urlpatterns = [
     path("api/docs/", SwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/", include(tenancy_api.v1_urlpatterns)),
     path("api/v1/", include(allocations_api.v1_urlpatterns)),
-    path("api/agent/v1/", include("apps.allocations.api.agent_urls")),
+    path("api/v1/", include("apps.runtime.api.urls")),
+    path("api/v1/catalog/apps", CatalogAppListView.as_view(), name="catalog-apps"),
+    path("api/v1/catalog/apps/<slug:slug>", CatalogAppDetailView.as_view(), name="catalog-app"),
+    path("api/v1/catalog/apps/<slug:slug>/versions/<str:version>", CatalogVersionView.as_view(),
+         name="catalog-version"),
+    path("api/agent/v1/", include("apps.runtime.api.agent_urls")),
     path("api/", include(tenancy_api.ccp_urlpatterns)),
     path("api/", include(allocations_api.ccp_urlpatterns)),
     path("api/network-manager/vpc", VpcView.as_view(), name="network-vpc"),

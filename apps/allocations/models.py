@@ -35,6 +35,7 @@ class Node(UUIDModel):
     credential_hash = models.CharField(max_length=64, blank=True)
     enrolled_at = models.DateTimeField(null=True, blank=True)
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    agent_offline = models.BooleanField(default=False, help_text="the enrolled agent stopped heartbeating")
 
     # Nodes are platform inventory: tenants see them only through their allocations.
     tenant_path = None

@@ -15,10 +15,20 @@ from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
 
-def issue_bootstrap_token(node: Node) -> str:
-    """A one-time token for the node's agent to enroll with; replaces any earlier one."""
+def issue_bootstrap_token(node: Node, *, principal: Principal | None = None) -> str:
+    """A one-time token for the node's agent to enroll with; replaces any earlier one.
+
+    ``principal``: an operator asking for it (the admin), checked and audited;
+    the pipeline's own cloud-init passes none. Only the hash is kept.
+    """
+    if principal is not None:
+        policy.require_scope(principal, Perm.NODE_MANAGE)
     token = crypto.new_secret()
-    Node.objects.filter(pk=node.pk).update(bootstrap_token_hash=crypto.hash_secret(token), updated_at=timezone.now())
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(bootstrap_token_hash=crypto.hash_secret(token),
+                                               updated_at=timezone.now())
+        if principal is not None:
+            audit.record(principal, "node.bootstrap_token_issue", target=node)
     return token
 
 
@@ -49,10 +59,6 @@ def authenticate_agent(credential: str) -> Node:
     if node is None:
         raise Unauthenticated("Unknown node credential.")
     return node
-
-
-def heartbeat(node: Node) -> None:
-    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now())
 
 
 def approve(principal: Principal, node: Node) -> Node:

@@ -90,7 +90,10 @@ def _agent(allocation: Allocation, step: AllocationStep) -> Outcome:
 def _drain(allocation: Allocation, step: AllocationStep) -> Outcome:
     if not allocation.drain:
         return Done({"skipped": "release asked not to drain"})
-    return Done(agent.drain(allocation))
+    remaining = agent.drain(allocation)
+    if remaining:
+        return Wait(settings.PIPELINE_POLL_SECONDS, f"waiting for {remaining} app instance(s) to stop")
+    return Done({"drained": True})
 
 
 def _storage_detach(allocation: Allocation, step: AllocationStep) -> Outcome:

@@ -15,7 +15,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 
 
 class NodeCredentialScheme(OpenApiAuthenticationExtension):
-    target_class = "apps.allocations.api.agent.NodeCredentialAuthentication"
+    target_class = "apps.runtime.api.agent.NodeCredentialAuthentication"
     name = "nodeCredential"
 
     def get_security_definition(self, auto_schema):

@@ -50,11 +50,13 @@ class Perm(models.TextChoices):
     NETWORK_MANAGE = "network.manage"
     STORAGE_MANAGE = "storage.manage"
     NODE_MANAGE = "node.manage"
+    CATALOG_VIEW = "catalog.view"
+    CATALOG_MANAGE = "catalog.manage"
 
 
 _VIEW = {
     Perm.TENANT_VIEW, Perm.PROJECT_VIEW, Perm.MEMBER_VIEW, Perm.ALLOCATION_VIEW,
-    Perm.INSTANCE_VIEW, Perm.QUOTA_VIEW, Perm.USAGE_VIEW,
+    Perm.INSTANCE_VIEW, Perm.QUOTA_VIEW, Perm.USAGE_VIEW, Perm.CATALOG_VIEW,
 }
 _PROJECT_ADMIN = _VIEW | {
     Perm.MEMBER_MANAGE, Perm.SERVICE_ACCOUNT_VIEW, Perm.SERVICE_ACCOUNT_MANAGE,

@@ -46,10 +46,8 @@ def registered(node, since) -> bool:
     return False
 
 
-def drain(allocation) -> dict:
-    """Stop the workloads on the node before it is given back.
+def drain(allocation) -> int:
+    """Decommission the app instances on the node; how many are still stopping."""
+    from apps.runtime import services as runtime
 
-    App instances are placed on allocations by ``apps.runtime``; until the
-    runtime exists there is nothing running on a node to stop.
-    """
-    return {"workloads_stopped": 0}
+    return runtime.drain_allocation(allocation)

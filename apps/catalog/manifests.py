@@ -1,0 +1,168 @@
+"""App manifests: validation against the versioned JSON Schema kept beside this
+module, the semantic checks a schema cannot express, and launch parameters.
+
+Templates in a manifest (``args``, ``env``, ``process.command``,
+``proxy.base_url_arg``) may use ``{{ params.NAME }}``, ``{{ instance.id }}``,
+``{{ proxy.base_path }}`` (rendered by the platform) and ``{{ port.ENDPOINT }}``
+and ``{{ secret.NAME }}`` (left as references for the node agent to resolve, so
+a task never carries a secret's value).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+
+SCHEMA_VERSIONS = {"1": Path(__file__).parent / "schemas" / "manifest-v1.json"}
+TEMPLATE = re.compile(r"\{\{\s*([a-z_]+)\.([A-Za-z0-9_-]+)\s*\}\}")
+PLATFORM_SECRETS = {"token"}  # runtime secrets the platform generates per instance
+RUNTIME_NAMESPACES = {"port", "secret"}
+
+
+@cache
+def _validator(version: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(SCHEMA_VERSIONS[version].read_text()))
+
+
+def _path(error) -> str:
+    return "/".join(str(part) for part in error.absolute_path) or "(manifest)"
+
+
+def validate(manifest) -> list[str]:
+    """Every problem with the manifest, as ``path: message`` lines (empty when valid)."""
+    if not isinstance(manifest, dict):
+        return ["(manifest): must be a JSON object"]
+    version = str(manifest.get("schema_version", ""))
+    if version not in SCHEMA_VERSIONS:
+        return [f"schema_version: unknown version {version!r}; known: {', '.join(sorted(SCHEMA_VERSIONS))}"]
+    errors = [f"{_path(e)}: {e.message}" for e in sorted(_validator(version).iter_errors(manifest), key=str)]
+    if errors:
+        return errors
+    return _semantic_errors(manifest)
+
+
+def _semantic_errors(manifest: dict) -> list[str]:
+    errors: list[str] = []
+    params = {p["name"]: p for p in manifest.get("parameters", [])}
+    artifacts = {a["name"] for a in manifest["artifacts"]}
+    endpoints = {e["name"] for e in manifest["endpoints"]}
+    for kind, names in (("parameters", [p["name"] for p in manifest.get("parameters", [])]),
+                        ("artifacts", [a["name"] for a in manifest["artifacts"]]),
+                        ("endpoints", [e["name"] for e in manifest["endpoints"]])):
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            errors.append(f"{kind}: duplicate names {', '.join(duplicates)}")
+    for param in params.values():
+        if "default" in param:
+            problem = parameter_error(param, param["default"])
+            if problem:
+                errors.append(f"parameters/{param['name']}/default: {problem}")
+    execution = manifest["execution"]
+    if execution["kind"] == "single_container":
+        if execution.get("artifact", manifest["artifacts"][0]["name"]) not in artifacts:
+            errors.append(f"execution/artifact: no artifact named {execution['artifact']!r}")
+    else:
+        services = [s["name"] for s in execution["services"]]
+        for service in execution["services"]:
+            if service["artifact"] not in artifacts:
+                errors.append(f"execution/services/{service['name']}/artifact: no artifact named "
+                              f"{service['artifact']!r}")
+            for endpoint in service.get("endpoints", []):
+                if endpoint not in endpoints:
+                    errors.append(f"execution/services/{service['name']}/endpoints: no endpoint named {endpoint!r}")
+            for dependency in service.get("depends_on", []):
+                if dependency not in services:
+                    errors.append(f"execution/services/{service['name']}/depends_on: no service {dependency!r}")
+            optional = service.get("optional_parameter")
+            if optional and params.get(optional, {}).get("type") != "boolean":
+                errors.append(f"execution/services/{service['name']}/optional_parameter: "
+                              f"{optional!r} must be a boolean parameter")
+    for endpoint in manifest["endpoints"]:
+        if "platform_proxy" in endpoint["exposure_modes"] and endpoint["protocol"] != "http":
+            errors.append(f"endpoints/{endpoint['name']}: only http endpoints can use platform_proxy")
+    for where, template in template_fields(manifest):
+        for namespace, name in TEMPLATE.findall(template):
+            known = {
+                "params": params, "port": endpoints, "secret": PLATFORM_SECRETS,
+                "instance": {"id"}, "proxy": {"base_path"},
+            }.get(namespace)
+            if known is None or name not in known:
+                errors.append(f"{where}: unknown template reference {{{{ {namespace}.{name} }}}}")
+    return errors
+
+
+def template_fields(manifest: dict):
+    execution = manifest["execution"]
+    units = [("execution", execution)] if execution["kind"] == "single_container" else [
+        (f"execution/services/{s['name']}", s) for s in execution["services"]
+    ]
+    for where, unit in units:
+        for index, arg in enumerate(unit.get("args", [])):
+            yield f"{where}/args/{index}", arg
+        for key, value in unit.get("env", {}).items():
+            yield f"{where}/env/{key}", value
+    process = manifest.get("process")
+    if process:
+        for index, arg in enumerate(process["command"]):
+            yield f"process/command/{index}", arg
+        for key, value in process.get("env", {}).items():
+            yield f"process/env/{key}", value
+    for endpoint in manifest["endpoints"]:
+        arg = endpoint.get("proxy", {}).get("base_url_arg")
+        if arg:
+            yield f"endpoints/{endpoint['name']}/proxy/base_url_arg", arg
+
+
+def parameter_error(param: dict, value) -> str | None:
+    """Why ``value`` is not acceptable for ``param``, or None."""
+    kind = param["type"]
+    if kind == "boolean":
+        return None if isinstance(value, bool) else "must be true or false"
+    if kind == "choice":
+        return None if value in param["choices"] else f"must be one of {', '.join(map(str, param['choices']))}"
+    if kind in ("integer", "number"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            kind == "integer" and not float(value).is_integer()
+        ):
+            return f"must be {'a whole number' if kind == 'integer' else 'a number'}"
+        if "minimum" in param and value < param["minimum"]:
+            return f"must be at least {param['minimum']}"
+        if "maximum" in param and value > param["maximum"]:
+            return f"must be at most {param['maximum']}"
+        return None
+    if not isinstance(value, str):
+        return "must be text"
+    if len(value) > param.get("max_length", 500):
+        return f"must be at most {param.get('max_length', 500)} characters"
+    if "pattern" in param and not re.fullmatch(param["pattern"], value):
+        return "has the wrong format"
+    return None
+
+
+def clean_parameters(manifest: dict, values: dict | None) -> tuple[dict, dict[str, list[str]]]:
+    """Launch values checked against the manifest: ``(cleaned, errors_by_field)``."""
+    values = dict(values or {})
+    cleaned, errors = {}, {}
+    declared = {p["name"]: p for p in manifest.get("parameters", [])}
+    for name in values.keys() - declared.keys():
+        errors[name] = ["Not a parameter of this app."]
+    for name, param in declared.items():
+        if name not in values or values[name] in ("", None):
+            if "default" in param:
+                cleaned[name] = param["default"]
+            elif param.get("required"):
+                errors[name] = ["This parameter is required."]
+            continue
+        value = values[name]
+        if param["type"] == "integer" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        problem = parameter_error(param, value)
+        if problem:
+            errors[name] = [problem[0].upper() + problem[1:] + "."]
+        else:
+            cleaned[name] = value
+    return cleaned, errors

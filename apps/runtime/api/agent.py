@@ -1,0 +1,161 @@
+"""Node agent API (``/api/agent/v1/``): enrollment with the one-time bootstrap
+token; then, with the node credential (``Authorization: Node <credential>``),
+heartbeats, task fetch (long-poll), task results and the secrets of a claimed task."""
+
+from __future__ import annotations
+
+import asyncio
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.http import JsonResponse
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.allocations import nodes
+from apps.core.errors import Unauthenticated, error_json
+from apps.runtime import events, services
+from apps.tenancy.principal import Principal
+
+
+class NodeCredentialAuthentication(BaseAuthentication):
+    keyword = "Node"
+
+    def authenticate_header(self, request):
+        return self.keyword
+
+    def authenticate(self, request):
+        scheme, _, credential = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+        if scheme != self.keyword:
+            return None
+        try:
+            node = nodes.authenticate_agent(credential.strip())
+        except Unauthenticated as exc:
+            raise AuthenticationFailed(exc.message) from exc
+        # Like every API caller, the agent is a Principal (for rate limits and audit); it holds no role.
+        return AgentUser(node), Principal(kind="node", key=f"node:{node.pk}", name=f"node:{node.hostname}")
+
+
+class AgentUser:
+    is_authenticated = True
+    is_anonymous = False
+
+    def __init__(self, node):
+        self.node = node
+        self.username = f"agent:{node.hostname}"
+
+
+class EnrollSerializer(serializers.Serializer):
+    hostname = serializers.CharField(max_length=253)
+    bootstrap_token = serializers.CharField(max_length=200, trim_whitespace=False)
+
+
+class EnrolledSerializer(serializers.Serializer):
+    node_id = serializers.UUIDField()
+    credential = serializers.CharField(help_text="the node's own credential; shown once")
+    approved = serializers.BooleanField()
+
+
+class EnrollView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(request=EnrollSerializer, responses={201: EnrolledSerializer}, summary="Agent enrollment")
+    def post(self, request):
+        data = EnrollSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        node, credential = nodes.enroll(data.validated_data["hostname"], data.validated_data["bootstrap_token"])
+        return Response({"node_id": str(node.pk), "credential": credential, "approved": node.approved}, status=201)
+
+
+class AgentView(APIView):
+    authentication_classes = [NodeCredentialAuthentication]
+    permission_classes = [IsAuthenticated]
+
+
+class HeartbeatSerializer(serializers.Serializer):
+    running = serializers.ListField(child=serializers.UUIDField(), required=False,
+                                    help_text="instances the agent still runs")
+
+
+class HeartbeatView(AgentView):
+    @extend_schema(request=HeartbeatSerializer, responses={204: None}, summary="Agent heartbeat")
+    def post(self, request):
+        data = HeartbeatSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        running = data.validated_data.get("running")
+        services.heartbeat(request.user.node, [str(i) for i in running] if running is not None else None)
+        return Response(status=204)
+
+
+class EndpointReportSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=40)
+    host = serializers.CharField(max_length=255)
+    port = serializers.IntegerField(min_value=1, max_value=65535)
+
+
+class TaskReportSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["succeeded", "failed"])
+    error = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+    endpoints = EndpointReportSerializer(many=True, required=False)
+
+
+class TaskReportView(AgentView):
+    @extend_schema(request=TaskReportSerializer, responses={204: None}, summary="Result of a task")
+    def post(self, request, task_id):
+        data = TaskReportSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        services.report_task(request.user.node, task_id, succeeded=values["status"] == "succeeded",
+                             error=values.get("error", ""), endpoints=values.get("endpoints", []))
+        return Response(status=204)
+
+
+class TaskSecretsView(AgentView):
+    @extend_schema(responses={200: dict}, summary="Secret values a claimed start task references")
+    def get(self, request, task_id):
+        return Response(services.task_secrets(request.user.node, task_id), headers={"Cache-Control": "no-store"})
+
+
+def _task_body(task) -> dict:
+    return {"id": str(task.pk), "action": task.action, "instance_id": str(task.instance_id), "spec": task.spec}
+
+
+async def fetch_tasks(request):
+    """``GET /api/agent/v1/tasks?wait=25``: pending tasks, waiting up to ``wait``
+    seconds for one to appear (woken through the channel layer, so a new task
+    reaches the agent at once). Async, so a waiting agent holds no thread."""
+    scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+    try:
+        if scheme != NodeCredentialAuthentication.keyword:
+            raise Unauthenticated("Expected 'Authorization: Node <credential>'.")
+        node = await sync_to_async(nodes.authenticate_agent)(credential.strip())
+    except Unauthenticated as exc:
+        return error_json(401, exc.code, exc.message)
+    try:
+        wait = min(float(request.GET.get("wait", 0)), settings.AGENT_POLL_SECONDS)
+    except ValueError:
+        return error_json(400, "validation_error", "wait must be a number of seconds.", {"wait": ["Not a number."]})
+    tasks = await sync_to_async(services.claim_tasks)(node)
+    if not tasks and wait > 0:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(events.agent_group(node.pk), channel)
+        try:
+            tasks = await sync_to_async(services.claim_tasks)(node)  # one may have arrived while subscribing
+            if not tasks:
+                try:
+                    await asyncio.wait_for(layer.receive(channel), timeout=wait)
+                except TimeoutError:
+                    pass
+                tasks = await sync_to_async(services.claim_tasks)(node)
+        finally:
+            await layer.group_discard(events.agent_group(node.pk), channel)
+    await sync_to_async(services.heartbeat)(node)
+    return JsonResponse({"tasks": [_task_body(task) for task in tasks]})

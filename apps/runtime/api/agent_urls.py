@@ -1,0 +1,11 @@
+from django.urls import path
+
+from apps.runtime.api import agent
+
+urlpatterns = [
+    path("enroll", agent.EnrollView.as_view(), name="agent-enroll"),
+    path("heartbeat", agent.HeartbeatView.as_view(), name="agent-heartbeat"),
+    path("tasks", agent.fetch_tasks, name="agent-tasks"),
+    path("tasks/<uuid:task_id>/report", agent.TaskReportView.as_view(), name="agent-task-report"),
+    path("tasks/<uuid:task_id>/secrets", agent.TaskSecretsView.as_view(), name="agent-task-secrets"),
+]

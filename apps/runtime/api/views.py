@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+
+from apps.core.api import BaseAPIView, BaseListAPIView
+from apps.core.idempotency import idempotent
+from apps.runtime import services
+from apps.runtime.api import serializers as s
+from apps.runtime.models import AppInstance, Operation
+from apps.tenancy import policy
+from apps.tenancy.api.views import ProjectScopedMixin
+from apps.tenancy.roles import Perm
+
+
+def _instance_detail(instance_id) -> AppInstance:
+    return (AppInstance.objects.select_related("app", "app_version", "allocation__node")
+            .prefetch_related("endpoints", "members__node").get(pk=instance_id))
+
+
+def _accepted(operation: Operation) -> Response:
+    return Response({"operation_id": str(operation.pk), "instance_id": str(operation.instance_id),
+                     **s.OperationSerializer(operation).data}, status=202)
+
+
+class InstanceListView(ProjectScopedMixin, BaseListAPIView):
+    serializer_class = s.AppInstanceSerializer
+
+    @extend_schema(parameters=[OpenApiParameter("state", str)], summary="The project's app instances you may see")
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        project = self.project(Perm.INSTANCE_VIEW)
+        instances = (services.visible_instances(self.principal).filter(project=project)
+                     .select_related("app", "app_version", "allocation__node")
+                     .prefetch_related("endpoints", "members__node"))
+        state = self.request.query_params.get("state")
+        return instances.filter(state=state) if state else instances.exclude(state=AppInstance.State.DELETED)
+
+    @extend_schema(request=s.LaunchSerializer, responses={202: s.OperationSerializer},
+                   summary="Launch a catalog app on an ACTIVE allocation of the project")
+    @idempotent
+    def post(self, request, project_pk):
+        data = s.LaunchSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        operation = services.launch(self.principal, self.project(), app_slug=values["app"],
+                                    version=values.get("version"), allocation_id=values["allocation_id"],
+                                    parameters=values["parameters"], name=values.get("name", ""))
+        return _accepted(operation)
+
+
+class InstanceDetailView(ProjectScopedMixin, BaseAPIView):
+    @extend_schema(responses=s.AppInstanceSerializer, summary="An app instance")
+    def get(self, request, project_pk, pk):
+        instance = services.get_instance(self.principal, self.project(), pk)
+        return Response(s.AppInstanceSerializer(_instance_detail(instance.pk)).data)
+
+    @extend_schema(responses={202: s.OperationSerializer}, summary="Decommission the instance")
+    def delete(self, request, project_pk, pk):
+        instance = services.get_instance(self.principal, self.project(), pk)
+        return _accepted(services.change(self.principal, instance, "decommission"))
+
+
+class InstanceActionView(ProjectScopedMixin, BaseAPIView):
+    action_name = ""
+
+    @extend_schema(request=None, responses={202: s.OperationSerializer}, summary="Stop or start the instance")
+    @idempotent
+    def post(self, request, project_pk, pk):
+        instance = services.get_instance(self.principal, self.project(), pk)
+        return _accepted(services.change(self.principal, instance, self.action_name))
+
+
+class InstanceShareView(ProjectScopedMixin, BaseAPIView):
+    @extend_schema(request=s.ShareSerializer, responses=s.AppInstanceSerializer,
+                   summary="Share with the project or named users of the tenant")
+    @idempotent
+    def post(self, request, project_pk, pk):
+        data = s.ShareSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        instance = services.get_instance(self.principal, self.project(), pk)
+        services.share(self.principal, instance, **data.validated_data)
+        return Response(s.AppInstanceSerializer(_instance_detail(instance.pk)).data)
+
+
+class InstanceEventListView(ProjectScopedMixin, BaseListAPIView):
+    serializer_class = s.InstanceEventSerializer
+
+    def get_queryset(self):
+        instance = services.get_instance(self.principal, self.project(), self.kwargs["pk"])
+        return services.instance_events(instance)
+
+
+class OperationDetailView(BaseAPIView):
+    @extend_schema(responses=s.OperationSerializer, summary="A long-running operation")
+    def get(self, request, pk):
+        operation = policy.get_object(
+            Operation.objects.filter(instance__in=services.visible_instances(self.principal)),
+            self.principal, Perm.INSTANCE_VIEW, pk=pk,
+        )
+        return Response(s.OperationSerializer(operation).data)

@@ -1,0 +1,53 @@
+"""Side effects of runtime changes: the instance timeline, live updates to open
+pages, waking a node's agent, and the exposure-mode decision."""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from apps.runtime.models import InstanceEvent
+
+
+def project_group(project_id) -> str:
+    return f"instances.project.{project_id}"
+
+
+def agent_group(node_id) -> str:
+    return f"agent.node.{node_id}"
+
+
+def record(instance, kind: str, message: str, *, from_state: str = "", to_state: str = "", actor: str = "") -> None:
+    InstanceEvent.objects.create(instance=instance, kind=kind, message=message[:2000], from_state=from_state,
+                                 to_state=to_state, actor=actor)
+    project_id, instance_id, state = instance.project_id, str(instance.pk), to_state or instance.state
+    transaction.on_commit(lambda: _send(project_group(project_id), {
+        "type": "instance.update", "instance_id": instance_id, "state": state, "message": message[:300],
+    }))
+
+
+def wake_agent(node_id) -> None:
+    """A long-polling agent of this node returns at once instead of at its timeout."""
+    transaction.on_commit(lambda: _send(agent_group(node_id), {"type": "agent.wake"}))
+
+
+def _send(group: str, message: dict) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(group, message)
+
+
+def ui_mode_for(manifest: dict) -> tuple[str, str]:
+    """Exposure mode from the manifest's capability (seed 002): ``native`` without a
+    proxied web endpoint, ``embedded`` only when the app declares it safe, else ``link_out``."""
+    proxied = [e for e in manifest["endpoints"] if "platform_proxy" in e["exposure_modes"]]
+    if not proxied:
+        return "native", "no endpoint is exposed through the platform proxy"
+    ui = manifest.get("ui", {})
+    supported = ui.get("mode_supported", ["link_out"])
+    if "embedded" in supported and ui.get("same_origin_proxy_safe") and ui.get("path_prefix_safe", True):
+        return "embedded", "the app declares it safe behind the same-origin proxy"
+    if "link_out" in supported:
+        return "link_out", "the app does not declare itself safe to embed"
+    return "native", "the app supports neither embedding nor link-out"
