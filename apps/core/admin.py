@@ -8,11 +8,16 @@ never change (audit events, idempotency records) are read-only here.
 from __future__ import annotations
 
 import json
+import logging
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.template.response import TemplateResponse
 
 from apps.core import audit
-from apps.core.models import AuditEvent, IdempotencyRecord
+from apps.core.errors import ApiError, Conflict
+from apps.core.models import AuditEvent, IdempotencyRecord, SimulatedFault, SimulatedResource
 
 
 class AdminActor:
@@ -119,3 +124,120 @@ class IdempotencyRecordAdmin(ReadOnlyModelAdmin):
     fields = ("created_at", "principal", "key", "request_hash", "response_status")
     readonly_fields = fields
     show_full_result_count = False
+
+
+# --- Operator actions that call services, one object at a time ------------------------------
+
+logger = logging.getLogger(__name__)
+
+
+def apply_each(modeladmin, request, objects, operation, *, done: str, label=str) -> list:
+    """Run ``operation(obj)`` (a service call) for each object and report each outcome.
+
+    Successes are summed up in one message (``done``: "Approved", "Released"...);
+    a refusal in the object's state (``InvalidState``/``Conflict``) is a warning
+    naming the object, any other service refusal (``Forbidden``...) an error, and
+    an unexpected failure is logged and reported, never a 500. The services write
+    the audit events, successes and denials alike. Returns the objects that succeeded.
+    """
+    succeeded, names = [], []
+    for obj in objects:
+        try:
+            operation(obj)
+        except Conflict as exc:
+            modeladmin.message_user(request, f"Refused for {label(obj)}: {exc.message}", messages.WARNING)
+        except ApiError as exc:
+            modeladmin.message_user(request, f"Refused for {label(obj)}: {exc.message}", messages.ERROR)
+        except Exception:
+            logger.exception("admin action on %s failed", label(obj))
+            correlation_id = getattr(request, "correlation_id", "-")
+            message = f"Failed for {label(obj)}: an unexpected error (correlation id {correlation_id})."
+            modeladmin.message_user(request, message, messages.ERROR)
+        else:
+            succeeded.append(obj)
+            names.append(label(obj))
+    if succeeded:
+        modeladmin.message_user(request, f"{done} {len(succeeded)}: {', '.join(names)}.", messages.SUCCESS)
+    return succeeded
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+                             help_text="Recorded in the audit trail and shown to operators.")
+
+
+def confirmation_page(modeladmin, request, queryset, *, action: str, title: str, intro: str, submit: str,
+                      form=None, label=str, template: str = "admin/fleet/confirm_action.html"):
+    """The intermediate page of an action that needs a confirmation (and maybe a reason).
+
+    Posting it back re-runs the action with ``apply`` set, the Django admin way
+    (like ``delete_selected``), so the selection travels as ``_selected_action``.
+    """
+    opts = modeladmin.model._meta
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": title,
+        "intro": intro,
+        "submit": submit,
+        "action": action,
+        "form": form,
+        "objects": [(obj.pk, label(obj)) for obj in queryset],
+        "opts": opts,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "media": modeladmin.media + (form.media if form is not None else forms.Media()),
+    }
+    request.current_app = modeladmin.admin_site.name
+    return TemplateResponse(request, template, context)
+
+
+# --- Simulated hardware: fault injection (demo, tests) and the simulated state ----------------
+
+SIMULATED_SYSTEMS = (("maas", "MAAS"), ("ndfc", "NDFC"), ("ufm", "UFM"), ("ddn", "DDN"))
+# What the simulated drivers ask ``simulation.inject`` about today (a hint, not a limit).
+SIMULATED_OPERATIONS = {
+    "maas": "allocate, deploy, power_on, power_off, release",
+    "ndfc": "attach, detach",
+    "ufm": "create_pkey, add_guids, remove_guids",
+    "ddn": "create_directory, create_nodemap, add_node, remove_node",
+}
+
+
+class SimulatedFaultForm(forms.ModelForm):
+    system = forms.ChoiceField(choices=SIMULATED_SYSTEMS)
+
+    class Meta:
+        model = SimulatedFault
+        fields = ("system", "operation", "target", "mode", "remaining", "probability", "hardware", "message")
+        help_texts = {
+            "operation": "; ".join(f"{system}: {ops}" for system, ops in SIMULATED_OPERATIONS.items()),
+            "remaining": "fail this many times, then succeed (blank: every time)",
+            "probability": "between 0 and 1; below 1 fails at random",
+            "hardware": "the node's own fault: it goes to failed and waits for an operator",
+        }
+
+    def clean_probability(self):
+        value = self.cleaned_data["probability"]
+        if not 0 <= value <= 1:
+            raise forms.ValidationError("A probability is between 0 and 1.")
+        return value
+
+
+@admin.register(SimulatedFault)
+class SimulatedFaultAdmin(AuditedModelAdmin):
+    """Operators inject faults into the simulated drivers (demo and rehearsal of failure paths)."""
+
+    form = SimulatedFaultForm
+    list_display = ("__str__", "target", "mode", "remaining", "probability", "hardware", "created_at")
+    list_filter = ("system", "mode", "hardware")
+    search_fields = ("operation", "target", "message")
+
+
+@admin.register(SimulatedResource)
+class SimulatedResourceAdmin(ReadOnlyModelAdmin):
+    """What the simulated MAAS, NDFC, UFM and DDN remember (changed only by the drivers)."""
+
+    list_display = ("system", "kind", "key", "updated_at")
+    list_filter = ("system", "kind")
+    search_fields = ("key",)
+    fields = ("system", "kind", "key", "state", "updated_at")
+    readonly_fields = fields

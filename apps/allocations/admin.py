@@ -1,0 +1,359 @@
+"""Operator surfaces for the fleet: nodes (enrol, approve, maintenance, bootstrap
+tokens) and allocations (retry a failed step, fail, release).
+
+Every action calls the service with the operator's own principal, so the policy
+and the audit trail are exactly those of the API. Node secrets are never
+rendered: the bootstrap-token and credential hashes appear on no page, and a
+freshly issued bootstrap token is shown once, on the action's own response (not
+in a message, which would sit in the session or a cookie until read).
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+
+from apps.allocations import nodes, services
+from apps.allocations.models import Allocation, AllocationStep, Node
+from apps.core.admin import (
+    AuditedModelAdmin,
+    ReadOnlyModelAdmin,
+    ReasonForm,
+    apply_each,
+    confirmation_page,
+)
+from apps.tenancy import principal as principals
+
+
+class FleetMedia:
+    css = {"all": ("allocations/admin.css",)}
+
+
+def _badge(kind: str, value: str, label: str):
+    return format_html('<span class="fleet-badge fleet-{}-{}">{}</span>', kind, value.lower(), label)
+
+
+# --- Nodes ------------------------------------------------------------------------------------
+
+
+class NodeForm(forms.ModelForm):
+    """What an operator types in when adding a host; its lifecycle fields are the services'."""
+
+    class Meta:
+        model = Node
+        fields = (
+            "hostname",
+            "flavor",
+            "rack",
+            "bmc_address",
+            "maas_system_id",
+            "ib_guid",
+            "switch_serial",
+            "switch_port",
+        )
+        labels = {"bmc_address": "BMC address", "maas_system_id": "MAAS system id"}
+
+
+LIFECYCLE_FIELDS = (
+    "state_badge",
+    "state_reason",
+    "approved",
+    "enrollment",
+    "enrolled_at",
+    "last_heartbeat_at",
+    "current_allocation",
+    "allocation_history",
+    "created_at",
+    "updated_at",
+)
+
+
+@admin.register(Node)
+class NodeAdmin(AuditedModelAdmin):
+    """Added here in state ``enrolling``, not approved; the agent enrols with a
+    bootstrap token, an operator approves, and the node joins the pool."""
+
+    form = NodeForm
+    list_display = (
+        "hostname",
+        "flavor",
+        "state_badge",
+        "approved",
+        "rack",
+        "last_heartbeat_at",
+        "current_tenant",
+        "current_project",
+    )
+    list_filter = ("state", "flavor", "approved", "rack")
+    search_fields = ("hostname", "maas_system_id")
+    list_select_related = ("flavor",)
+    list_per_page = 100
+    readonly_fields = LIFECYCLE_FIELDS
+    actions = ("approve", "put_in_maintenance", "return_to_service", "issue_bootstrap_token")
+    Media = FleetMedia
+
+    def get_queryset(self, request):
+        live = Allocation.objects.filter(node=OuterRef("pk"), state__in=Allocation.LIVE_STATES)
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                live_allocation_id=Subquery(live.values("pk")[:1]),
+                live_tenant=Subquery(live.values("tenant__tenant_id")[:1]),
+                live_project=Subquery(live.values("project__project_id")[:1]),
+            )
+        )
+
+    def get_fieldsets(self, request, obj=None):
+        hardware = (
+            ("Host", {"fields": ("hostname", "flavor", "rack", "bmc_address", "maas_system_id")}),
+            ("Fabric", {"fields": ("ib_guid", "switch_serial", "switch_port")}),
+        )
+        if obj is None:
+            return hardware
+        return (*hardware, ("Lifecycle", {"fields": LIFECYCLE_FIELDS}))
+
+    def get_readonly_fields(self, request, obj=None):
+        # The agent, MAAS and the fabric know the host by its name; its flavor is what tenants were sold.
+        return (*LIFECYCLE_FIELDS, "hostname", "flavor") if obj else LIFECYCLE_FIELDS
+
+    @admin.display(description="State", ordering="state")
+    def state_badge(self, node):
+        return _badge("node", node.state, node.get_state_display())
+
+    @admin.display(description="Tenant", ordering="live_tenant")
+    def current_tenant(self, node):
+        return getattr(node, "live_tenant", None) or "-"
+
+    @admin.display(description="Project", ordering="live_project")
+    def current_project(self, node):
+        return getattr(node, "live_project", None) or "-"
+
+    @admin.display(description="Agent enrollment")
+    def enrollment(self, node):
+        # Said in words: the hashes themselves are never rendered.
+        if node.credential_hash:
+            return "enrolled (node credential issued)"
+        if node.bootstrap_token_hash:
+            return "bootstrap token issued, not used yet"
+        return "no bootstrap token issued"
+
+    @admin.display(description="Current allocation")
+    def current_allocation(self, node):
+        allocation_id = getattr(node, "live_allocation_id", None)
+        if allocation_id is None:
+            return "-"
+        url = reverse("admin:allocations_allocation_change", args=[allocation_id])
+        return format_html('<a href="{}">{} ({} / {})</a>', url, str(allocation_id)[:8], node.live_tenant,
+                           node.live_project)
+
+    @admin.display(description="Allocations")
+    def allocation_history(self, node):
+        url = reverse("admin:allocations_allocation_changelist") + f"?node__id__exact={node.pk}"
+        return format_html('<a href="{}">all allocations of this node</a>', url)
+
+    # Actions: each calls nodes.* with the operator's principal (policy + audit there).
+
+    @admin.action(description="Approve selected nodes", permissions=["change"])
+    def approve(self, request, queryset):
+        operator = principals.for_user(request.user)
+        pending = [node for node in queryset if not node.approved]
+        already = len(queryset) - len(pending)
+        if already:
+            self.message_user(request, f"{already} selected node(s) were already approved.", messages.INFO)
+        apply_each(self, request, pending, lambda node: nodes.approve(operator, node), done="Approved")
+
+    @admin.action(description="Put selected nodes in maintenance", permissions=["change"])
+    def put_in_maintenance(self, request, queryset):
+        form = ReasonForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            operator = principals.for_user(request.user)
+            reason = form.cleaned_data["reason"]
+            apply_each(self, request, queryset, lambda node: nodes.set_maintenance(operator, node, reason),
+                       done="Put in maintenance")
+            return None
+        return confirmation_page(
+            self, request, queryset, action="put_in_maintenance", title="Put nodes in maintenance",
+            intro="These nodes leave the scheduling pool until an operator returns them to service. "
+                  "A node an allocation holds is refused: release it first.",
+            submit="Put in maintenance", form=form,
+        )
+
+    @admin.action(description="Return selected nodes to service", permissions=["change"])
+    def return_to_service(self, request, queryset):
+        operator = principals.for_user(request.user)
+        apply_each(self, request, queryset, lambda node: nodes.return_to_service(operator, node),
+                   done="Returned to service")
+
+    @admin.action(description="Issue a bootstrap token for selected nodes", permissions=["change"])
+    def issue_bootstrap_token(self, request, queryset):
+        if "apply" not in request.POST:
+            return confirmation_page(
+                self, request, queryset, action="issue_bootstrap_token", title="Issue bootstrap tokens",
+                intro="A new one-time token replaces any unused one. The next page shows each token once; "
+                      "it is not stored in clear and cannot be shown again.",
+                submit="Issue tokens",
+            )
+        operator = principals.for_user(request.user)
+        issued = []
+
+        def issue(node):
+            issued.append((node, nodes.issue_bootstrap_token(node, principal=operator)))
+
+        apply_each(self, request, queryset, issue, done="Issued a bootstrap token for")
+        if not issued:
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Bootstrap tokens",
+            "opts": self.model._meta,
+            "issued": issued,
+            "platform_url": settings.ISSUER,
+            "media": self.media,
+        }
+        request.current_app = self.admin_site.name
+        response = TemplateResponse(request, "admin/allocations/node/bootstrap_tokens.html", context)
+        add_never_cache_headers(response)  # no-store: a back button or a proxy must not replay the tokens
+        return response
+
+
+# --- Allocations ------------------------------------------------------------------------------
+
+
+class AllocationStepInline(admin.TabularInline):
+    """The pipeline's steps, as the workers left them."""
+
+    model = AllocationStep
+    fields = ("phase", "position", "name", "status", "attempts", "started_at", "finished_at", "error")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ("phase", "position")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+def _allocation_label(allocation: Allocation) -> str:
+    return f"allocation {str(allocation.pk)[:8]} on {allocation.node.hostname}"
+
+
+ALLOCATION_FIELDS = (
+    "id",
+    "node",
+    "tenant",
+    "project",
+    "flavor",
+    "gpus",
+    "os_image",
+    "network_id",
+    "state",
+    "step",
+    "progress",
+    "failure_reason",
+    "requested_by",
+    "drain",
+    "erase_disk",
+    "abort_requested",
+    "compensating",
+    "hardware_fault",
+    "lease_until",
+    "next_check_at",
+    "activated_at",
+    "finished_at",
+    "created_at",
+    "updated_at",
+)
+
+
+@admin.register(Allocation)
+class AllocationAdmin(ReadOnlyModelAdmin):
+    """Read-only: operators change an allocation only through its actions (the pipeline owns its state)."""
+
+    list_display = ("short_id", "node", "tenant", "project", "state_badge", "step", "progress_percent", "age")
+    list_filter = ("state", "flavor", "tenant", "compensating", "hardware_fault")
+    search_fields = ("id", "node__hostname")
+    search_help_text = "Allocation id (or its start) or node hostname."
+    list_select_related = ("node", "tenant", "project")
+    list_per_page = 100
+    fieldsets = (
+        (None, {"fields": ALLOCATION_FIELDS[:8]}),
+        ("Pipeline", {"fields": ALLOCATION_FIELDS[8:19]}),
+        ("Timestamps", {"fields": ALLOCATION_FIELDS[19:]}),
+    )
+    readonly_fields = ALLOCATION_FIELDS
+    inlines = (AllocationStepInline,)
+    actions = ("retry_failed_step", "fail_allocation", "release")
+    Media = FleetMedia
+
+    def has_operate_permission(self, request):
+        return request.user.has_perm("allocations.change_allocation")
+
+    @admin.display(description="Allocation", ordering="id")
+    def short_id(self, allocation):
+        return str(allocation.pk)[:8]
+
+    @admin.display(description="State", ordering="state")
+    def state_badge(self, allocation):
+        return _badge("allocation", allocation.state, allocation.get_state_display())
+
+    @admin.display(description="Progress", ordering="progress")
+    def progress_percent(self, allocation):
+        return f"{allocation.progress}%"
+
+    @admin.display(description="Age", ordering="created_at")
+    def age(self, allocation):
+        return timesince(allocation.created_at, timezone.now(), depth=1)
+
+    # Actions: each calls allocations.services with the operator's principal.
+
+    @admin.action(description="Retry the failed step of selected allocations", permissions=["operate"])
+    def retry_failed_step(self, request, queryset):
+        operator = principals.for_user(request.user)
+        apply_each(self, request, queryset.select_related("node"),
+                   lambda allocation: services.retry_failed_step(operator, allocation),
+                   done="Retrying the failed step of", label=_allocation_label)
+
+    @admin.action(description="Fail selected allocations (stop provisioning)", permissions=["operate"])
+    def fail_allocation(self, request, queryset):
+        queryset = queryset.select_related("node")
+        form = ReasonForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            operator = principals.for_user(request.user)
+            reason = form.cleaned_data["reason"]
+            apply_each(self, request, queryset,
+                       lambda allocation: services.fail_allocation(operator, allocation, reason),
+                       done="Failed", label=_allocation_label)
+            return None
+        return confirmation_page(
+            self, request, queryset, action="fail_allocation", title="Fail allocations",
+            intro="Provisioning stops and what the allocation took is given back. "
+                  "Only pending or provisioning allocations can be failed.",
+            submit="Fail allocations", form=form, label=_allocation_label,
+        )
+
+    @admin.action(description="Release selected allocations", permissions=["operate"])
+    def release(self, request, queryset):
+        operator = principals.for_user(request.user)
+        selected = list(queryset.select_related("node"))
+        done = [a for a in selected if a.state in (Allocation.State.RELEASING, Allocation.State.RELEASED)]
+        if done:
+            names = ", ".join(_allocation_label(a) for a in done)
+            self.message_user(request, f"Already released or releasing: {names}.", messages.INFO)
+        apply_each(self, request, [a for a in selected if a not in done],
+                   lambda allocation: services.release(operator, allocation),
+                   done="Release requested for", label=_allocation_label)
