@@ -77,10 +77,14 @@ def _semantic_errors(manifest: dict) -> list[str]:
             for dependency in service.get("depends_on", []):
                 if dependency not in services:
                     errors.append(f"execution/services/{service['name']}/depends_on: no service {dependency!r}")
+            if isinstance(service.get("gpus"), str):
+                errors += _gpu_parameter_errors(f"execution/services/{service['name']}/gpus", service["gpus"], params)
             optional = service.get("optional_parameter")
             if optional and params.get(optional, {}).get("type") != "boolean":
                 errors.append(f"execution/services/{service['name']}/optional_parameter: "
                               f"{optional!r} must be a boolean parameter")
+    if isinstance(manifest["resources"]["gpus"], str):
+        errors += _gpu_parameter_errors("resources/gpus", manifest["resources"]["gpus"], params)
     for endpoint in manifest["endpoints"]:
         if "platform_proxy" in endpoint["exposure_modes"] and endpoint["protocol"] != "http":
             errors.append(f"endpoints/{endpoint['name']}: only http endpoints can use platform_proxy")
@@ -93,6 +97,14 @@ def _semantic_errors(manifest: dict) -> list[str]:
             if known is None or name not in known:
                 errors.append(f"{where}: unknown template reference {{{{ {namespace}.{name} }}}}")
     return errors
+
+
+def gpu_count(value, parameters: dict) -> int:
+    """``resources.gpus`` or a service's ``gpus``: a number or ``{{ params.NAME }}``."""
+    if isinstance(value, int):
+        return value
+    namespace, name = TEMPLATE.fullmatch(value.strip()).groups()
+    return int(parameters[name])
 
 
 def template_fields(manifest: dict):
@@ -115,6 +127,19 @@ def template_fields(manifest: dict):
         arg = endpoint.get("proxy", {}).get("base_url_arg")
         if arg:
             yield f"endpoints/{endpoint['name']}/proxy/base_url_arg", arg
+    if isinstance(manifest["resources"]["gpus"], str):
+        yield "resources/gpus", manifest["resources"]["gpus"]
+
+
+def _gpu_parameter_errors(where: str, template: str, params: dict) -> list[str]:
+    name = TEMPLATE.fullmatch(template.strip()).group(2)
+    param = params.get(name)
+    if param is None:
+        return []  # reported as an unknown template reference
+    values = param.get("choices") or [param.get("default")]
+    if param["type"] not in ("integer", "choice") or not all(isinstance(v, int) and v >= 0 for v in values):
+        return [f"{where}: {name!r} must be a whole-number parameter"]
+    return []
 
 
 def parameter_error(param: dict, value) -> str | None:

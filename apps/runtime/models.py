@@ -37,6 +37,7 @@ class AppInstance(UUIDModel):
                               related_name="app_instances")
     created_by = models.CharField(max_length=255)
     parameters = models.JSONField(default=dict)
+    gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs of its node it holds while active")
     state = models.CharField(max_length=16, choices=State.choices, default=State.REQUESTED, db_index=True)
     state_reason = models.TextField(blank=True)
     shared_with_project = models.BooleanField(default=False)

@@ -10,7 +10,7 @@ YAML. Every image is referenced by digest; no host paths, no privileged mode.
 
 from __future__ import annotations
 
-from apps.catalog.manifests import TEMPLATE, template_fields
+from apps.catalog.manifests import TEMPLATE, gpu_count, template_fields
 
 
 def base_path(instance_id, endpoint: str) -> str:
@@ -88,7 +88,7 @@ def start_spec(instance) -> dict:
         "endpoints": endpoints,
         "secrets": _secrets(manifest),
         "labels": _labels(instance),
-        "resources": manifest["resources"],
+        "resources": {**manifest["resources"], "gpus": gpu_count(manifest["resources"]["gpus"], instance.parameters)},
     }
     if execution["kind"] == "single_container":
         artifact = execution.get("artifact", manifest["artifacts"][0]["name"])
@@ -96,7 +96,7 @@ def start_spec(instance) -> dict:
             "image": images[artifact],
             "args": _fill_all(execution.get("args", []), context) + _endpoint_args(manifest, context),
             "env": _fill_all(execution.get("env", {}), context),
-            "gpus": manifest["resources"]["gpus"],
+            "gpus": gpu_count(manifest["resources"]["gpus"], instance.parameters),
         }
     else:
         spec["compose"] = COMPOSE_RENDERERS[execution["renderer"]](instance, manifest, context, images)
@@ -134,9 +134,10 @@ def _vllm_openai_chat(instance, manifest: dict, context: dict, images: dict) -> 
             "cap_drop": ["ALL"],
             "ports": [f"127.0.0.1:{{{{ port.{name} }}}}:{ports[name]}" for name in service.get("endpoints", [])],
         }
-        if service.get("gpus"):
+        gpus = gpu_count(service.get("gpus", 0), instance.parameters)
+        if gpus:
             definition["deploy"] = {"resources": {"reservations": {"devices": [
-                {"driver": "nvidia", "count": service["gpus"], "capabilities": ["gpu"]}
+                {"driver": "nvidia", "count": gpus, "capabilities": ["gpu"]}
             ]}}}
         if service.get("depends_on"):
             definition["depends_on"] = list(service["depends_on"])

@@ -59,13 +59,16 @@ def visible_instances(principal: Principal) -> QuerySet[AppInstance]:
     return instances.filter(condition)
 
 
-def get_instance(principal: Principal, project: Project, instance_id, action_perm: str | None = None) -> AppInstance:
-    instance = policy.get_object(
-        visible_instances(principal).filter(project=project).select_related("app", "app_version", "allocation__node"),
-        principal, Perm.INSTANCE_VIEW, pk=instance_id,
+def get_instance(principal: Principal, project_id, instance_id) -> AppInstance:
+    """An instance the caller may see (404 otherwise). Someone it was shared with by
+    name may reach it without any role in its project."""
+    instance = (
+        visible_instances(principal).filter(project_id=project_id, pk=instance_id)
+        .select_related("app", "app_version", "allocation__node").first()
     )
-    if action_perm and not _may_manage(principal, instance):
-        policy.require(principal, action_perm, instance)
+    if instance is None:
+        policy.record_out_of_scope(principal, AppInstance, instance_id, AppInstance.objects.filter(pk=instance_id))
+        raise NotFound()
     return instance
 
 
@@ -95,11 +98,11 @@ def _placement(project: Project, allocation_id) -> Allocation:
     return allocation
 
 
-def _check_resources(manifest: dict, allocation: Allocation) -> None:
-    needs = manifest["resources"]
+def _check_resources(manifest: dict, parameters: dict, allocation: Allocation) -> None:
+    needs = {**manifest["resources"], "gpus": manifests.gpu_count(manifest["resources"]["gpus"], parameters)}
     flavor = allocation.flavor
     used_gpus = AppInstance.objects.filter(allocation=allocation, state__in=AppInstance.ACTIVE_STATES).aggregate(
-        gpus=Sum("app_version__manifest__resources__gpus")
+        gpus=Sum("gpus")
     )["gpus"] or 0
     problems = []
     if needs["gpus"] > flavor.gpus_per_node - used_gpus:
@@ -137,12 +140,12 @@ def launch(principal: Principal, project: Project, *, app_slug: str, allocation_
     with transaction.atomic():
         allocation = _placement(project, allocation_id)
         Node.objects.select_for_update().filter(pk=allocation.node_id).first()  # serializes launches per node
-        _check_resources(manifest, allocation)
+        _check_resources(manifest, cleaned, allocation)
         _throttle(project, allocation.node)
         instance = AppInstance.objects.create(
             tenant_id=project.tenant_id, project=project, app=app, app_version=app_version, allocation=allocation,
             name=name or f"{app.slug}-{timezone.now():%m%d-%H%M%S}",
-            owner=principal.user, created_by=principal.name, parameters=cleaned,
+            owner=principal.user, created_by=principal.name, parameters=cleaned, gpus=manifests.gpu_count(manifest["resources"]["gpus"], cleaned),
             ui_mode=events.ui_mode_for(manifest)[0], ui_mode_reason=events.ui_mode_for(manifest)[1],
         )
         InstanceMember.objects.create(instance=instance, node=allocation.node)
@@ -339,11 +342,17 @@ def heartbeat(node: Node, running: list[str] | None = None) -> None:
     now = timezone.now()
     was_offline = Node.objects.filter(pk=node.pk, agent_offline=True).exists()
     Node.objects.filter(pk=node.pk).update(last_heartbeat_at=now, agent_offline=False)
-    if not was_offline or running is None:
+    if running is None:
         return
-    for instance in AppInstance.objects.filter(allocation__node=node, state=State.FAILED, pk__in=running):
-        _transition(instance, State.RUNNING, actor=f"agent:{node.hostname}",
-                    message=f"the agent on {node.hostname} is back and still runs it", kind="node_online")
+    actor = f"agent:{node.hostname}"
+    on_node = AppInstance.objects.filter(allocation__node=node)
+    for instance in on_node.filter(state=State.RUNNING).exclude(pk__in=running):
+        _transition(instance, State.FAILED, reason=f"the workload is no longer running on {node.hostname}",
+                    actor=actor, kind="exited")
+    if was_offline:
+        for instance in on_node.filter(state=State.FAILED, pk__in=running):
+            _transition(instance, State.RUNNING, actor=actor, kind="node_online",
+                        message=f"the agent on {node.hostname} is back and still runs it")
 
 
 def mark_silent_nodes_offline(now=None) -> int:

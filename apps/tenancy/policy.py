@@ -65,14 +65,18 @@ def get_object(queryset: QuerySet, principal: Principal, view_perm: str, action_
     """
     obj = restrict(queryset, principal, view_perm).filter(**lookup).first()
     if obj is None:
-        if queryset.filter(**lookup).exists():
-            audit.record(principal, f"{queryset.model._meta.model_name}.{view_perm}", outcome=audit.DENIED,
-                         target_type=queryset.model._meta.model_name,
-                         target_id=str(next(iter(lookup.values()), "")), details={"reason": "out of scope"})
+        record_out_of_scope(principal, queryset.model, next(iter(lookup.values()), ""), queryset.filter(**lookup))
         raise NotFound()
     if action_perm and action_perm != view_perm:
         require(principal, action_perm, obj)
     return obj
+
+
+def record_out_of_scope(principal: Principal, model, target_id, existing: QuerySet) -> None:
+    """Probing an object that exists outside one's scope is a denied access."""
+    if existing.exists():
+        audit.record(principal, f"{model._meta.model_name}.view", outcome=audit.DENIED,
+                     target_type=model._meta.model_name, target_id=str(target_id), details={"reason": "out of scope"})
 
 
 def require(principal: Principal, perm: str, obj: Model) -> None:

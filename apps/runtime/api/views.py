@@ -51,45 +51,45 @@ class InstanceListView(ProjectScopedMixin, BaseListAPIView):
         return _accepted(operation)
 
 
-class InstanceDetailView(ProjectScopedMixin, BaseAPIView):
+class InstanceDetailView(BaseAPIView):
     @extend_schema(responses=s.AppInstanceSerializer, summary="An app instance")
     def get(self, request, project_pk, pk):
-        instance = services.get_instance(self.principal, self.project(), pk)
+        instance = services.get_instance(self.principal, project_pk, pk)
         return Response(s.AppInstanceSerializer(_instance_detail(instance.pk)).data)
 
     @extend_schema(responses={202: s.OperationSerializer}, summary="Decommission the instance")
     def delete(self, request, project_pk, pk):
-        instance = services.get_instance(self.principal, self.project(), pk)
+        instance = services.get_instance(self.principal, project_pk, pk)
         return _accepted(services.change(self.principal, instance, "decommission"))
 
 
-class InstanceActionView(ProjectScopedMixin, BaseAPIView):
+class InstanceActionView(BaseAPIView):
     action_name = ""
 
     @extend_schema(request=None, responses={202: s.OperationSerializer}, summary="Stop or start the instance")
     @idempotent
     def post(self, request, project_pk, pk):
-        instance = services.get_instance(self.principal, self.project(), pk)
+        instance = services.get_instance(self.principal, project_pk, pk)
         return _accepted(services.change(self.principal, instance, self.action_name))
 
 
-class InstanceShareView(ProjectScopedMixin, BaseAPIView):
+class InstanceShareView(BaseAPIView):
     @extend_schema(request=s.ShareSerializer, responses=s.AppInstanceSerializer,
                    summary="Share with the project or named users of the tenant")
     @idempotent
     def post(self, request, project_pk, pk):
         data = s.ShareSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        instance = services.get_instance(self.principal, self.project(), pk)
+        instance = services.get_instance(self.principal, project_pk, pk)
         services.share(self.principal, instance, **data.validated_data)
         return Response(s.AppInstanceSerializer(_instance_detail(instance.pk)).data)
 
 
-class InstanceEventListView(ProjectScopedMixin, BaseListAPIView):
+class InstanceEventListView(BaseListAPIView):
     serializer_class = s.InstanceEventSerializer
 
     def get_queryset(self):
-        instance = services.get_instance(self.principal, self.project(), self.kwargs["pk"])
+        instance = services.get_instance(self.principal, self.kwargs["project_pk"], self.kwargs["pk"])
         return services.instance_events(instance)
 
 

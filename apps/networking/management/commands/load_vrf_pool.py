@@ -20,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--first-vlan", type=int, required=True)
 
     def handle(self, *args, prefix, count, first_vni, first_vlan, **options):
-        if count < 1 or not 2 <= first_vlan <= 4094 - 4 * count:
+        if count < 1 or not 2 <= first_vlan <= 4095 - 4 * count:
             raise CommandError("count must be positive and every VLAN id between 2 and 4094")
         try:
             created = services.load_pool(prefix=prefix, count=count, first_vni=first_vni, first_vlan=first_vlan)

@@ -1,0 +1,26 @@
+"""What every executor offers the runner, and how a task fails."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class TaskFailed(Exception):
+    """The task cannot be done; the message becomes the instance's failure reason,
+    so it says what went wrong in words an app user can act on (and holds no secret)."""
+
+
+class Executor(Protocol):
+    name: str
+
+    def start(self, spec: dict, secrets: dict[str, str]) -> list[dict]:
+        """Run the workload; returns its endpoints as ``{"name", "host", "port"}``."""
+
+    def stop(self, spec: dict) -> None:
+        """Stop the workload, keeping what it wrote; nothing to stop is fine."""
+
+    def remove(self, spec: dict) -> None:
+        """Stop it and delete everything it left on the node; nothing there is fine."""
+
+    def running(self) -> list[str]:
+        """Ids of the instances whose workload is alive right now."""

@@ -1,0 +1,3 @@
+BEAT_SCHEDULE = {
+    "mark-silent-nodes-offline": {"task": "apps.runtime.tasks.mark_silent_nodes_offline", "schedule": 15.0},
+}

@@ -1,0 +1,201 @@
+"""Launching and driving app instances through the platform API."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+
+from apps.runtime import services
+from apps.runtime.models import AgentTask, AppInstance, Operation, RuntimeSecret
+from apps.tenancy import services as tenancy
+from apps.tenancy.principal import Grant, Principal
+from tests.conftest import member
+
+pytestmark = pytest.mark.django_db
+
+
+def launch(api, project, allocation, **body):
+    payload = {"app": "jupyterlab", "allocation_id": str(allocation.pk), **body}
+    return api.post(f"/api/v1/projects/{project.pk}/app-instances", payload, format="json")
+
+
+def agent_finishes(instance, *, succeeded=True, error="", port=41234):
+    """What the node agent does, through the same services its API calls."""
+    node = instance.allocation.node
+    [task] = services.claim_tasks(node)
+    endpoints = [{"name": "web", "host": "127.0.0.1", "port": port}] if succeeded else []
+    services.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
+    instance.refresh_from_db()
+    return task
+
+
+def test_launch_returns_an_operation_and_the_agent_brings_it_to_running(api, allocator, project, jupyterlab,
+                                                                         active_allocation):
+    api.force_login(allocator)
+    response = launch(api, project, active_allocation, parameters={"idle_minutes": 30})
+    assert response.status_code == 202, response.content
+    body = response.json()
+    operation = api.get(f"/api/v1/operations/{body['operation_id']}").json()
+    assert operation["state"] == "pending" and operation["kind"] == "launch"
+    instance = AppInstance.objects.get(pk=body["instance_id"])
+    assert instance.state == "requested" and instance.parameters == {"default_path": "/lab", "idle_minutes": 30}
+
+    agent_finishes(instance)
+    detail = api.get(f"/api/v1/projects/{project.pk}/app-instances/{instance.pk}").json()
+    assert detail["state"] == "running" and detail["ui_mode"] == "embedded"
+    assert detail["endpoints"] == [{"name": "web", "protocol": "http", "exposure": "platform_proxy",
+                                    "url": f"http://127.0.0.1:8000/w/{instance.pk}/web/", "access": None}]
+    assert detail["members"][0]["hostname"] == active_allocation.node.hostname
+    assert api.get(f"/api/v1/operations/{body['operation_id']}").json()["state"] == "succeeded"
+    timeline = api.get(f"/api/v1/projects/{project.pk}/app-instances/{instance.pk}/events").json()["results"]
+    assert [e["to_state"] for e in reversed(timeline)] == ["requested", "starting", "running"]
+
+    stop = api.post(f"/api/v1/projects/{project.pk}/app-instances/{instance.pk}/stop")
+    assert stop.status_code == 202
+    agent_finishes(instance)
+    assert instance.state == "stopped"
+    assert api.post(f"/api/v1/projects/{project.pk}/app-instances/{instance.pk}/stop").status_code == 202
+    assert AgentTask.objects.filter(instance=instance, action="stop").count() == 1  # asked twice, done once
+
+    assert api.delete(f"/api/v1/projects/{project.pk}/app-instances/{instance.pk}").status_code == 202
+    agent_finishes(instance)
+    assert instance.state == "deleted"
+    assert not RuntimeSecret.objects.filter(instance=instance).exists()
+
+
+def test_failed_start_shows_the_reason(api, allocator, project, jupyterlab, active_allocation):
+    api.force_login(allocator)
+    body = launch(api, project, active_allocation).json()
+    instance = AppInstance.objects.get(pk=body["instance_id"])
+    agent_finishes(instance, succeeded=False, error="jupyter-lab: command not found")
+    assert instance.state == "failed" and instance.state_reason == "jupyter-lab: command not found"
+    assert Operation.objects.get(pk=body["operation_id"]).error == "jupyter-lab: command not found"
+
+
+def test_parameters_are_validated_per_field(api, allocator, project, jupyterlab, active_allocation):
+    api.force_login(allocator)
+    response = launch(api, project, active_allocation, parameters={"idle_minutes": 1, "bogus": True})
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"parameters": {
+        "idle_minutes": ["Must be at least 5."], "bogus": ["Not a parameter of this app."]}}
+    assert not AppInstance.objects.exists()
+
+
+def test_allocation_must_be_active_and_in_the_project(api, allocator, project, other_project, jupyterlab,
+                                                      active_allocation):
+    api.force_login(member("tenant_admin", tenant=project.tenant))
+    response = launch(api, other_project, active_allocation)
+    assert response.status_code == 400
+    assert "allocation_id" in response.json()["error"]["details"]
+    type(active_allocation).objects.filter(pk=active_allocation.pk).update(state="RELEASING")
+    assert launch(api, project, active_allocation).json()["error"]["code"] == "invalid_state"
+
+
+def test_app_that_does_not_fit_the_node_is_refused(api, allocator, project, vllm, active_allocation):
+    api.force_login(allocator)
+    for _ in range(8):  # 8 one-GPU vLLM servers fill the 8-GPU node
+        assert launch(api, project, active_allocation, app="vllm-openai").status_code == 202
+        AppInstance.objects.filter(state="requested").update(state="running")
+    response = launch(api, project, active_allocation, app="vllm-openai")
+    assert response.status_code == 409
+    assert "0 of 8 are free" in response.json()["error"]["message"]
+
+
+def test_launches_in_flight_are_bounded(api, settings, allocator, project, jupyterlab, active_allocation):
+    settings.LAUNCH_LIMIT_PER_NODE = 2
+    api.force_login(allocator)
+    assert launch(api, project, active_allocation).status_code == 202
+    assert launch(api, project, active_allocation).status_code == 202
+    response = launch(api, project, active_allocation)
+    assert response.status_code == 429 and int(response["Retry-After"]) > 0
+    assert response.json()["error"]["code"] == "rate_limited"
+
+
+def test_entitlement_is_required(api, allocator, project, active_allocation, db):
+    from tests.runtime.conftest import publish
+
+    app = publish("netdata", entitled_to_all=False)
+    api.force_login(allocator)
+    assert api.get("/api/v1/catalog/apps/netdata").status_code == 404  # not entitled: not even visible
+    response = launch(api, project, active_allocation, app="netdata")
+    assert response.status_code == 404 and not AppInstance.objects.exists()
+
+    from apps.catalog import services as catalog
+
+    other_project = type(project).objects.create(tenant=project.tenant, project_id="other", name="Other")
+    catalog.entitle(None, app, project.tenant, other_project)  # entitled in another project only
+    tenant_admin = member("tenant_admin", tenant=project.tenant)
+    api.force_login(tenant_admin)
+    assert api.get("/api/v1/catalog/apps/netdata").status_code == 200
+    response = launch(api, project, active_allocation, app="netdata")
+    assert response.status_code == 403
+    catalog.entitle(None, app, project.tenant)
+    assert launch(api, project, active_allocation, app="netdata").status_code == 202
+
+
+def test_catalog_lists_entitled_apps_with_manifests(api, allocator, jupyterlab):
+    api.force_login(allocator)
+    listing = api.get("/api/v1/catalog/apps").json()
+    assert [app["slug"] for app in listing["results"]] == ["jupyterlab"]
+    version = api.get("/api/v1/catalog/apps/jupyterlab/versions/1.0.0").json()
+    assert version["manifest"]["artifacts"][0]["digest"].startswith("sha256:")
+
+
+def test_service_account_launches_and_stops_with_its_token(api, allocator, project, jupyterlab, active_allocation):
+    operator = Principal(kind="test", key="test", name="test", grants=[Grant("platform_admin")])
+    issued = tenancy.create_service_account(operator, project, name="ci-bot", role="project_admin")
+    form = {"grant_type": "client_credentials", "client_id": issued.account.client_id,
+            "client_secret": issued.client_secret}
+    token = api.post("/api/v1/auth/token", urlencode(form), content_type="application/x-www-form-urlencoded"
+                     ).json()["access_token"]
+    bearer = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    response = api.post(f"/api/v1/projects/{project.pk}/app-instances",
+                        {"app": "jupyterlab", "allocation_id": str(active_allocation.pk)}, format="json", **bearer)
+    assert response.status_code == 202, response.content
+    instance = AppInstance.objects.get(pk=response.json()["instance_id"])
+    assert instance.created_by == "sa:ci-bot" and instance.owner is None
+    agent_finishes(instance)
+    stop = api.post(f"/api/v1/projects/{project.pk}/app-instances/{instance.pk}/stop", **bearer)
+    assert stop.status_code == 202
+
+
+def test_instances_are_private_until_shared_and_never_across_projects(api, allocator, project, other_project,
+                                                                      other_tenant_project, jupyterlab,
+                                                                      active_allocation):
+    api.force_login(allocator)
+    instance_id = launch(api, project, active_allocation).json()["instance_id"]
+    url = f"/api/v1/projects/{project.pk}/app-instances/{instance_id}"
+    viewer = member("viewer", project=project)
+    colleague = member("viewer", project=other_project)
+    stranger = member("tenant_admin", tenant=other_tenant_project.tenant)
+    for outsider in (viewer, colleague, stranger):
+        api.force_login(outsider)
+        assert api.get(url).status_code == 404
+    api.force_login(allocator)
+    shared = api.post(f"{url}/share", {"with_project": True, "usernames": [colleague.username]}, format="json")
+    assert shared.status_code == 200, shared.content
+    api.force_login(viewer)
+    assert api.get(url).status_code == 200
+    assert api.post(f"{url}/stop").status_code == 403  # seeing is not managing
+    api.force_login(colleague)
+    assert api.get(url).status_code == 200  # shared by name with a user of the same tenant
+    api.force_login(allocator)
+    refused = api.post(f"{url}/share", {"usernames": [stranger.username]}, format="json")
+    assert refused.status_code == 400  # never across tenants
+    api.force_login(stranger)
+    assert api.get(url).status_code == 404
+
+
+def test_no_secret_in_any_response(api, allocator, project, jupyterlab, active_allocation):
+    api.force_login(allocator)
+    body = launch(api, project, active_allocation).json()
+    instance = AppInstance.objects.get(pk=body["instance_id"])
+    token = services.runtime_secret(instance, "token")
+    assert token and len(token) > 20
+    [task] = AgentTask.objects.filter(instance=instance)
+    assert token not in str(task.spec)  # the task references the secret, never carries it
+    agent_finishes(instance)
+    base = f"/api/v1/projects/{project.pk}/app-instances"
+    for path in (base, f"{base}/{instance.pk}", f"{base}/{instance.pk}/events", f"/api/v1/operations/{body['operation_id']}"):
+        assert token not in api.get(path).content.decode()
