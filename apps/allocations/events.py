@@ -17,10 +17,17 @@ def project_group(project_id) -> str:
 
 
 def state_changed(allocation, previous: str) -> None:
-    audit.record(None, f"allocation.{allocation.state.lower()}", target=allocation,
-                 outcome=audit.FAILURE if allocation.state == "FAILED" else audit.SUCCESS,
-                 details={"previous_state": previous, "node": str(allocation.node_id),
-                          **({"reason": allocation.failure_reason} if allocation.failure_reason else {})})
+    audit.record(
+        None,
+        f"allocation.{allocation.state.lower()}",
+        target=allocation,
+        outcome=audit.FAILURE if allocation.state == "FAILED" else audit.SUCCESS,
+        details={
+            "previous_state": previous,
+            "node": str(allocation.node_id),
+            **({"reason": allocation.failure_reason} if allocation.failure_reason else {}),
+        },
+    )
     if allocation.state in WEBHOOK_STATES:
         from apps.webhooks import services as webhooks
 
@@ -39,13 +46,18 @@ def _broadcast(allocation_id) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    row = Allocation.objects.filter(pk=allocation_id).values("project_id", "state", "step", "progress").first()
+    row = (
+        Allocation.objects.filter(pk=allocation_id).values("project_id", "state", "step", "progress").first()
+    )
     if row is None:
         return
-    async_to_sync(layer.group_send)(project_group(row["project_id"]), {
-        "type": "allocation.update",
-        "allocation_id": str(allocation_id),
-        "state": row["state"],
-        "step": row["step"],
-        "progress": row["progress"],
-    })
+    async_to_sync(layer.group_send)(
+        project_group(row["project_id"]),
+        {
+            "type": "allocation.update",
+            "allocation_id": str(allocation_id),
+            "state": row["state"],
+            "step": row["step"],
+            "progress": row["progress"],
+        },
+    )

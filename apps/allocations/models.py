@@ -95,7 +95,8 @@ class Allocation(UUIDModel):
         constraints = [
             # A node is never in two live allocations.
             models.UniqueConstraint(
-                fields=["node"], condition=Q(state__in=["PENDING", "PROVISIONING", "ACTIVE", "RELEASING"]),
+                fields=["node"],
+                condition=Q(state__in=["PENDING", "PROVISIONING", "ACTIVE", "RELEASING"]),
                 name="allocation_one_live_per_node",
             ),
         ]

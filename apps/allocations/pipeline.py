@@ -69,8 +69,9 @@ def _os_deploy(allocation: Allocation, step: AllocationStep) -> Outcome:
     if status == maas.DEPLOYED:
         return Done({**step.output, "status": status})
     if status == maas.FAILED_DEPLOYMENT:
-        raise DriverError(f"MAAS could not deploy {node.hostname} ({allocation.os_image})",
-                          hardware=True, transient=False)
+        raise DriverError(
+            f"MAAS could not deploy {node.hostname} ({allocation.os_image})", hardware=True, transient=False
+        )
     return Wait(settings.PIPELINE_POLL_SECONDS, f"MAAS: {status}")
 
 
@@ -186,16 +187,22 @@ def advance(allocation_id) -> float | None:
 
 def _run(allocation_id) -> float | None:
     while True:
-        allocation = Allocation.objects.select_related("node", "tenant", "project", "flavor").get(pk=allocation_id)
+        allocation = Allocation.objects.select_related("node", "tenant", "project", "flavor").get(
+            pk=allocation_id
+        )
         if allocation.state == State.PENDING:
             _transition(allocation, State.PROVISIONING)
             continue
         if allocation.state == State.PROVISIONING:
             if allocation.abort_requested:
-                _fail(allocation, allocation.failure_reason or "aborted before it became active", hardware=False)
+                _fail(
+                    allocation, allocation.failure_reason or "aborted before it became active", hardware=False
+                )
                 continue
             phase = Phase.PROVISION
-        elif allocation.state == State.RELEASING or (allocation.state == State.FAILED and allocation.compensating):
+        elif allocation.state == State.RELEASING or (
+            allocation.state == State.FAILED and allocation.compensating
+        ):
             phase = Phase.RELEASE
         else:
             return None
@@ -240,9 +247,14 @@ def _execute(allocation: Allocation, step: AllocationStep, phase: str) -> Outcom
     budget = settings.PIPELINE_STEP_BUDGETS[step.name]
     elapsed = (now - step.started_at).total_seconds()
     if elapsed > budget:
-        return _step_failed(allocation, step, phase,
-                            DriverError(f"step {step.name} took {elapsed:.1f} s, over its {budget} s budget",
-                                        transient=False))
+        return _step_failed(
+            allocation,
+            step,
+            phase,
+            DriverError(
+                f"step {step.name} took {elapsed:.1f} s, over its {budget} s budget", transient=False
+            ),
+        )
     if BREAKER.is_open():
         return Wait(BREAKER.retry_after(), "circuit open: the provisioning backends are failing")
     try:
@@ -260,16 +272,20 @@ def _execute(allocation: Allocation, step: AllocationStep, phase: str) -> Outcom
 
 
 def _needs_undo(allocation: Allocation, provision_step: str) -> bool:
-    return allocation.steps.filter(phase=Phase.PROVISION, name=provision_step).exclude(
-        status=Status.PENDING
-    ).exists()
+    return (
+        allocation.steps.filter(phase=Phase.PROVISION, name=provision_step)
+        .exclude(status=Status.PENDING)
+        .exists()
+    )
 
 
 def _step_failed(allocation: Allocation, step: AllocationStep, phase: str, exc: DriverError) -> Outcome:
     step.status, step.error = Status.FAILED, str(exc)
     step.save(update_fields=["status", "error"])
     retries_left = exc.transient and step.attempts <= settings.PIPELINE_MAX_RETRIES
-    logger.warning("allocation %s step %s attempt %s failed: %s", allocation.pk, step.name, step.attempts, exc)
+    logger.warning(
+        "allocation %s step %s attempt %s failed: %s", allocation.pk, step.name, step.attempts, exc
+    )
     if retries_left:
         base, ceiling = settings.PIPELINE_BACKOFF_SECONDS
         delay = min(ceiling, base * 2 ** (step.attempts - 1))
@@ -290,8 +306,9 @@ def _step_failed(allocation: Allocation, step: AllocationStep, phase: str, exc: 
 def _fail(allocation: Allocation, reason: str, *, hardware: bool) -> None:
     """Fail the allocation now; what earlier steps took is given back by the release steps."""
     with transaction.atomic():
-        changed = _transition(allocation, State.FAILED, failure_reason=reason, compensating=True,
-                              hardware_fault=hardware)
+        changed = _transition(
+            allocation, State.FAILED, failure_reason=reason, compensating=True, hardware_fault=hardware
+        )
         if changed:
             Node.objects.filter(pk=allocation.node_id).update(state=Node.State.RELEASING, state_reason=reason)
 
@@ -305,8 +322,9 @@ def _finish_phase(allocation: Allocation, phase: str) -> None:
         if allocation.state == State.RELEASING:
             _transition(allocation, State.RELEASED, step="", finished_at=timezone.now())
         else:
-            Allocation.objects.filter(pk=allocation.pk).update(compensating=False, step="",
-                                                               updated_at=timezone.now())
+            Allocation.objects.filter(pk=allocation.pk).update(
+                compensating=False, step="", updated_at=timezone.now()
+            )
             events.allocation_changed(allocation.pk)
         if allocation.hardware_fault:
             _park_node(allocation, Node.State.FAILED, allocation.failure_reason)
@@ -315,10 +333,16 @@ def _finish_phase(allocation: Allocation, phase: str) -> None:
 
 
 def _park_node(allocation: Allocation, state: str, reason: str) -> None:
-    Node.objects.filter(pk=allocation.node_id).update(state=state, state_reason=reason, updated_at=timezone.now())
+    Node.objects.filter(pk=allocation.node_id).update(
+        state=state, state_reason=reason, updated_at=timezone.now()
+    )
     if state == Node.State.FAILED:
-        audit.record(None, "node.failed", target=allocation.node, details={"reason": reason,
-                                                                          "allocation": str(allocation.pk)})
+        audit.record(
+            None,
+            "node.failed",
+            target=allocation.node,
+            details={"reason": reason, "allocation": str(allocation.pk)},
+        )
 
 
 def _transition(allocation: Allocation, new_state: str, **changes) -> bool:

@@ -62,24 +62,35 @@ def plan(tenant: Tenant, flavor: Flavor, count: int) -> AllocationPlan:
     if tenant.status != Tenant.Status.ACTIVE:
         reason = f"The tenant is {tenant.status}, not active."
     elif exceeded:
-        reason = (f"Quota exceeded for {exceeded['resource']}: {exceeded['used']} used of {exceeded['limit']}, "
-                  f"{exceeded['requested']} requested.")
+        reason = (
+            f"Quota exceeded for {exceeded['resource']}: {exceeded['used']} used of {exceeded['limit']}, "
+            f"{exceeded['requested']} requested."
+        )
     elif free < count:
         reason = f"Only {free} free {flavor.name} node(s); {count} requested."
-    return AllocationPlan(allowed=not reason, quota=items, free_nodes=free, requested=count, reason=reason,
-                          exceeded=exceeded)
+    return AllocationPlan(
+        allowed=not reason, quota=items, free_nodes=free, requested=count, reason=reason, exceeded=exceeded
+    )
 
 
-def preview(principal: Principal, project: Project, *, flavor_name: str, os_image: str, count: int = 1
-            ) -> AllocationPlan:
+def preview(
+    principal: Principal, project: Project, *, flavor_name: str, os_image: str, count: int = 1
+) -> AllocationPlan:
     """``dry_run``: the quota and capacity check, taking nothing."""
     policy.require(principal, Perm.ALLOCATION_MANAGE, project)
     flavor = _validate(flavor_name, os_image, count)
     return plan(project.tenant, flavor, count)
 
 
-def allocate(principal: Principal, project: Project, *, flavor_name: str, os_image: str, network_id: str = "",
-             count: int = 1) -> list[Allocation]:
+def allocate(
+    principal: Principal,
+    project: Project,
+    *,
+    flavor_name: str,
+    os_image: str,
+    network_id: str = "",
+    count: int = 1,
+) -> list[Allocation]:
     """Reserve ``count`` nodes for the project (all or nothing) and start provisioning.
 
     The tenant row lock serializes quota use per tenant; ``SKIP LOCKED`` lets
@@ -91,14 +102,20 @@ def allocate(principal: Principal, project: Project, *, flavor_name: str, os_ima
         allocations = _reserve(principal, project, flavor, os_image, network_id, count)
     except QuotaExceeded as exc:
         # Recorded after the rollback, so the denial stays on the trail.
-        audit.record(principal, "allocation.create", target=project, outcome=audit.DENIED,
-                     details={"reason": "quota", **exc.details})
+        audit.record(
+            principal,
+            "allocation.create",
+            target=project,
+            outcome=audit.DENIED,
+            details={"reason": "quota", **exc.details},
+        )
         raise
     return allocations
 
 
-def _reserve(principal: Principal, project: Project, flavor: Flavor, os_image: str, network_id: str,
-             count: int) -> list[Allocation]:
+def _reserve(
+    principal: Principal, project: Project, flavor: Flavor, os_image: str, network_id: str, count: int
+) -> list[Allocation]:
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=project.tenant_id)
         if tenant.status != Tenant.Status.ACTIVE:
@@ -107,22 +124,41 @@ def _reserve(principal: Principal, project: Project, flavor: Flavor, os_image: s
         if exceeded:
             raise QuotaExceeded(
                 f"Quota exceeded for {exceeded['resource']}: {exceeded['used']} of {exceeded['limit']} used, "
-                f"{exceeded['requested']} requested.", details=exceeded)
-        nodes = list(schedulable_nodes(flavor).select_for_update(skip_locked=True).order_by("hostname")[:count])
+                f"{exceeded['requested']} requested.",
+                details=exceeded,
+            )
+        nodes = list(
+            schedulable_nodes(flavor).select_for_update(skip_locked=True).order_by("hostname")[:count]
+        )
         if len(nodes) < count:
-            raise Conflict(f"No free {flavor.name} node: {len(nodes)} of {count} could be reserved.",
-                           details={"flavor": flavor.name, "requested": count, "available": len(nodes)})
-        Node.objects.filter(pk__in=[n.pk for n in nodes]).update(state=Node.State.PROVISIONING,
-                                                                 updated_at=timezone.now())
+            raise Conflict(
+                f"No free {flavor.name} node: {len(nodes)} of {count} could be reserved.",
+                details={"flavor": flavor.name, "requested": count, "available": len(nodes)},
+            )
+        Node.objects.filter(pk__in=[n.pk for n in nodes]).update(
+            state=Node.State.PROVISIONING, updated_at=timezone.now()
+        )
         allocations = []
         for node in nodes:
             allocation = Allocation.objects.create(
-                node=node, tenant=tenant, project=project, flavor=flavor, gpus=flavor.gpus_per_node,
-                os_image=os_image, network_id=network_id, requested_by=principal.name, step="reserve", progress=10,
+                node=node,
+                tenant=tenant,
+                project=project,
+                flavor=flavor,
+                gpus=flavor.gpus_per_node,
+                os_image=os_image,
+                network_id=network_id,
+                requested_by=principal.name,
+                step="reserve",
+                progress=10,
             )
             pipeline.create_steps(allocation)
-            audit.record(principal, "allocation.create", target=allocation,
-                         details={"node": node.hostname, "flavor": flavor.name, "os_image": os_image})
+            audit.record(
+                principal,
+                "allocation.create",
+                target=allocation,
+                details={"node": node.hostname, "flavor": flavor.name, "os_image": os_image},
+            )
             events.allocation_changed(allocation.pk)
             allocations.append(allocation)
         transaction.on_commit(lambda: [_start(a.pk) for a in allocations])
@@ -135,8 +171,9 @@ def _start(allocation_id) -> None:
     advance_allocation.delay(str(allocation_id))
 
 
-def release(principal: Principal, allocation: Allocation, *, drain: bool = True, erase_disk: bool = False
-            ) -> Allocation:
+def release(
+    principal: Principal, allocation: Allocation, *, drain: bool = True, erase_disk: bool = False
+) -> Allocation:
     """Give the node back: drain, undo every step, ``RELEASED``. An allocation still
     provisioning is aborted (compensated like a failure). Repeating it is harmless."""
     policy.require(principal, Perm.ALLOCATION_MANAGE, allocation)
@@ -156,9 +193,15 @@ def release(principal: Principal, allocation: Allocation, *, drain: bool = True,
             current.state, current.step, current.progress = State.RELEASING, "drain", 0
             current.drain, current.erase_disk = drain, erase_disk
             current.save(update_fields=["state", "step", "progress", "drain", "erase_disk", "updated_at"])
-            Node.objects.filter(pk=current.node_id).update(state=Node.State.RELEASING, updated_at=timezone.now())
-            audit.record(principal, "allocation.release", target=current,
-                         details={"drain": drain, "erase_disk": erase_disk})
+            Node.objects.filter(pk=current.node_id).update(
+                state=Node.State.RELEASING, updated_at=timezone.now()
+            )
+            audit.record(
+                principal,
+                "allocation.release",
+                target=current,
+                details={"drain": drain, "erase_disk": erase_disk},
+            )
             events.state_changed(current, previous)
         transaction.on_commit(lambda: _start(current.pk))
     return current

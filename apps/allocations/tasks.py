@@ -7,7 +7,9 @@ from celery import shared_task
 from apps.allocations import pipeline, services
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, name="apps.allocations.tasks.advance_allocation")
+@shared_task(
+    bind=True, acks_late=True, reject_on_worker_lost=True, name="apps.allocations.tasks.advance_allocation"
+)
 def advance_allocation(self, allocation_id: str) -> None:
     """Run the pipeline as far as it goes, then come back when it has to wait."""
     while True:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
 
 from apps.allocations.models import Node
-from apps.catalog.models import Flavor
+from apps.catalog import manifests
+from apps.catalog import services as catalog_services
+from apps.catalog.models import App, AppVersion, Entitlement, Flavor
 from apps.core.admin import AuditedModelAdmin
+from apps.tenancy import principal as principals
 
 State = Node.State
 # Columns of the flavor list: how many nodes of the flavor are in these states.
@@ -74,3 +78,53 @@ class FlavorAdmin(AuditedModelAdmin):
     @admin.display(description="Out of service", ordering="count_out_of_service")
     def nodes_out_of_service(self, flavor):
         return flavor.count_out_of_service
+
+
+class AppVersionForm(forms.ModelForm):
+    """Publishing from the admin validates like the API: every schema error is listed."""
+
+    class Meta:
+        model = AppVersion
+        fields = ("app", "version", "manifest")
+
+    def clean_manifest(self):
+        manifest = self.cleaned_data["manifest"]
+        errors = manifests.validate(manifest)
+        if errors:
+            raise forms.ValidationError(errors)
+        return manifest
+
+
+class EntitlementInline(admin.TabularInline):
+    model = Entitlement
+    fields = ("tenant", "project", "granted_by", "created_at")
+    readonly_fields = ("granted_by", "created_at")
+    extra = 0
+
+
+@admin.register(App)
+class AppAdmin(AuditedModelAdmin):
+    list_display = ("name", "slug", "publisher", "entitled_to_all", "latest")
+    search_fields = ("slug", "name")
+    prepopulated_fields = {"slug": ("name",)}
+    inlines = [EntitlementInline]
+
+    @admin.display(description="latest version")
+    def latest(self, app):
+        version = app.latest_version()
+        return version.version if version else "—"
+
+
+@admin.register(AppVersion)
+class AppVersionAdmin(AuditedModelAdmin):
+    form = AppVersionForm
+    list_display = ("app", "version", "status", "published_at", "published_by")
+    list_filter = ("status", "app")
+    readonly_fields = ("status", "published_at", "published_by")
+
+    def save_model(self, request, obj, form, change):
+        # Through the service: artifacts copied from the manifest, the publish audited.
+        published = catalog_services.publish_version(
+            principals.for_user(request.user), obj.app, version=obj.version, manifest=obj.manifest
+        )
+        obj.pk, obj.status = published.pk, published.status

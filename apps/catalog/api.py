@@ -48,10 +48,16 @@ class CatalogAppDetailView(BaseAPIView):
 class CatalogVersionView(BaseAPIView):
     @extend_schema(responses=AppVersionSerializer, summary="A published version with its manifest")
     def get(self, request, slug, version):
-        found = AppVersion.objects.select_related("app").filter(
-            app__in=services.visible_apps(self.principal), app__slug=slug, version=version,
-            status=AppVersion.Status.PUBLISHED,
-        ).first()
+        found = (
+            AppVersion.objects.select_related("app")
+            .filter(
+                app__in=services.visible_apps(self.principal),
+                app__slug=slug,
+                version=version,
+                status=AppVersion.Status.PUBLISHED,
+            )
+            .first()
+        )
         if found is None:
             raise NotFound()
         return Response(AppVersionSerializer(found).data)

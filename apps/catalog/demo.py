@@ -7,10 +7,24 @@ from apps.catalog import services
 from apps.catalog.models import App, Flavor
 
 FLAVORS = [
-    {"name": "h100-8x", "gpu_model": "NVIDIA H100 80GB SXM", "gpus_per_node": 8, "cpu_cores": 112,
-     "memory_gb": 2048, "rate_per_node_hour": "98.3200", "description": "8x H100 SXM, NVLink, 8x 400G IB"},
-    {"name": "h100-1x", "gpu_model": "NVIDIA H100 80GB PCIe", "gpus_per_node": 1, "cpu_cores": 16,
-     "memory_gb": 256, "rate_per_node_hour": "12.2900", "description": "1x H100 PCIe"},
+    {
+        "name": "h100-8x",
+        "gpu_model": "NVIDIA H100 80GB SXM",
+        "gpus_per_node": 8,
+        "cpu_cores": 112,
+        "memory_gb": 2048,
+        "rate_per_node_hour": "98.3200",
+        "description": "8x H100 SXM, NVLink, 8x 400G IB",
+    },
+    {
+        "name": "h100-1x",
+        "gpu_model": "NVIDIA H100 80GB PCIe",
+        "gpus_per_node": 1,
+        "cpu_cores": 16,
+        "memory_gb": 256,
+        "rate_per_node_hour": "12.2900",
+        "description": "1x H100 PCIe",
+    },
 ]
 SHIPPED = Path(__file__).parent / "shipped"
 APPS = [
@@ -29,4 +43,6 @@ def bootstrap(stdout) -> None:
             slug=slug, defaults={"name": name, "summary": manifest["summary"], "entitled_to_all": True}
         )
         services.publish_version(None, app, version=version, manifest=manifest)
-    stdout.write(f"catalog: flavors {', '.join(f['name'] for f in FLAVORS)}; apps {', '.join(a[0] for a in APPS)}")
+    stdout.write(
+        f"catalog: flavors {', '.join(f['name'] for f in FLAVORS)}; apps {', '.join(a[0] for a in APPS)}"
+    )

@@ -50,9 +50,11 @@ def _semantic_errors(manifest: dict) -> list[str]:
     params = {p["name"]: p for p in manifest.get("parameters", [])}
     artifacts = {a["name"] for a in manifest["artifacts"]}
     endpoints = {e["name"] for e in manifest["endpoints"]}
-    for kind, names in (("parameters", [p["name"] for p in manifest.get("parameters", [])]),
-                        ("artifacts", [a["name"] for a in manifest["artifacts"]]),
-                        ("endpoints", [e["name"] for e in manifest["endpoints"]])):
+    for kind, names in (
+        ("parameters", [p["name"] for p in manifest.get("parameters", [])]),
+        ("artifacts", [a["name"] for a in manifest["artifacts"]]),
+        ("endpoints", [e["name"] for e in manifest["endpoints"]]),
+    ):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             errors.append(f"{kind}: duplicate names {', '.join(duplicates)}")
@@ -69,20 +71,30 @@ def _semantic_errors(manifest: dict) -> list[str]:
         services = [s["name"] for s in execution["services"]]
         for service in execution["services"]:
             if service["artifact"] not in artifacts:
-                errors.append(f"execution/services/{service['name']}/artifact: no artifact named "
-                              f"{service['artifact']!r}")
+                errors.append(
+                    f"execution/services/{service['name']}/artifact: no artifact named "
+                    f"{service['artifact']!r}"
+                )
             for endpoint in service.get("endpoints", []):
                 if endpoint not in endpoints:
-                    errors.append(f"execution/services/{service['name']}/endpoints: no endpoint named {endpoint!r}")
+                    errors.append(
+                        f"execution/services/{service['name']}/endpoints: no endpoint named {endpoint!r}"
+                    )
             for dependency in service.get("depends_on", []):
                 if dependency not in services:
-                    errors.append(f"execution/services/{service['name']}/depends_on: no service {dependency!r}")
+                    errors.append(
+                        f"execution/services/{service['name']}/depends_on: no service {dependency!r}"
+                    )
             if isinstance(service.get("gpus"), str):
-                errors += _gpu_parameter_errors(f"execution/services/{service['name']}/gpus", service["gpus"], params)
+                errors += _gpu_parameter_errors(
+                    f"execution/services/{service['name']}/gpus", service["gpus"], params
+                )
             optional = service.get("optional_parameter")
             if optional and params.get(optional, {}).get("type") != "boolean":
-                errors.append(f"execution/services/{service['name']}/optional_parameter: "
-                              f"{optional!r} must be a boolean parameter")
+                errors.append(
+                    f"execution/services/{service['name']}/optional_parameter: "
+                    f"{optional!r} must be a boolean parameter"
+                )
     if isinstance(manifest["resources"]["gpus"], str):
         errors += _gpu_parameter_errors("resources/gpus", manifest["resources"]["gpus"], params)
     for endpoint in manifest["endpoints"]:
@@ -91,8 +103,11 @@ def _semantic_errors(manifest: dict) -> list[str]:
     for where, template in template_fields(manifest):
         for namespace, name in TEMPLATE.findall(template):
             known = {
-                "params": params, "port": endpoints, "secret": PLATFORM_SECRETS,
-                "instance": {"id"}, "proxy": {"base_path"},
+                "params": params,
+                "port": endpoints,
+                "secret": PLATFORM_SECRETS,
+                "instance": {"id"},
+                "proxy": {"base_path"},
             }.get(namespace)
             if known is None or name not in known:
                 errors.append(f"{where}: unknown template reference {{{{ {namespace}.{name} }}}}")
@@ -109,9 +124,11 @@ def gpu_count(value, parameters: dict) -> int:
 
 def template_fields(manifest: dict):
     execution = manifest["execution"]
-    units = [("execution", execution)] if execution["kind"] == "single_container" else [
-        (f"execution/services/{s['name']}", s) for s in execution["services"]
-    ]
+    units = (
+        [("execution", execution)]
+        if execution["kind"] == "single_container"
+        else [(f"execution/services/{s['name']}", s) for s in execution["services"]]
+    )
     for where, unit in units:
         for index, arg in enumerate(unit.get("args", [])):
             yield f"{where}/args/{index}", arg
@@ -148,10 +165,14 @@ def parameter_error(param: dict, value) -> str | None:
     if kind == "boolean":
         return None if isinstance(value, bool) else "must be true or false"
     if kind == "choice":
-        return None if value in param["choices"] else f"must be one of {', '.join(map(str, param['choices']))}"
+        return (
+            None if value in param["choices"] else f"must be one of {', '.join(map(str, param['choices']))}"
+        )
     if kind in ("integer", "number"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            kind == "integer" and not float(value).is_integer()
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (kind == "integer" and not float(value).is_integer())
         ):
             return f"must be {'a whole number' if kind == 'integer' else 'a number'}"
         if "minimum" in param and value < param["minimum"]:

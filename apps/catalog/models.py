@@ -91,8 +91,9 @@ class Entitlement(UUIDModel):
 
     app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="entitlements")
     tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="entitlements")
-    project = models.ForeignKey("tenancy.Project", null=True, blank=True, on_delete=models.CASCADE,
-                                related_name="entitlements")
+    project = models.ForeignKey(
+        "tenancy.Project", null=True, blank=True, on_delete=models.CASCADE, related_name="entitlements"
+    )
     granted_by = models.CharField(max_length=255, blank=True)
 
     tenant_path = "tenant_id"
@@ -100,10 +101,16 @@ class Entitlement(UUIDModel):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["app", "tenant"], condition=models.Q(project__isnull=True),
-                                    name="entitlement_unique_tenant"),
-            models.UniqueConstraint(fields=["app", "project"], condition=models.Q(project__isnull=False),
-                                    name="entitlement_unique_project"),
+            models.UniqueConstraint(
+                fields=["app", "tenant"],
+                condition=models.Q(project__isnull=True),
+                name="entitlement_unique_tenant",
+            ),
+            models.UniqueConstraint(
+                fields=["app", "project"],
+                condition=models.Q(project__isnull=False),
+                name="entitlement_unique_project",
+            ),
         ]
 
     def __str__(self):

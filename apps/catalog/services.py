@@ -23,8 +23,9 @@ def publish_version(principal: Principal | None, app: App, *, version: str, mani
     if errors:
         raise ValidationFailed("The manifest is not valid.", details={"manifest": errors})
     with transaction.atomic():
-        app_version, created = AppVersion.objects.get_or_create(app=app, version=version,
-                                                                defaults={"manifest": manifest})
+        app_version, created = AppVersion.objects.get_or_create(
+            app=app, version=version, defaults={"manifest": manifest}
+        )
         if not created:
             if app_version.status != AppVersion.Status.DRAFT and app_version.manifest != manifest:
                 raise InvalidState(f"{app.slug} {version} is already published; publish a new version.")
@@ -35,11 +36,18 @@ def publish_version(principal: Principal | None, app: App, *, version: str, mani
         app_version.save()
         app_version.artifacts.all().delete()
         Artifact.objects.bulk_create(
-            Artifact(app_version=app_version, name=a["name"], image=a["image"], digest=a["digest"],
-                     platform=a.get("platform", "linux/amd64"))
+            Artifact(
+                app_version=app_version,
+                name=a["name"],
+                image=a["image"],
+                digest=a["digest"],
+                platform=a.get("platform", "linux/amd64"),
+            )
             for a in manifest["artifacts"]
         )
-        audit.record(principal, "catalog.publish", target=app_version, details={"app": app.slug, "version": version})
+        audit.record(
+            principal, "catalog.publish", target=app_version, details={"app": app.slug, "version": version}
+        )
     return app_version
 
 
@@ -47,7 +55,9 @@ def entitle(principal: Principal | None, app: App, tenant, project=None) -> Enti
     if principal is not None:
         policy.require_scope(principal, Perm.CATALOG_MANAGE)
     entitlement, created = Entitlement.objects.get_or_create(
-        app=app, tenant=tenant, project=project,
+        app=app,
+        tenant=tenant,
+        project=project,
         defaults={"granted_by": principal.name if principal else "platform"},
     )
     if created:
@@ -84,13 +94,21 @@ def visible_apps(principal: Principal) -> QuerySet[App]:
 
 
 def is_entitled(app: App, project) -> bool:
-    return app.entitled_to_all or Entitlement.objects.filter(
-        Q(project__isnull=True) | Q(project=project), app=app, tenant_id=project.tenant_id
-    ).exists()
+    return (
+        app.entitled_to_all
+        or Entitlement.objects.filter(
+            Q(project__isnull=True) | Q(project=project), app=app, tenant_id=project.tenant_id
+        ).exists()
+    )
 
 
 def require_entitled(principal: Principal, app: App, project) -> None:
     if not is_entitled(app, project):
-        audit.record(principal, "catalog.launch", target=project, outcome=audit.DENIED,
-                     details={"app": app.slug, "reason": "not entitled"})
+        audit.record(
+            principal,
+            "catalog.launch",
+            target=project,
+            outcome=audit.DENIED,
+            details={"app": app.slug, "reason": "not entitled"},
+        )
         raise Forbidden(f"The project is not entitled to {app.name}.")

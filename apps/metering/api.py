@@ -26,8 +26,13 @@ class QuotaReportSerializer(serializers.Serializer):
 
 class QuotaView(BaseAPIView):
     def _tenant(self, tenant_id, action_perm=None) -> Tenant:
-        return policy.get_object(Tenant.objects.all(), self.principal, Perm.TENANT_VIEW, action_perm or Perm.QUOTA_VIEW,
-                                 tenant_id=tenant_id)
+        return policy.get_object(
+            Tenant.objects.all(),
+            self.principal,
+            Perm.TENANT_VIEW,
+            action_perm or Perm.QUOTA_VIEW,
+            tenant_id=tenant_id,
+        )
 
     @staticmethod
     def _report(tenant) -> dict:
@@ -37,8 +42,11 @@ class QuotaView(BaseAPIView):
     def get(self, request, tenant_id):
         return Response(self._report(self._tenant(tenant_id)))
 
-    @extend_schema(request={"application/json": {"type": "object", "additionalProperties": {"type": "integer"}}},
-                   responses=QuotaReportSerializer, summary="Set quota limits (CCP quota sync); effective at once")
+    @extend_schema(
+        request={"application/json": {"type": "object", "additionalProperties": {"type": "integer"}}},
+        responses=QuotaReportSerializer,
+        summary="Set quota limits (CCP quota sync); effective at once",
+    )
     @idempotent
     def post(self, request, tenant_id):
         tenant = self._tenant(tenant_id, Perm.QUOTA_MANAGE)

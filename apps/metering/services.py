@@ -67,8 +67,12 @@ def quota_report(tenant) -> dict[str, dict]:
         limit = limits.get(resource)
         amount = used.get(resource, 0)
         percent = round(100.0 * amount / limit, 1) if limit else (100.0 if amount else 0.0)
-        report[resource] = {"limit": limit, "used": amount, "percent": percent,
-                            "warning": warning_level(percent) if limit is not None else "none"}
+        report[resource] = {
+            "limit": limit,
+            "used": amount,
+            "percent": percent,
+            "warning": warning_level(percent) if limit is not None else "none",
+        }
     return report
 
 
@@ -85,7 +89,12 @@ def check(tenant, requested: dict[str, int]) -> tuple[dict[str, dict], dict | No
         after = used.get(resource, 0) + amount
         items[resource] = {"used": used.get(resource, 0), "limit": limit, "requested": amount, "after": after}
         if limit is not None and after > limit and exceeded is None:
-            exceeded = {"resource": resource, "limit": limit, "used": used.get(resource, 0), "requested": amount}
+            exceeded = {
+                "resource": resource,
+                "limit": limit,
+                "used": used.get(resource, 0),
+                "requested": amount,
+            }
     return items, exceeded
 
 

@@ -145,8 +145,11 @@ class VrfAdmin(ReadOnlyModelAdmin):
             data = form.cleaned_data
             try:
                 created = services.load_pool(
-                    prefix=data["prefix"], count=data["count"], first_vni=data["first_vni"],
-                    first_vlan=data["first_vlan"], principal=principals.for_user(request.user),
+                    prefix=data["prefix"],
+                    count=data["count"],
+                    first_vni=data["first_vni"],
+                    first_vlan=data["first_vlan"],
+                    principal=principals.for_user(request.user),
                 )
             except ApiError as exc:
                 self.message_user(request, f"VRFs not loaded: {exc.message}", messages.ERROR)
@@ -154,7 +157,8 @@ class VrfAdmin(ReadOnlyModelAdmin):
                 form.add_error(None, "A VNI or VLAN of this range was taken meanwhile; check it again.")
             else:
                 self.message_user(
-                    request, f"Loaded {created} VRF(s) into the pool; {services.free_vrf_count()} free.",
+                    request,
+                    f"Loaded {created} VRF(s) into the pool; {services.free_vrf_count()} free.",
                     messages.SUCCESS,
                 )
                 return HttpResponseRedirect(reverse("admin:networking_vrf_changelist"))

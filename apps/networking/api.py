@@ -35,14 +35,22 @@ class VrfSerializer(serializers.ModelSerializer):
 
 
 class VpcView(BaseAPIView):
-    @extend_schema(request=VpcRequestSerializer, responses={201: VrfSerializer, 200: VrfSerializer},
-                   summary="A tenant VRF with its 4 VLANs for a CCP VPC (idempotent per vpc_id)")
+    @extend_schema(
+        request=VpcRequestSerializer,
+        responses={201: VrfSerializer, 200: VrfSerializer},
+        summary="A tenant VRF with its 4 VLANs for a CCP VPC (idempotent per vpc_id)",
+    )
     @idempotent
     def post(self, request):
         data = VpcRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        tenant = policy.get_object(Tenant.objects.all(), self.principal, Perm.TENANT_VIEW, Perm.NETWORK_MANAGE,
-                                   tenant_id=data.validated_data["tenant_id"])
+        tenant = policy.get_object(
+            Tenant.objects.all(),
+            self.principal,
+            Perm.TENANT_VIEW,
+            Perm.NETWORK_MANAGE,
+            tenant_id=data.validated_data["tenant_id"],
+        )
         vrf, created = services.create_vpc(self.principal, tenant, vpc_id=data.validated_data["vpc_id"])
         vrf = Vrf.objects.select_related("tenant").prefetch_related("vlans").get(pk=vrf.pk)
         return Response(VrfSerializer(vrf).data, status=201 if created else 200)

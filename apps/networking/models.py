@@ -46,7 +46,9 @@ class Vlan(models.Model):
 
     vrf = models.ForeignKey(Vrf, on_delete=models.CASCADE, related_name="vlans")
     purpose = models.CharField(max_length=16, choices=Purpose.choices)
-    vlan_id = models.PositiveSmallIntegerField(unique=True, validators=[MinValueValidator(2), MaxValueValidator(4094)])
+    vlan_id = models.PositiveSmallIntegerField(
+        unique=True, validators=[MinValueValidator(2), MaxValueValidator(4094)]
+    )
 
     class Meta:
         ordering = ["vlan_id"]

@@ -22,12 +22,7 @@ class PoolEmpty(Unavailable):
 
 def _take_free_vrf(tenant: Tenant, vpc_id: str = "") -> Vrf:
     """Assign one free VRF to the tenant; the row lock keeps two tenants off the same VRF."""
-    vrf = (
-        Vrf.objects.select_for_update(skip_locked=True)
-        .filter(tenant__isnull=True)
-        .order_by("vni")
-        .first()
-    )
+    vrf = Vrf.objects.select_for_update(skip_locked=True).filter(tenant__isnull=True).order_by("vni").first()
     if vrf is None:
         raise PoolEmpty(retry_after=POOL_RETRY_AFTER)
     vrf.tenant, vrf.vpc_id, vrf.assigned_at = tenant, vpc_id, timezone.now()
@@ -63,8 +58,13 @@ def create_vpc(principal: Principal, tenant: Tenant, *, vpc_id: str) -> tuple[Vr
                 vrf.save(update_fields=["vpc_id", "updated_at"])
             else:
                 vrf = _take_free_vrf(tenant, vpc_id)
-            audit.record(principal, "network.vpc_create", target=vrf, tenant_id=tenant.pk,
-                         details={"vpc_id": vpc_id, "vrf": vrf.name})
+            audit.record(
+                principal,
+                "network.vpc_create",
+                target=vrf,
+                tenant_id=tenant.pk,
+                details={"vpc_id": vpc_id, "vrf": vrf.name},
+            )
             return vrf, True
     except IntegrityError:
         return Vrf.objects.get(vpc_id=vpc_id), False
@@ -79,8 +79,9 @@ def vrf_for(allocation) -> Vrf:
             return vrf
     vrf = vrfs.order_by("assigned_at").first()
     if vrf is None:
-        raise PoolEmpty("The tenant has no network yet (its VRF is still being assigned).",
-                        retry_after=POOL_RETRY_AFTER)
+        raise PoolEmpty(
+            "The tenant has no network yet (its VRF is still being assigned).", retry_after=POOL_RETRY_AFTER
+        )
     return vrf
 
 
@@ -91,15 +92,17 @@ def vlan_map(vrf: Vrf) -> dict[str, int]:
 def release_tenant_networks(tenant: Tenant) -> int:
     """Give the tenant's VRFs back to the pool (tenant deletion)."""
     with transaction.atomic():
-        count = Vrf.objects.filter(tenant=tenant).update(tenant=None, vpc_id="", assigned_at=None,
-                                                          updated_at=timezone.now())
+        count = Vrf.objects.filter(tenant=tenant).update(
+            tenant=None, vpc_id="", assigned_at=None, updated_at=timezone.now()
+        )
         if count:
             audit.record(None, "network.vrf_release", tenant_id=tenant.pk, details={"count": count})
     return count
 
 
-def load_pool(*, prefix: str, count: int, first_vni: int, first_vlan: int, principal: Principal | None = None
-              ) -> int:
+def load_pool(
+    *, prefix: str, count: int, first_vni: int, first_vlan: int, principal: Principal | None = None
+) -> int:
     """Create ``count`` VRFs named ``{prefix}-{n}``, each with four consecutive VLANs.
 
     Existing names are skipped, so loading the same range twice adds nothing.
@@ -120,8 +123,12 @@ def load_pool(*, prefix: str, count: int, first_vni: int, first_vlan: int, princ
                 for offset, purpose in enumerate(purposes):
                     Vlan.objects.create(vrf=vrf, purpose=purpose, vlan_id=first_vlan + index * 4 + offset)
         if created:
-            audit.record(principal, "network.pool_load", target_type="vrf",
-                         details={"prefix": prefix, "created": created})
+            audit.record(
+                principal,
+                "network.pool_load",
+                target_type="vrf",
+                details={"prefix": prefix, "created": created},
+            )
             transaction.on_commit(_resume_waiting_tenants)
     return created
 

@@ -18,13 +18,29 @@ def agent_group(node_id) -> str:
     return f"agent.node.{node_id}"
 
 
-def record(instance, kind: str, message: str, *, from_state: str = "", to_state: str = "", actor: str = "") -> None:
-    InstanceEvent.objects.create(instance=instance, kind=kind, message=message[:2000], from_state=from_state,
-                                 to_state=to_state, actor=actor)
+def record(
+    instance, kind: str, message: str, *, from_state: str = "", to_state: str = "", actor: str = ""
+) -> None:
+    InstanceEvent.objects.create(
+        instance=instance,
+        kind=kind,
+        message=message[:2000],
+        from_state=from_state,
+        to_state=to_state,
+        actor=actor,
+    )
     project_id, instance_id, state = instance.project_id, str(instance.pk), to_state or instance.state
-    transaction.on_commit(lambda: _send(project_group(project_id), {
-        "type": "instance.update", "instance_id": instance_id, "state": state, "message": message[:300],
-    }))
+    transaction.on_commit(
+        lambda: _send(
+            project_group(project_id),
+            {
+                "type": "instance.update",
+                "instance_id": instance_id,
+                "state": state,
+                "message": message[:300],
+            },
+        )
+    )
 
 
 def wake_agent(node_id) -> None:

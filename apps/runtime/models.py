@@ -31,10 +31,17 @@ class AppInstance(UUIDModel):
     project = models.ForeignKey("tenancy.Project", on_delete=models.PROTECT, related_name="app_instances")
     app = models.ForeignKey("catalog.App", on_delete=models.PROTECT, related_name="instances")
     app_version = models.ForeignKey("catalog.AppVersion", on_delete=models.PROTECT, related_name="instances")
-    allocation = models.ForeignKey("allocations.Allocation", on_delete=models.PROTECT, related_name="app_instances")
+    allocation = models.ForeignKey(
+        "allocations.Allocation", on_delete=models.PROTECT, related_name="app_instances"
+    )
     name = models.CharField(max_length=100)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="app_instances")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="app_instances",
+    )
     created_by = models.CharField(max_length=255)
     parameters = models.JSONField(default=dict)
     gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs of its node it holds while active")
@@ -71,7 +78,9 @@ class InstanceMember(models.Model):
     instance = models.ForeignKey(AppInstance, on_delete=models.CASCADE, related_name="members")
     node = models.ForeignKey("allocations.Node", on_delete=models.PROTECT, related_name="instance_members")
     role = models.CharField(max_length=32, default="primary")
-    state = models.CharField(max_length=16, choices=AppInstance.State.choices, default=AppInstance.State.REQUESTED)
+    state = models.CharField(
+        max_length=16, choices=AppInstance.State.choices, default=AppInstance.State.REQUESTED
+    )
     state_reason = models.TextField(blank=True)
     last_report_at = models.DateTimeField(null=True, blank=True)
 

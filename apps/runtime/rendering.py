@@ -55,8 +55,11 @@ def _artifacts(manifest: dict) -> dict[str, str]:
 
 
 def _labels(instance) -> dict[str, str]:
-    return {"gpuaas.instance": str(instance.pk), "gpuaas.project": str(instance.project_id),
-            "gpuaas.app": instance.app.slug}
+    return {
+        "gpuaas.instance": str(instance.pk),
+        "gpuaas.project": str(instance.project_id),
+        "gpuaas.app": instance.app.slug,
+    }
 
 
 def _endpoint_args(manifest: dict, context: dict) -> list[str]:
@@ -79,8 +82,10 @@ def start_spec(instance) -> dict:
     context = _context(instance)
     images = _artifacts(manifest)
     execution = manifest["execution"]
-    endpoints = [{"name": e["name"], "protocol": e["protocol"], "container_port": e["container_port"]}
-                 for e in manifest["endpoints"]]
+    endpoints = [
+        {"name": e["name"], "protocol": e["protocol"], "container_port": e["container_port"]}
+        for e in manifest["endpoints"]
+    ]
     spec = {
         "instance_id": str(instance.pk),
         "name": f"gpuaas-{instance.pk}",
@@ -88,7 +93,10 @@ def start_spec(instance) -> dict:
         "endpoints": endpoints,
         "secrets": _secrets(manifest),
         "labels": _labels(instance),
-        "resources": {**manifest["resources"], "gpus": gpu_count(manifest["resources"]["gpus"], instance.parameters)},
+        "resources": {
+            **manifest["resources"],
+            "gpus": gpu_count(manifest["resources"]["gpus"], instance.parameters),
+        },
     }
     if execution["kind"] == "single_container":
         artifact = execution.get("artifact", manifest["artifacts"][0]["name"])
@@ -111,8 +119,11 @@ def start_spec(instance) -> dict:
 
 
 def stop_spec(instance) -> dict:
-    return {"instance_id": str(instance.pk), "name": f"gpuaas-{instance.pk}",
-            "execution": instance.manifest["execution"]["kind"]}
+    return {
+        "instance_id": str(instance.pk),
+        "name": f"gpuaas-{instance.pk}",
+        "execution": instance.manifest["execution"]["kind"],
+    }
 
 
 def _vllm_openai_chat(instance, manifest: dict, context: dict, images: dict) -> dict:
@@ -132,18 +143,27 @@ def _vllm_openai_chat(instance, manifest: dict, context: dict, images: dict) -> 
             "read_only": False,
             "security_opt": ["no-new-privileges:true"],
             "cap_drop": ["ALL"],
-            "ports": [f"127.0.0.1:{{{{ port.{name} }}}}:{ports[name]}" for name in service.get("endpoints", [])],
+            "ports": [
+                f"127.0.0.1:{{{{ port.{name} }}}}:{ports[name]}" for name in service.get("endpoints", [])
+            ],
         }
         gpus = gpu_count(service.get("gpus", 0), instance.parameters)
         if gpus:
-            definition["deploy"] = {"resources": {"reservations": {"devices": [
-                {"driver": "nvidia", "count": gpus, "capabilities": ["gpu"]}
-            ]}}}
+            definition["deploy"] = {
+                "resources": {
+                    "reservations": {
+                        "devices": [{"driver": "nvidia", "count": gpus, "capabilities": ["gpu"]}]
+                    }
+                }
+            }
         if service.get("depends_on"):
             definition["depends_on"] = list(service["depends_on"])
         services[service["name"]] = definition
-    return {"project": f"gpuaas-{instance.pk}", "renderer": "vllm-openai-chat",
-            "document": {"name": f"gpuaas-{instance.pk}", "services": services}}
+    return {
+        "project": f"gpuaas-{instance.pk}",
+        "renderer": "vllm-openai-chat",
+        "document": {"name": f"gpuaas-{instance.pk}", "services": services},
+    }
 
 
 COMPOSE_RENDERERS = {"vllm-openai-chat": _vllm_openai_chat}

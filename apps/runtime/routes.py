@@ -13,7 +13,14 @@ def describe(instance, endpoint) -> dict:
     if endpoint.exposure == "platform_proxy":
         url = settings.ISSUER + base_path(instance.pk, endpoint.name)
     elif endpoint.port:
-        access = (f"ssh -L {endpoint.port}:127.0.0.1:{endpoint.port} <user>@{instance.allocation.node.hostname}, "
-                  f"then http://127.0.0.1:{endpoint.port}/")
-    return {"name": endpoint.name, "protocol": endpoint.protocol, "exposure": endpoint.exposure, "url": url,
-            "access": access}
+        access = (
+            f"ssh -L {endpoint.port}:127.0.0.1:{endpoint.port} <user>@{instance.allocation.node.hostname}, "
+            f"then http://127.0.0.1:{endpoint.port}/"
+        )
+    return {
+        "name": endpoint.name,
+        "protocol": endpoint.protocol,
+        "exposure": endpoint.exposure,
+        "url": url,
+        "access": access,
+    }

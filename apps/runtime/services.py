@@ -63,11 +63,15 @@ def get_instance(principal: Principal, project_id, instance_id) -> AppInstance:
     """An instance the caller may see (404 otherwise). Someone it was shared with by
     name may reach it without any role in its project."""
     instance = (
-        visible_instances(principal).filter(project_id=project_id, pk=instance_id)
-        .select_related("app", "app_version", "allocation__node").first()
+        visible_instances(principal)
+        .filter(project_id=project_id, pk=instance_id)
+        .select_related("app", "app_version", "allocation__node")
+        .first()
     )
     if instance is None:
-        policy.record_out_of_scope(principal, AppInstance, instance_id, AppInstance.objects.filter(pk=instance_id))
+        policy.record_out_of_scope(
+            principal, AppInstance, instance_id, AppInstance.objects.filter(pk=instance_id)
+        )
         raise NotFound()
     return instance
 
@@ -83,14 +87,20 @@ def _may_manage(principal: Principal, instance: AppInstance) -> bool:
 
 def _version(app: App, version: str | None) -> AppVersion:
     versions = app.versions.filter(status=AppVersion.Status.PUBLISHED)
-    found = versions.filter(version=version).first() if version else versions.order_by("-published_at").first()
+    found = (
+        versions.filter(version=version).first() if version else versions.order_by("-published_at").first()
+    )
     if found is None:
-        raise ValidationFailed(details={"version": [f"{app.slug} has no published version {version or ''}".strip()]})
+        raise ValidationFailed(
+            details={"version": [f"{app.slug} has no published version {version or ''}".strip()]}
+        )
     return found
 
 
 def _placement(project: Project, allocation_id) -> Allocation:
-    allocation = Allocation.objects.select_related("node", "flavor").filter(pk=allocation_id, project=project).first()
+    allocation = (
+        Allocation.objects.select_related("node", "flavor").filter(pk=allocation_id, project=project).first()
+    )
     if allocation is None:
         raise ValidationFailed(details={"allocation_id": ["Not an allocation of this project."]})
     if allocation.state != Allocation.State.ACTIVE:
@@ -101,20 +111,27 @@ def _placement(project: Project, allocation_id) -> Allocation:
 def _check_resources(manifest: dict, parameters: dict, allocation: Allocation) -> None:
     needs = {**manifest["resources"], "gpus": manifests.gpu_count(manifest["resources"]["gpus"], parameters)}
     flavor = allocation.flavor
-    used_gpus = AppInstance.objects.filter(allocation=allocation, state__in=AppInstance.ACTIVE_STATES).aggregate(
-        gpus=Sum("gpus")
-    )["gpus"] or 0
+    used_gpus = (
+        AppInstance.objects.filter(allocation=allocation, state__in=AppInstance.ACTIVE_STATES).aggregate(
+            gpus=Sum("gpus")
+        )["gpus"]
+        or 0
+    )
     problems = []
     if needs["gpus"] > flavor.gpus_per_node - used_gpus:
-        problems.append(f"needs {needs['gpus']} GPU(s); {flavor.gpus_per_node - used_gpus} of "
-                        f"{flavor.gpus_per_node} are free on {allocation.node.hostname}")
+        problems.append(
+            f"needs {needs['gpus']} GPU(s); {flavor.gpus_per_node - used_gpus} of "
+            f"{flavor.gpus_per_node} are free on {allocation.node.hostname}"
+        )
     if needs["cpu_cores"] > flavor.cpu_cores:
         problems.append(f"needs {needs['cpu_cores']} CPU cores; the node has {flavor.cpu_cores}")
     if needs["memory_gb"] > flavor.memory_gb:
         problems.append(f"needs {needs['memory_gb']} GB memory; the node has {flavor.memory_gb}")
     if problems:
-        raise Conflict("The allocation's node cannot fit this app: " + "; ".join(problems) + ".",
-                       details={"resources": problems})
+        raise Conflict(
+            "The allocation's node cannot fit this app: " + "; ".join(problems) + ".",
+            details={"resources": problems},
+        )
 
 
 def _throttle(project: Project, node: Node) -> None:
@@ -125,8 +142,16 @@ def _throttle(project: Project, node: Node) -> None:
         raise RateLimited("Too many launches in progress on this node.", retry_after=10)
 
 
-def launch(principal: Principal, project: Project, *, app_slug: str, allocation_id, version: str | None = None,
-           parameters: dict | None = None, name: str = "") -> Operation:
+def launch(
+    principal: Principal,
+    project: Project,
+    *,
+    app_slug: str,
+    allocation_id,
+    version: str | None = None,
+    parameters: dict | None = None,
+    name: str = "",
+) -> Operation:
     policy.require(principal, Perm.INSTANCE_MANAGE, project)
     app = catalog.visible_apps(principal).filter(slug=app_slug).first()
     if app is None:
@@ -143,37 +168,65 @@ def launch(principal: Principal, project: Project, *, app_slug: str, allocation_
         _check_resources(manifest, cleaned, allocation)
         _throttle(project, allocation.node)
         instance = AppInstance.objects.create(
-            tenant_id=project.tenant_id, project=project, app=app, app_version=app_version, allocation=allocation,
+            tenant_id=project.tenant_id,
+            project=project,
+            app=app,
+            app_version=app_version,
+            allocation=allocation,
             name=name or f"{app.slug}-{timezone.now():%m%d-%H%M%S}",
-            owner=principal.user, created_by=principal.name, parameters=cleaned, gpus=manifests.gpu_count(manifest["resources"]["gpus"], cleaned),
-            ui_mode=events.ui_mode_for(manifest)[0], ui_mode_reason=events.ui_mode_for(manifest)[1],
+            owner=principal.user,
+            created_by=principal.name,
+            parameters=cleaned,
+            gpus=manifests.gpu_count(manifest["resources"]["gpus"], cleaned),
+            ui_mode=events.ui_mode_for(manifest)[0],
+            ui_mode_reason=events.ui_mode_for(manifest)[1],
         )
         InstanceMember.objects.create(instance=instance, node=allocation.node)
         Endpoint.objects.bulk_create(
-            Endpoint(instance=instance, name=e["name"], protocol=e["protocol"],
-                     exposure="platform_proxy" if "platform_proxy" in e["exposure_modes"] else "private")
+            Endpoint(
+                instance=instance,
+                name=e["name"],
+                protocol=e["protocol"],
+                exposure="platform_proxy" if "platform_proxy" in e["exposure_modes"] else "private",
+            )
             for e in manifest["endpoints"]
         )
         for secret in rendering.start_spec(instance)["secrets"]:
-            RuntimeSecret.objects.create(instance=instance, name=secret,
-                                         value_encrypted=crypto.encrypt(crypto.new_secret()))
+            RuntimeSecret.objects.create(
+                instance=instance, name=secret, value_encrypted=crypto.encrypt(crypto.new_secret())
+            )
         operation = _operation(principal, instance, "launch")
         _task(instance, operation, AgentTask.Action.START, rendering.start_spec(instance))
-        events.record(instance, "requested", f"{principal.name} launched {app.name} {app_version.version} on "
-                      f"{allocation.node.hostname}", to_state=State.REQUESTED, actor=principal.name)
-        audit.record(principal, "instance.launch", target=instance,
-                     details={"app": app.slug, "version": app_version.version, "allocation": str(allocation.pk)})
+        events.record(
+            instance,
+            "requested",
+            f"{principal.name} launched {app.name} {app_version.version} on {allocation.node.hostname}",
+            to_state=State.REQUESTED,
+            actor=principal.name,
+        )
+        audit.record(
+            principal,
+            "instance.launch",
+            target=instance,
+            details={"app": app.slug, "version": app_version.version, "allocation": str(allocation.pk)},
+        )
     return operation
 
 
 def _operation(principal: Principal, instance: AppInstance, kind: str) -> Operation:
-    return Operation.objects.create(kind=kind, instance=instance, tenant_id=instance.tenant_id,
-                                    project_id=instance.project_id, requested_by=principal.name)
+    return Operation.objects.create(
+        kind=kind,
+        instance=instance,
+        tenant_id=instance.tenant_id,
+        project_id=instance.project_id,
+        requested_by=principal.name,
+    )
 
 
 def _task(instance: AppInstance, operation: Operation | None, action: str, spec: dict) -> AgentTask:
-    task = AgentTask.objects.create(node_id=instance.allocation.node_id, instance=instance, operation=operation,
-                                    action=action, spec=spec)
+    task = AgentTask.objects.create(
+        node_id=instance.allocation.node_id, instance=instance, operation=operation, action=action, spec=spec
+    )
     events.wake_agent(task.node_id)
     return task
 
@@ -184,8 +237,11 @@ _ACTIONS = {
     # action: (states it may start from, state while in progress, agent action)
     "stop": ((State.RUNNING, State.STARTING, State.FAILED), State.STOPPING, AgentTask.Action.STOP),
     "start": ((State.STOPPED, State.FAILED), State.STARTING, AgentTask.Action.START),
-    "decommission": ((State.REQUESTED, State.STARTING, State.RUNNING, State.STOPPING, State.STOPPED, State.FAILED),
-                     State.DECOMMISSIONING, AgentTask.Action.REMOVE),
+    "decommission": (
+        (State.REQUESTED, State.STARTING, State.RUNNING, State.STOPPING, State.STOPPED, State.FAILED),
+        State.DECOMMISSIONING,
+        AgentTask.Action.REMOVE,
+    ),
 }
 
 
@@ -202,8 +258,11 @@ def change(principal: Principal, instance: AppInstance, action: str) -> Operatio
         policy.require(principal, Perm.INSTANCE_MANAGE, instance)
     allowed, in_progress, agent_action = _ACTIONS[action]
     with transaction.atomic():
-        current = AppInstance.objects.select_for_update().select_related("allocation", "app_version", "app").get(
-            pk=instance.pk)
+        current = (
+            AppInstance.objects.select_for_update()
+            .select_related("allocation", "app_version", "app")
+            .get(pk=instance.pk)
+        )
         if current.state in _ALREADY[action]:
             # Asked again while it is happening or done: the same operation, no new work.
             return current.operations.filter(kind=action).first() or _operation(principal, current, action)
@@ -211,18 +270,30 @@ def change(principal: Principal, instance: AppInstance, action: str) -> Operatio
             raise InvalidState(f"Cannot {action} an instance that is {current.state}.")
         operation = _operation(principal, current, action)
         previous = current.state
-        _transition(current, in_progress, reason="", actor=principal.name, message=f"{principal.name}: {action}")
+        _transition(
+            current, in_progress, reason="", actor=principal.name, message=f"{principal.name}: {action}"
+        )
         AgentTask.objects.filter(instance=current, status=AgentTask.Status.PENDING).update(
             status=AgentTask.Status.FAILED, error=f"superseded by {action}", finished_at=timezone.now()
         )
-        spec = rendering.start_spec(current) if agent_action == AgentTask.Action.START else rendering.stop_spec(current)
+        spec = (
+            rendering.start_spec(current)
+            if agent_action == AgentTask.Action.START
+            else rendering.stop_spec(current)
+        )
         _task(current, operation, agent_action, spec)
         audit.record(principal, f"instance.{action}", target=current, details={"previous_state": previous})
     return operation
 
 
-def share(principal: Principal, instance: AppInstance, *, with_project: bool | None = None,
-          usernames: list[str] = (), revoke_usernames: list[str] = ()) -> AppInstance:
+def share(
+    principal: Principal,
+    instance: AppInstance,
+    *,
+    with_project: bool | None = None,
+    usernames: list[str] = (),
+    revoke_usernames: list[str] = (),
+) -> AppInstance:
     """Share with the project or named users of the same tenant (never across tenants)."""
     from guardian.shortcuts import assign_perm, remove_perm
 
@@ -245,14 +316,29 @@ def share(principal: Principal, instance: AppInstance, *, with_project: bool | N
         for username in revoke_usernames:
             if username in by_name:
                 remove_perm(f"runtime.{VIEW_PERM}", by_name[username], instance)
-        audit.record(principal, "instance.share", target=instance, details={
-            "with_project": with_project, "users": list(usernames), "revoked": list(revoke_usernames)})
+        audit.record(
+            principal,
+            "instance.share",
+            target=instance,
+            details={
+                "with_project": with_project,
+                "users": list(usernames),
+                "revoked": list(revoke_usernames),
+            },
+        )
     instance.refresh_from_db()
     return instance
 
 
-def _transition(instance: AppInstance, new_state: str, *, reason: str = "", actor: str = "",
-                message: str = "", kind: str = "state") -> bool:
+def _transition(
+    instance: AppInstance,
+    new_state: str,
+    *,
+    reason: str = "",
+    actor: str = "",
+    message: str = "",
+    kind: str = "state",
+) -> bool:
     previous = instance.state
     changed = AppInstance.objects.filter(pk=instance.pk, state=previous).update(
         state=new_state, state_reason=reason, updated_at=timezone.now()
@@ -260,8 +346,14 @@ def _transition(instance: AppInstance, new_state: str, *, reason: str = "", acto
     if changed:
         instance.state, instance.state_reason = new_state, reason
         InstanceMember.objects.filter(instance=instance).update(state=new_state, state_reason=reason)
-        events.record(instance, kind, message or reason or f"{previous} -> {new_state}", from_state=previous,
-                      to_state=new_state, actor=actor)
+        events.record(
+            instance,
+            kind,
+            message or reason or f"{previous} -> {new_state}",
+            from_state=previous,
+            to_state=new_state,
+            actor=actor,
+        )
     return bool(changed)
 
 
@@ -271,38 +363,56 @@ def _transition(instance: AppInstance, new_state: str, *, reason: str = "", acto
 def claim_tasks(node: Node, limit: int = 10) -> list[AgentTask]:
     """Hand the node's pending tasks to its agent (each to one caller only)."""
     with transaction.atomic():
-        tasks = list(AgentTask.objects.select_for_update(skip_locked=True)
-                     .filter(node=node, status=AgentTask.Status.PENDING).order_by("created_at")[:limit])
+        tasks = list(
+            AgentTask.objects.select_for_update(skip_locked=True)
+            .filter(node=node, status=AgentTask.Status.PENDING)
+            .order_by("created_at")[:limit]
+        )
         if not tasks:
             return []
-        AgentTask.objects.filter(pk__in=[t.pk for t in tasks]).update(status=AgentTask.Status.CLAIMED,
-                                                                      claimed_at=timezone.now())
+        AgentTask.objects.filter(pk__in=[t.pk for t in tasks]).update(
+            status=AgentTask.Status.CLAIMED, claimed_at=timezone.now()
+        )
         for task in tasks:
             task.status = AgentTask.Status.CLAIMED
             instance = AppInstance.objects.get(pk=task.instance_id)
             if task.operation_id:
                 Operation.objects.filter(pk=task.operation_id, state=Operation.State.PENDING).update(
-                    state=Operation.State.RUNNING, progress=30, updated_at=timezone.now())
+                    state=Operation.State.RUNNING, progress=30, updated_at=timezone.now()
+                )
             if task.action == AgentTask.Action.START and instance.state in (State.REQUESTED, State.STARTING):
-                _transition(instance, State.STARTING, actor=f"agent:{node.hostname}",
-                            message=f"the agent on {node.hostname} is starting it")
+                _transition(
+                    instance,
+                    State.STARTING,
+                    actor=f"agent:{node.hostname}",
+                    message=f"the agent on {node.hostname} is starting it",
+                )
     return tasks
 
 
 def task_secrets(node: Node, task_id) -> dict[str, str]:
     """Secret values for a claimed start task of this node; nothing for anyone else."""
-    task = AgentTask.objects.filter(pk=task_id, node=node, status=AgentTask.Status.CLAIMED,
-                                    action=AgentTask.Action.START).first()
+    task = AgentTask.objects.filter(
+        pk=task_id, node=node, status=AgentTask.Status.CLAIMED, action=AgentTask.Action.START
+    ).first()
     if task is None:
         raise NotFound("No such task for this node.")
-    return {s.name: crypto.decrypt(s.value_encrypted) for s in RuntimeSecret.objects.filter(instance_id=task.instance_id)}
+    return {
+        s.name: crypto.decrypt(s.value_encrypted)
+        for s in RuntimeSecret.objects.filter(instance_id=task.instance_id)
+    }
 
 
-_DONE_STATE = {AgentTask.Action.START: State.RUNNING, AgentTask.Action.STOP: State.STOPPED,
-               AgentTask.Action.REMOVE: State.DELETED}
+_DONE_STATE = {
+    AgentTask.Action.START: State.RUNNING,
+    AgentTask.Action.STOP: State.STOPPED,
+    AgentTask.Action.REMOVE: State.DELETED,
+}
 
 
-def report_task(node: Node, task_id, *, succeeded: bool, error: str = "", endpoints: list[dict] = ()) -> AgentTask:
+def report_task(
+    node: Node, task_id, *, succeeded: bool, error: str = "", endpoints: list[dict] = ()
+) -> AgentTask:
     """The agent's result for a task: endpoints on start, the failure reason otherwise."""
     now = timezone.now()
     with transaction.atomic():
@@ -320,19 +430,28 @@ def report_task(node: Node, task_id, *, succeeded: bool, error: str = "", endpoi
             if task.action == AgentTask.Action.START:
                 for item in endpoints:
                     Endpoint.objects.filter(instance=instance, name=item["name"]).update(
-                        host=item["host"], port=item["port"], reported_at=now)
+                        host=item["host"], port=item["port"], reported_at=now
+                    )
             if task.action == AgentTask.Action.REMOVE:
                 Endpoint.objects.filter(instance=instance).update(host="", port=None, reported_at=now)
                 RuntimeSecret.objects.filter(instance=instance).delete()
             if task.action != AgentTask.Action.START or instance.state == State.STARTING:
                 _transition(instance, _DONE_STATE[task.action], actor=actor)
         else:
-            _transition(instance, State.FAILED, reason=error[:500] or f"{task.action} failed on {node.hostname}",
-                        actor=actor)
+            _transition(
+                instance,
+                State.FAILED,
+                reason=error[:500] or f"{task.action} failed on {node.hostname}",
+                actor=actor,
+            )
         if task.operation_id:
             Operation.objects.filter(pk=task.operation_id).update(
-                state=Operation.State.SUCCEEDED if succeeded else Operation.State.FAILED, progress=100,
-                error="" if succeeded else error[:2000], finished_at=now, updated_at=now)
+                state=Operation.State.SUCCEEDED if succeeded else Operation.State.FAILED,
+                progress=100,
+                error="" if succeeded else error[:2000],
+                finished_at=now,
+                updated_at=now,
+            )
     return task
 
 
@@ -347,28 +466,50 @@ def heartbeat(node: Node, running: list[str] | None = None) -> None:
     actor = f"agent:{node.hostname}"
     on_node = AppInstance.objects.filter(allocation__node=node)
     for instance in on_node.filter(state=State.RUNNING).exclude(pk__in=running):
-        _transition(instance, State.FAILED, reason=f"the workload is no longer running on {node.hostname}",
-                    actor=actor, kind="exited")
+        _transition(
+            instance,
+            State.FAILED,
+            reason=f"the workload is no longer running on {node.hostname}",
+            actor=actor,
+            kind="exited",
+        )
     if was_offline:
         for instance in on_node.filter(state=State.FAILED, pk__in=running):
-            _transition(instance, State.RUNNING, actor=actor, kind="node_online",
-                        message=f"the agent on {node.hostname} is back and still runs it")
+            _transition(
+                instance,
+                State.RUNNING,
+                actor=actor,
+                kind="node_online",
+                message=f"the agent on {node.hostname} is back and still runs it",
+            )
 
 
 def mark_silent_nodes_offline(now=None) -> int:
     """Beat: nodes whose agent stopped heartbeating go offline; their instances show it."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.AGENT_OFFLINE_AFTER_SECONDS)
-    silent = list(Node.objects.filter(agent_offline=False, enrolled_at__isnull=False, credential_hash__gt="",
-                                      last_heartbeat_at__lt=cutoff))
+    silent = list(
+        Node.objects.filter(
+            agent_offline=False,
+            enrolled_at__isnull=False,
+            credential_hash__gt="",
+            last_heartbeat_at__lt=cutoff,
+        )
+    )
     for node in silent:
         with transaction.atomic():
             if not Node.objects.filter(pk=node.pk, agent_offline=False).update(agent_offline=True):
                 continue
-            reason = f"node agent on {node.hostname} offline since {node.last_heartbeat_at:%Y-%m-%d %H:%M:%S} UTC"
-            for instance in AppInstance.objects.filter(allocation__node=node, state__in=AppInstance.ACTIVE_STATES):
+            reason = (
+                f"node agent on {node.hostname} offline since {node.last_heartbeat_at:%Y-%m-%d %H:%M:%S} UTC"
+            )
+            for instance in AppInstance.objects.filter(
+                allocation__node=node, state__in=AppInstance.ACTIVE_STATES
+            ):
                 _transition(instance, State.FAILED, reason=reason, kind="node_offline")
-            audit.record(None, "node.agent_offline", target=node, outcome=audit.FAILURE, details={"reason": reason})
+            audit.record(
+                None, "node.agent_offline", target=node, outcome=audit.FAILURE, details={"reason": reason}
+            )
     return len(silent)
 
 
@@ -390,8 +531,9 @@ def drain_allocation(allocation: Allocation) -> int:
     agent; returns how many are still going. A node without an enrolled agent
     runs nothing, so its instances are simply marked deleted."""
     remaining = 0
-    for instance in AppInstance.objects.filter(allocation=allocation, state__in=[*AppInstance.ACTIVE_STATES,
-                                                                                  State.STOPPED, State.FAILED]):
+    for instance in AppInstance.objects.filter(
+        allocation=allocation, state__in=[*AppInstance.ACTIVE_STATES, State.STOPPED, State.FAILED]
+    ):
         if not allocation.node.credential_hash:
             _transition(instance, State.DELETED, reason="node released", message="the node was released")
             continue

@@ -28,16 +28,26 @@ class TenantStorageSerializer(serializers.ModelSerializer):
 
 
 class TenantStorageView(BaseAPIView):
-    @extend_schema(request=TenantStorageRequestSerializer,
-                   responses={201: TenantStorageSerializer, 200: TenantStorageSerializer},
-                   summary="Tenant Lustre directory, NodeMap and PKey (idempotent per tenant)")
+    @extend_schema(
+        request=TenantStorageRequestSerializer,
+        responses={201: TenantStorageSerializer, 200: TenantStorageSerializer},
+        summary="Tenant Lustre directory, NodeMap and PKey (idempotent per tenant)",
+    )
     @idempotent
     def post(self, request):
         data = TenantStorageRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        tenant = policy.get_object(Tenant.objects.all(), self.principal, Perm.TENANT_VIEW, Perm.STORAGE_MANAGE,
-                                   tenant_id=data.validated_data["tenant_id"])
+        tenant = policy.get_object(
+            Tenant.objects.all(),
+            self.principal,
+            Perm.TENANT_VIEW,
+            Perm.STORAGE_MANAGE,
+            tenant_id=data.validated_data["tenant_id"],
+        )
         storage, created = services.create_tenant_storage(
-            self.principal, tenant, tier=data.validated_data.get("tier"), quota_gb=data.validated_data.get("quota_gb")
+            self.principal,
+            tenant,
+            tier=data.validated_data.get("tier"),
+            quota_gb=data.validated_data.get("quota_gb"),
         )
         return Response(TenantStorageSerializer(storage).data, status=201 if created else 200)

@@ -33,8 +33,12 @@ def _reserve(tenant: Tenant, tier: str, quota_gb: int) -> TenantStorage:
         try:
             with transaction.atomic():
                 return TenantStorage.objects.create(
-                    tenant=tenant, tier=tier, path=f"/lustre/{tenant.tenant_id}/", nodemap=f"nm-{tenant.tenant_id}",
-                    pkey=pkey, quota_gb=quota_gb,
+                    tenant=tenant,
+                    tier=tier,
+                    path=f"/lustre/{tenant.tenant_id}/",
+                    nodemap=f"nm-{tenant.tenant_id}",
+                    pkey=pkey,
+                    quota_gb=quota_gb,
                 )
         except IntegrityError:
             existing = TenantStorage.objects.filter(tenant=tenant).first()
@@ -43,7 +47,9 @@ def _reserve(tenant: Tenant, tier: str, quota_gb: int) -> TenantStorage:
     raise DriverError("could not reserve a free PKey")
 
 
-def provision_tenant_storage(tenant: Tenant, *, tier: str | None = None, quota_gb: int | None = None) -> TenantStorage:
+def provision_tenant_storage(
+    tenant: Tenant, *, tier: str | None = None, quota_gb: int | None = None
+) -> TenantStorage:
     """Idempotent: re-running converges the DDN/UFM state on the record."""
     tier = tier or tenant.tier
     storage = _reserve(tenant, tier, quota_gb or quota_for_tier(tier))
@@ -58,12 +64,15 @@ def provision_tenant_storage(tenant: Tenant, *, tier: str | None = None, quota_g
         raise
     TenantStorage.objects.filter(pk=storage.pk).update(status=TenantStorage.Status.READY, status_reason="")
     storage.refresh_from_db()
-    audit.record(None, "storage.provision", target=storage, details={"path": storage.path, "pkey": storage.pkey})
+    audit.record(
+        None, "storage.provision", target=storage, details={"path": storage.path, "pkey": storage.pkey}
+    )
     return storage
 
 
-def create_tenant_storage(principal: Principal, tenant: Tenant, *, tier: str | None, quota_gb: int | None
-                          ) -> tuple[TenantStorage, bool]:
+def create_tenant_storage(
+    principal: Principal, tenant: Tenant, *, tier: str | None, quota_gb: int | None
+) -> tuple[TenantStorage, bool]:
     """``POST /api/storage/tenant``: idempotent per tenant."""
     policy.require(principal, Perm.STORAGE_MANAGE, tenant)
     existed = TenantStorage.objects.filter(tenant=tenant).exists()

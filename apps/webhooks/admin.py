@@ -100,7 +100,14 @@ class DeliveryAdmin(ReadOnlyModelAdmin):
         dead = [d for d in selected if d.status == Delivery.Status.DEAD]
         skipped = len(selected) - len(dead)
         if skipped:
-            self.message_user(request, f"{skipped} selected delivery(ies) are not dead letters; left alone.",
-                              messages.INFO)
-        apply_each(self, request, dead, lambda delivery: services.replay(operator, delivery), done="Replayed",
-                   label=_label)
+            self.message_user(
+                request, f"{skipped} selected delivery(ies) are not dead letters; left alone.", messages.INFO
+            )
+        apply_each(
+            self,
+            request,
+            dead,
+            lambda delivery: services.replay(operator, delivery),
+            done="Replayed",
+            label=_label,
+        )

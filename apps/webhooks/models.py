@@ -22,7 +22,9 @@ class Delivery(UUIDModel):
     url = models.URLField(max_length=500)
     body = models.TextField(help_text="the exact bytes signed and sent on every attempt")
     correlation_id = models.CharField(max_length=128)
-    tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tenant = models.ForeignKey(
+        "tenancy.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING, db_index=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     max_attempts = models.PositiveSmallIntegerField(default=6)

@@ -43,9 +43,13 @@ def sign(secret: str, body: bytes) -> str:
 def _enqueue(event_type: str, url: str, payload: dict, *, tenant_id=None) -> Delivery:
     retries, _, _ = POLICY[event_type]
     delivery = Delivery.objects.create(
-        event_id=payload["event_id"], event_type=event_type, url=url,
+        event_id=payload["event_id"],
+        event_type=event_type,
+        url=url,
         body=json.dumps(payload, cls=DjangoJSONEncoder, separators=(",", ":")),
-        correlation_id=correlation.get(), tenant_id=tenant_id, max_attempts=retries + 1,
+        correlation_id=correlation.get(),
+        tenant_id=tenant_id,
+        max_attempts=retries + 1,
         next_attempt_at=timezone.now(),
     )
     transaction.on_commit(lambda: _deliver_soon(delivery.pk))
@@ -67,8 +71,12 @@ def enqueue_state_change(allocation, previous_state: str) -> Delivery | None:
         "occurred_at": timezone.now().isoformat().replace("+00:00", "Z"),
         "failure_reason": allocation.failure_reason or None,
     }
-    return _enqueue(STATE_CHANGE, settings.CCP_WEBHOOK_URL.rstrip("/") + STATE_CHANGE_PATH, payload,
-                    tenant_id=allocation.tenant_id)
+    return _enqueue(
+        STATE_CHANGE,
+        settings.CCP_WEBHOOK_URL.rstrip("/") + STATE_CHANGE_PATH,
+        payload,
+        tenant_id=allocation.tenant_id,
+    )
 
 
 def _deliver_soon(delivery_id) -> None:
@@ -108,7 +116,9 @@ def attempt(delivery_id) -> Delivery | None:
     }
     error, status_code = "", None
     try:
-        response = httpx.post(delivery.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
+        response = httpx.post(
+            delivery.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS
+        )
         status_code = response.status_code
         if not 200 <= status_code < 300:
             error = f"receiver answered {status_code}"
@@ -116,16 +126,36 @@ def attempt(delivery_id) -> Delivery | None:
         error = f"{exc.__class__.__name__}: {exc}"[:500]
     delivery.last_status_code, delivery.last_error = status_code, error
     if not error:
-        delivery.status, delivery.delivered_at, delivery.next_attempt_at = Delivery.Status.DELIVERED, timezone.now(), None
+        delivery.status, delivery.delivered_at, delivery.next_attempt_at = (
+            Delivery.Status.DELIVERED,
+            timezone.now(),
+            None,
+        )
     elif delivery.attempts >= delivery.max_attempts:
         delivery.status, delivery.next_attempt_at = Delivery.Status.DEAD, None
-        logger.error("webhook %s is a dead letter after %s attempts: %s", delivery.event_id, delivery.attempts, error)
-        audit.record(None, "webhook.dead_letter", target=delivery, tenant_id=delivery.tenant_id,
-                     outcome=audit.FAILURE, details={"url": delivery.url, "error": error})
+        logger.error(
+            "webhook %s is a dead letter after %s attempts: %s", delivery.event_id, delivery.attempts, error
+        )
+        audit.record(
+            None,
+            "webhook.dead_letter",
+            target=delivery,
+            tenant_id=delivery.tenant_id,
+            outcome=audit.FAILURE,
+            details={"url": delivery.url, "error": error},
+        )
     else:
         delivery.next_attempt_at = timezone.now() + timedelta(seconds=_backoff(delivery))
-    delivery.save(update_fields=["status", "delivered_at", "next_attempt_at", "last_status_code", "last_error",
-                                 "updated_at"])
+    delivery.save(
+        update_fields=[
+            "status",
+            "delivered_at",
+            "next_attempt_at",
+            "last_status_code",
+            "last_error",
+            "updated_at",
+        ]
+    )
     return delivery
 
 
@@ -134,7 +164,10 @@ def replay(principal: Principal, delivery: Delivery) -> Delivery:
     policy.require_scope(principal, Perm.NODE_MANAGE)
     with transaction.atomic():
         changed = Delivery.objects.filter(pk=delivery.pk, status=Delivery.Status.DEAD).update(
-            status=Delivery.Status.PENDING, attempts=0, next_attempt_at=timezone.now(), last_error="",
+            status=Delivery.Status.PENDING,
+            attempts=0,
+            next_attempt_at=timezone.now(),
+            last_error="",
             updated_at=timezone.now(),
         )
         if not changed:

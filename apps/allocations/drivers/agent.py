@@ -14,19 +14,21 @@ def cloud_init(allocation) -> str:
     from apps.allocations import nodes
 
     token = nodes.issue_bootstrap_token(allocation.node)
-    return "\n".join([
-        "#cloud-config",
-        "write_files:",
-        "  - path: /etc/gpuaas/agent.env",
-        "    permissions: '0600'",
-        "    content: |",
-        f"      GPUAAS_URL={settings.ISSUER}",
-        f"      GPUAAS_NODE={allocation.node.hostname}",
-        f"      GPUAAS_BOOTSTRAP_TOKEN={token}",
-        "runcmd:",
-        "  - [systemctl, enable, --now, gpuaas-agent.service]",
-        "",
-    ])
+    return "\n".join(
+        [
+            "#cloud-config",
+            "write_files:",
+            "  - path: /etc/gpuaas/agent.env",
+            "    permissions: '0600'",
+            "    content: |",
+            f"      GPUAAS_URL={settings.ISSUER}",
+            f"      GPUAAS_NODE={allocation.node.hostname}",
+            f"      GPUAAS_BOOTSTRAP_TOKEN={token}",
+            "runcmd:",
+            "  - [systemctl, enable, --now, gpuaas-agent.service]",
+            "",
+        ]
+    )
 
 
 def registered(node, since) -> bool:
@@ -41,7 +43,9 @@ def registered(node, since) -> bool:
         return True
     if mode("maas") == "simulated" and not node.credential_hash:
         now = timezone.now()
-        type(node).objects.filter(pk=node.pk).update(enrolled_at=node.enrolled_at or now, last_heartbeat_at=now)
+        type(node).objects.filter(pk=node.pk).update(
+            enrolled_at=node.enrolled_at or now, last_heartbeat_at=now
+        )
         return True
     return False
 

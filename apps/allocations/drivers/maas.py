@@ -36,10 +36,13 @@ class Maas(Protocol):
 
 
 def driver() -> Maas:
-    return load("maas", {
-        "simulated": "apps.allocations.drivers.maas.SimulatedMaas",
-        "real": "apps.allocations.drivers.maas.HttpMaas",
-    })
+    return load(
+        "maas",
+        {
+            "simulated": "apps.allocations.drivers.maas.SimulatedMaas",
+            "real": "apps.allocations.drivers.maas.HttpMaas",
+        },
+    )
 
 
 class SimulatedMaas:
@@ -50,8 +53,14 @@ class SimulatedMaas:
     def _machine(self, node):
         machine = simulation.get(self.system, "machine", node.hostname)
         if machine is None:
-            machine = simulation.put(self.system, "machine", node.hostname, system_id=node.maas_system_id
-                                     or f"sim-{secrets.token_hex(3)}", status=READY, power="off")
+            machine = simulation.put(
+                self.system,
+                "machine",
+                node.hostname,
+                system_id=node.maas_system_id or f"sim-{secrets.token_hex(3)}",
+                status=READY,
+                power="off",
+            )
         return machine
 
     def _fault(self, operation: str, node) -> bool:
@@ -69,8 +78,13 @@ class SimulatedMaas:
         machine = self._machine(node)
         if machine.state["status"] in (DEPLOYING, DEPLOYED):
             return
-        simulation.update(machine, status=DEPLOYING, power="on", os_image=os_image,
-                          ready_at=None if hang else simulation.ready_at())
+        simulation.update(
+            machine,
+            status=DEPLOYING,
+            power="on",
+            os_image=os_image,
+            ready_at=None if hang else simulation.ready_at(),
+        )
 
     def status(self, node) -> str:
         machine = self._machine(node)
@@ -96,8 +110,9 @@ class SimulatedMaas:
         machine = self._machine(node)
         if machine.state["status"] in (READY, RELEASING):
             return
-        simulation.update(machine, status=RELEASING, erased=erase,
-                          ready_at=None if hang else simulation.ready_at())
+        simulation.update(
+            machine, status=RELEASING, erased=erase, ready_at=None if hang else simulation.ready_at()
+        )
 
 
 class HttpMaas:
@@ -112,8 +127,9 @@ class HttpMaas:
         try:
             self.consumer_key, self.token_key, self.token_secret = settings.MAAS_API_KEY.split(":")
         except ValueError:
-            raise DriverError("GPUAAS_MAAS_API_KEY must be consumer_key:token_key:token_secret",
-                              transient=False) from None
+            raise DriverError(
+                "GPUAAS_MAAS_API_KEY must be consumer_key:token_key:token_secret", transient=False
+            ) from None
 
     def _authorization(self) -> str:
         params = {
@@ -129,18 +145,29 @@ class HttpMaas:
 
     def _call(self, method: str, path: str, *, op: str | None = None, data: dict | None = None) -> dict:
         url = f"{self.base}{path}"
-        headers = {"Authorization": self._authorization(), "Accept": "application/json",
-                   **correlation.outbound_headers()}
+        headers = {
+            "Authorization": self._authorization(),
+            "Accept": "application/json",
+            **correlation.outbound_headers(),
+        }
         try:
-            response = httpx.request(method, url, params={"op": op} if op else None, data=data, headers=headers,
-                                     timeout=settings.DRIVER_HTTP_TIMEOUT)
+            response = httpx.request(
+                method,
+                url,
+                params={"op": op} if op else None,
+                data=data,
+                headers=headers,
+                timeout=settings.DRIVER_HTTP_TIMEOUT,
+            )
         except httpx.HTTPError as exc:
             raise DriverError(f"MAAS unreachable: {exc.__class__.__name__}") from exc
         if response.status_code >= 500 or response.status_code == 503:
             raise DriverError(f"MAAS answered {response.status_code} to {op or method} {path}")
         if response.status_code >= 400:
-            raise DriverError(f"MAAS refused {op or method} {path}: {response.status_code} {response.text[:200]}",
-                              transient=response.status_code == 409)
+            raise DriverError(
+                f"MAAS refused {op or method} {path}: {response.status_code} {response.text[:200]}",
+                transient=response.status_code == 409,
+            )
         return response.json() if response.content else {}
 
     def _system_id(self, node) -> str:
@@ -165,10 +192,15 @@ class HttpMaas:
         machine = self._call("GET", f"/machines/{system_id}/")
         if machine.get("status_name") in (DEPLOYING, DEPLOYED):
             return
-        self._call("POST", f"/machines/{system_id}/", op="deploy", data={
-            "distro_series": os_image,
-            "user_data": base64.b64encode(user_data.encode()).decode(),
-        })
+        self._call(
+            "POST",
+            f"/machines/{system_id}/",
+            op="deploy",
+            data={
+                "distro_series": os_image,
+                "user_data": base64.b64encode(user_data.encode()).decode(),
+            },
+        )
 
     def status(self, node) -> str:
         return self._call("GET", f"/machines/{self._system_id(node)}/").get("status_name", "")
@@ -184,4 +216,6 @@ class HttpMaas:
         machine = self._call("GET", f"/machines/{system_id}/")
         if machine.get("status_name") in (READY, RELEASING, "Disk erasing"):
             return
-        self._call("POST", f"/machines/{system_id}/", op="release", data={"erase": "true" if erase else "false"})
+        self._call(
+            "POST", f"/machines/{system_id}/", op="release", data={"erase": "true" if erase else "false"}
+        )

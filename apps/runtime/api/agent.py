@@ -70,8 +70,12 @@ class EnrollView(APIView):
     def post(self, request):
         data = EnrollSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        node, credential = nodes.enroll(data.validated_data["hostname"], data.validated_data["bootstrap_token"])
-        return Response({"node_id": str(node.pk), "credential": credential, "approved": node.approved}, status=201)
+        node, credential = nodes.enroll(
+            data.validated_data["hostname"], data.validated_data["bootstrap_token"]
+        )
+        return Response(
+            {"node_id": str(node.pk), "credential": credential, "approved": node.approved}, status=201
+        )
 
 
 class AgentView(APIView):
@@ -80,8 +84,9 @@ class AgentView(APIView):
 
 
 class HeartbeatSerializer(serializers.Serializer):
-    running = serializers.ListField(child=serializers.UUIDField(), required=False,
-                                    help_text="instances the agent still runs")
+    running = serializers.ListField(
+        child=serializers.UUIDField(), required=False, help_text="instances the agent still runs"
+    )
 
 
 class HeartbeatView(AgentView):
@@ -112,19 +117,31 @@ class TaskReportView(AgentView):
         data = TaskReportSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        services.report_task(request.user.node, task_id, succeeded=values["status"] == "succeeded",
-                             error=values.get("error", ""), endpoints=values.get("endpoints", []))
+        services.report_task(
+            request.user.node,
+            task_id,
+            succeeded=values["status"] == "succeeded",
+            error=values.get("error", ""),
+            endpoints=values.get("endpoints", []),
+        )
         return Response(status=204)
 
 
 class TaskSecretsView(AgentView):
     @extend_schema(responses={200: dict}, summary="Secret values a claimed start task references")
     def get(self, request, task_id):
-        return Response(services.task_secrets(request.user.node, task_id), headers={"Cache-Control": "no-store"})
+        return Response(
+            services.task_secrets(request.user.node, task_id), headers={"Cache-Control": "no-store"}
+        )
 
 
 def _task_body(task) -> dict:
-    return {"id": str(task.pk), "action": task.action, "instance_id": str(task.instance_id), "spec": task.spec}
+    return {
+        "id": str(task.pk),
+        "action": task.action,
+        "instance_id": str(task.instance_id),
+        "spec": task.spec,
+    }
 
 
 async def fetch_tasks(request):
@@ -141,7 +158,9 @@ async def fetch_tasks(request):
     try:
         wait = min(float(request.GET.get("wait", 0)), settings.AGENT_POLL_SECONDS)
     except ValueError:
-        return error_json(400, "validation_error", "wait must be a number of seconds.", {"wait": ["Not a number."]})
+        return error_json(
+            400, "validation_error", "wait must be a number of seconds.", {"wait": ["Not a number."]}
+        )
     tasks = await sync_to_async(services.claim_tasks)(node)
     if not tasks and wait > 0:
         layer = get_channel_layer()

@@ -41,9 +41,25 @@ class AppInstanceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = AppInstance
-        fields = ["id", "name", "app", "version", "project", "allocation_id", "state", "state_reason", "ui_mode",
-                  "ui_mode_reason", "parameters", "shared_with_project", "created_by", "endpoints", "members",
-                  "created_at", "updated_at"]
+        fields = [
+            "id",
+            "name",
+            "app",
+            "version",
+            "project",
+            "allocation_id",
+            "state",
+            "state_reason",
+            "ui_mode",
+            "ui_mode_reason",
+            "parameters",
+            "shared_with_project",
+            "created_by",
+            "endpoints",
+            "members",
+            "created_at",
+            "updated_at",
+        ]
 
     def get_endpoints(self, instance) -> list[dict]:
         return [routes.describe(instance, endpoint) for endpoint in instance.endpoints.all()]
@@ -54,11 +70,25 @@ class OperationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Operation
-        fields = ["id", "kind", "state", "progress", "error", "resource", "requested_by", "created_at",
-                  "updated_at", "finished_at"]
+        fields = [
+            "id",
+            "kind",
+            "state",
+            "progress",
+            "error",
+            "resource",
+            "requested_by",
+            "created_at",
+            "updated_at",
+            "finished_at",
+        ]
 
     def get_resource(self, operation) -> dict:
-        return {"type": "app_instance", "id": str(operation.instance_id), "project": str(operation.project_id)}
+        return {
+            "type": "app_instance",
+            "id": str(operation.instance_id),
+            "project": str(operation.project_id),
+        }
 
 
 class InstanceEventSerializer(serializers.ModelSerializer):
@@ -69,6 +99,9 @@ class InstanceEventSerializer(serializers.ModelSerializer):
 
 class ShareSerializer(serializers.Serializer):
     with_project = serializers.BooleanField(required=False)
-    usernames = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
-    revoke_usernames = serializers.ListField(child=serializers.CharField(max_length=150), required=False,
-                                             default=list)
+    usernames = serializers.ListField(
+        child=serializers.CharField(max_length=150), required=False, default=list
+    )
+    revoke_usernames = serializers.ListField(
+        child=serializers.CharField(max_length=150), required=False, default=list
+    )

@@ -14,40 +14,63 @@ from apps.tenancy.roles import Perm
 
 
 def _instance_detail(instance_id) -> AppInstance:
-    return (AppInstance.objects.select_related("app", "app_version", "allocation__node")
-            .prefetch_related("endpoints", "members__node").get(pk=instance_id))
+    return (
+        AppInstance.objects.select_related("app", "app_version", "allocation__node")
+        .prefetch_related("endpoints", "members__node")
+        .get(pk=instance_id)
+    )
 
 
 def _accepted(operation: Operation) -> Response:
-    return Response({"operation_id": str(operation.pk), "instance_id": str(operation.instance_id),
-                     **s.OperationSerializer(operation).data}, status=202)
+    return Response(
+        {
+            "operation_id": str(operation.pk),
+            "instance_id": str(operation.instance_id),
+            **s.OperationSerializer(operation).data,
+        },
+        status=202,
+    )
 
 
 class InstanceListView(ProjectScopedMixin, BaseListAPIView):
     serializer_class = s.AppInstanceSerializer
 
-    @extend_schema(parameters=[OpenApiParameter("state", str)], summary="The project's app instances you may see")
+    @extend_schema(
+        parameters=[OpenApiParameter("state", str)], summary="The project's app instances you may see"
+    )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         project = self.project(Perm.INSTANCE_VIEW)
-        instances = (services.visible_instances(self.principal).filter(project=project)
-                     .select_related("app", "app_version", "allocation__node")
-                     .prefetch_related("endpoints", "members__node"))
+        instances = (
+            services.visible_instances(self.principal)
+            .filter(project=project)
+            .select_related("app", "app_version", "allocation__node")
+            .prefetch_related("endpoints", "members__node")
+        )
         state = self.request.query_params.get("state")
         return instances.filter(state=state) if state else instances.exclude(state=AppInstance.State.DELETED)
 
-    @extend_schema(request=s.LaunchSerializer, responses={202: s.OperationSerializer},
-                   summary="Launch a catalog app on an ACTIVE allocation of the project")
+    @extend_schema(
+        request=s.LaunchSerializer,
+        responses={202: s.OperationSerializer},
+        summary="Launch a catalog app on an ACTIVE allocation of the project",
+    )
     @idempotent
     def post(self, request, project_pk):
         data = s.LaunchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        operation = services.launch(self.principal, self.project(), app_slug=values["app"],
-                                    version=values.get("version"), allocation_id=values["allocation_id"],
-                                    parameters=values["parameters"], name=values.get("name", ""))
+        operation = services.launch(
+            self.principal,
+            self.project(),
+            app_slug=values["app"],
+            version=values.get("version"),
+            allocation_id=values["allocation_id"],
+            parameters=values["parameters"],
+            name=values.get("name", ""),
+        )
         return _accepted(operation)
 
 
@@ -74,8 +97,11 @@ class InstanceActionView(BaseAPIView):
 
 
 class InstanceShareView(BaseAPIView):
-    @extend_schema(request=s.ShareSerializer, responses=s.AppInstanceSerializer,
-                   summary="Share with the project or named users of the tenant")
+    @extend_schema(
+        request=s.ShareSerializer,
+        responses=s.AppInstanceSerializer,
+        summary="Share with the project or named users of the tenant",
+    )
     @idempotent
     def post(self, request, project_pk, pk):
         data = s.ShareSerializer(data=request.data)
@@ -98,6 +124,8 @@ class OperationDetailView(BaseAPIView):
     def get(self, request, pk):
         operation = policy.get_object(
             Operation.objects.filter(instance__in=services.visible_instances(self.principal)),
-            self.principal, Perm.INSTANCE_VIEW, pk=pk,
+            self.principal,
+            Perm.INSTANCE_VIEW,
+            pk=pk,
         )
         return Response(s.OperationSerializer(operation).data)

@@ -29,7 +29,9 @@ class SimulatedUfm:
 
     def add_guids(self, pkey: str, guids: list[str]) -> None:
         simulation.inject(self.system, "add_guids", pkey)
-        resource = simulation.get(self.system, "pkey", pkey) or simulation.put(self.system, "pkey", pkey, guids=[])
+        resource = simulation.get(self.system, "pkey", pkey) or simulation.put(
+            self.system, "pkey", pkey, guids=[]
+        )
         simulation.update(resource, guids=sorted(set(resource.state["guids"]) | set(guids)))
 
     def remove_guids(self, pkey: str, guids: list[str]) -> None:
