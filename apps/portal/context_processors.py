@@ -29,6 +29,14 @@ class Navigation:
         return may(self.principal, Perm.AUDIT_VIEW)
 
     @cached_property
+    def allocations_project(self):
+        """The current project, when the caller may see its allocations (the nav's link)."""
+        project = self.current_project
+        if project is not None and self.principal.can(Perm.ALLOCATION_VIEW, project.tenant_id, project.pk):
+            return project
+        return None
+
+    @cached_property
     def projects(self) -> list:
         """The switcher's choices: projects the caller may see, at most ``SWITCHER_LIMIT``."""
         from apps.portal.queries import visible_projects

@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import datetime, time, timedelta
 
 from django import forms
+from django.conf import settings
 from django.utils import timezone
 
+from apps.allocations.services import MAX_COUNT
 from apps.core.errors import ApiError
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Tenant, ccp_identifier
@@ -88,3 +90,43 @@ class AuditFilterForm(forms.Form):
 
 def _midnight(day) -> datetime:
     return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
+
+
+class AllocationForm(forms.Form):
+    """Allocate nodes. ``flavors`` carry ``free`` (schedulable nodes now) for the labels."""
+
+    flavor = forms.ChoiceField(choices=[])
+    os_image = forms.ChoiceField(label="OS image", choices=[])
+    count = forms.IntegerField(
+        label="Nodes",
+        min_value=1,
+        max_value=MAX_COUNT,
+        initial=1,
+        help_text=f"All or nothing: 1 to {MAX_COUNT} nodes of the flavor.",
+    )
+
+    def __init__(self, *args, flavors=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["flavor"].choices = [
+            (
+                f.name,
+                f"{f.name} \u00b7 {f.gpus_per_node}\u00d7 {f.gpu_model} \u00b7 {f.free} free",
+            )
+            for f in flavors
+        ]
+        self.fields["os_image"].choices = [(image, image) for image in settings.OS_IMAGES]
+        self.fields["count"].widget.attrs.update({"inputmode": "numeric"})
+
+
+class ReleaseForm(forms.Form):
+    drain = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Drain workloads first",
+        help_text="Stop the node's workloads through its agent before the node is taken back.",
+    )
+    erase_disk = forms.BooleanField(
+        required=False,
+        label="Erase disks",
+        help_text="Wipe local disks when the node returns to the pool (slower).",
+    )

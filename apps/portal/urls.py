@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from apps.portal.views import audit, dashboard, project_detail, projects
+from apps.portal.views import allocations, audit, dashboard, project_detail, projects
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -24,6 +24,19 @@ urlpatterns = [
         "projects/<uuid:pk>/service-accounts/<uuid:account_pk>/revoke/",
         project_detail.service_account_revoke,
         name="service_account_revoke",
+    ),
+    path("projects/<uuid:pk>/allocations/", allocations.allocation_list, name="allocation_list"),
+    path("projects/<uuid:pk>/allocations/new/", allocations.allocation_create, name="allocation_create"),
+    path("projects/<uuid:pk>/allocations/check/", allocations.allocation_check, name="allocation_check"),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/",
+        allocations.allocation_detail,
+        name="allocation_detail",
+    ),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/release/",
+        allocations.allocation_release,
+        name="allocation_release",
     ),
     path("audit/", audit.audit_log, name="audit_log"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),

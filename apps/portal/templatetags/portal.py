@@ -19,6 +19,10 @@ SECTIONS = {
     "member_remove": "projects",
     "service_account_revoke": "projects",
     "audit_log": "audit",
+    "allocation_list": "allocations",
+    "allocation_create": "allocations",
+    "allocation_detail": "allocations",
+    "allocation_release": "allocations",
 }
 
 TONES = {

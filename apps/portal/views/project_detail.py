@@ -25,8 +25,13 @@ from apps.tenancy.models import Membership, Project, ServiceAccount
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
-MEMBERS, ACCOUNTS = "members", "service-accounts"
-TAB_PERMS = {MEMBERS: Perm.MEMBER_VIEW, ACCOUNTS: Perm.SERVICE_ACCOUNT_VIEW}
+MEMBERS, ACCOUNTS, ALLOCATIONS = "members", "service-accounts", "allocations"
+# ``allocations`` is its own view (apps.portal.views.allocations) rendered in the same page.
+TAB_PERMS = {
+    MEMBERS: Perm.MEMBER_VIEW,
+    ACCOUNTS: Perm.SERVICE_ACCOUNT_VIEW,
+    ALLOCATIONS: Perm.ALLOCATION_VIEW,
+}
 SESSION_ISSUED = "portal.issued_secret"
 
 

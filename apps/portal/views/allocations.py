@@ -1,0 +1,364 @@
+"""A project's allocations: the list (a project tab), the detail page with the
+pipeline timeline, the allocate form with its live quota check, and release /
+abort. Thin views over ``apps.allocations.services``, which check the policy,
+write the audit trail and start the pipeline.
+
+Live updates come over the project's WebSocket (``static/js/allocations-live.js``);
+these views render the fragments it refreshes, picked by the ``HX-Target`` the
+page asks for.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from apps.allocations import services
+from apps.allocations.models import Allocation, AllocationStep, Node
+from apps.catalog.models import Flavor
+from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
+from apps.metering.services import warning_level
+from apps.portal.context_processors import SESSION_PROJECT
+from apps.portal.forms import AllocationForm, ReleaseForm, add_api_error
+from apps.portal.htmx import htmx_partial, hx_redirect, render_fragment, render_page_or_fragment
+from apps.portal.views.base import portal_view
+from apps.portal.views.project_detail import _tabs
+from apps.tenancy import policy
+from apps.tenancy.models import Project
+from apps.tenancy.principal import Principal
+from apps.tenancy.roles import Perm
+
+ALLOCATIONS_PER_PAGE = 25
+State = Allocation.State
+# The badge tone of each state; the live script gets the same map (``data-tones``).
+STATE_TONES = {
+    State.PENDING: "info",
+    State.PROVISIONING: "info",
+    State.ACTIVE: "ok",
+    State.FAILED: "bad",
+    State.RELEASING: "warn",
+    State.RELEASED: "muted",
+}
+STEP_TONES = {
+    AllocationStep.Status.PENDING: "muted",
+    AllocationStep.Status.RUNNING: "info",
+    AllocationStep.Status.SUCCEEDED: "ok",
+    AllocationStep.Status.FAILED: "bad",
+    AllocationStep.Status.COMPENSATED: "warn",
+}
+TONES_JSON = json.dumps({str(state): tone for state, tone in STATE_TONES.items()})
+ABORTABLE = (State.PENDING, State.PROVISIONING)
+TABLE_TARGET = "allocation-table"
+BODY_TARGET = "allocation-detail-body"
+
+
+def _project(principal: Principal, pk, action_perm: str = Perm.ALLOCATION_VIEW) -> Project:
+    return policy.get_object(
+        Project.objects.select_related("tenant"), principal, Perm.PROJECT_VIEW, action_perm, pk=pk
+    )
+
+
+def _allocation(principal: Principal, project: Project, pk, action_perm: str | None = None) -> Allocation:
+    return policy.get_object(
+        Allocation.objects.filter(project=project).select_related("node", "flavor"),
+        principal,
+        Perm.ALLOCATION_VIEW,
+        action_perm,
+        pk=pk,
+    )
+
+
+def _remember(request, project: Project) -> None:
+    """Opening a project's allocations makes it the switcher's current project."""
+    if request.session.get(SESSION_PROJECT) != str(project.pk):
+        request.session[SESSION_PROJECT] = str(project.pk)
+
+
+def _can_manage(principal: Principal, project: Project) -> bool:
+    return principal.can(Perm.ALLOCATION_MANAGE, project.tenant_id, project.pk)
+
+
+def _live(project: Project) -> dict:
+    return {"ws_url": f"/ws/projects/{project.pk}/allocations/", "tones_json": TONES_JSON}
+
+
+def _decorate(allocation: Allocation) -> Allocation:
+    allocation.tone = STATE_TONES.get(allocation.state, "muted")
+    allocation.in_flight = allocation.state in Allocation.IN_FLIGHT_STATES
+    return allocation
+
+
+def _refreshing(request, target: str) -> bool:
+    """An htmx request for one part of the page (filters, pagination, the live script's refresh)."""
+    return htmx_partial(request) and request.htmx.target == target
+
+
+def _quiet_fragment(request, template: str, context: dict) -> HttpResponse:
+    # Not ``render_fragment``: its out-of-band message area would wipe the messages
+    # the page is showing each time the live script refreshes a part of it.
+    response = HttpResponse(render_to_string(template, context, request=request))
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response
+
+
+# --- list ----------------------------------------------------------------------
+
+
+@require_safe
+@portal_view
+def allocation_list(request, principal, pk):
+    project = _project(principal, pk)
+    _remember(request, project)
+    state = request.GET.get("state", "").upper()
+    if state not in State.values:
+        state = ""
+    scoped = Allocation.objects.filter(project=project)
+    counts = dict(scoped.order_by().values_list("state").annotate(n=Count("pk")))
+    allocations = scoped.select_related("node", "flavor").order_by("-created_at", "pk")
+    if state:
+        allocations = allocations.filter(state=state)
+    page = Paginator(allocations, ALLOCATIONS_PER_PAGE).get_page(request.GET.get("page"))
+    for allocation in page:
+        _decorate(allocation)
+    context = {
+        "project": project,
+        "tab": "allocations",
+        "tabs": _tabs(principal, project),
+        "page_obj": page,
+        "state_filter": state,
+        "state_chips": [("", "All", sum(counts.values()))]
+        + [(s.value, s.label.capitalize(), counts.get(s.value, 0)) for s in State],
+        "can_manage": _can_manage(principal, project),
+        **_live(project),
+    }
+    if _refreshing(request, TABLE_TARGET):
+        return _quiet_fragment(request, "portal/partials/allocation_table.html", context)
+    return render_page_or_fragment(
+        request, "portal/project_detail.html", "portal/partials/project_tabs.html", context
+    )
+
+
+# --- detail --------------------------------------------------------------------
+
+
+@require_safe
+@portal_view
+def allocation_detail(request, principal, pk, allocation_pk):
+    project = _project(principal, pk)
+    _remember(request, project)
+    allocation = _allocation(principal, project, allocation_pk)
+    context = {
+        "project": project,
+        "allocation": _decorate(allocation),
+        "phases": _timeline(allocation),
+        "can_manage": _can_manage(principal, project),
+        "abortable": allocation.state in ABORTABLE and not allocation.abort_requested,
+        **_live(project),
+    }
+    if _refreshing(request, BODY_TARGET):
+        return _quiet_fragment(request, "portal/partials/allocation_detail_body.html", context)
+    return render(request, "portal/allocation_detail.html", context)
+
+
+def _timeline(allocation: Allocation) -> list[tuple[str, list[AllocationStep]]]:
+    """The provisioning steps, then the release steps (one query)."""
+    phases: dict[str, list[AllocationStep]] = {
+        AllocationStep.Phase.PROVISION: [],
+        AllocationStep.Phase.RELEASE: [],
+    }
+    for step in allocation.steps.order_by("phase", "position"):
+        step.tone = STEP_TONES.get(step.status, "muted")
+        step.duration = _duration(step)
+        phases.setdefault(step.phase, []).append(step)
+    labels = {AllocationStep.Phase.PROVISION: "Provisioning", AllocationStep.Phase.RELEASE: "Release"}
+    return [(labels.get(phase, phase), steps) for phase, steps in phases.items()]
+
+
+def _duration(step: AllocationStep) -> str:
+    if not (step.started_at and step.finished_at):
+        return ""
+    seconds = (step.finished_at - step.started_at).total_seconds()
+    return f"{seconds:.1f} s" if seconds < 60 else f"{int(seconds // 60)} min {int(seconds % 60)} s"
+
+
+# --- allocate ------------------------------------------------------------------
+
+
+def _flavors() -> list[Flavor]:
+    """Every flavor with ``free``: its schedulable nodes now (one query)."""
+    schedulable = Q(nodes__state=Node.State.AVAILABLE, nodes__approved=True)
+    return list(Flavor.objects.annotate(free=Count("nodes", filter=schedulable)).order_by("name"))
+
+
+def _initial(flavors: list[Flavor]) -> dict:
+    first_free = next((f for f in flavors if f.free), flavors[0] if flavors else None)
+    return {
+        "flavor": first_free.name if first_free else "",
+        "os_image": settings.OS_IMAGES[0] if settings.OS_IMAGES else "",
+        "count": 1,
+    }
+
+
+def _preview(principal, project, form: AllocationForm, values: dict | None = None):
+    """The dry run for the form's values (or ``values`` for an unbound form); None when
+    the values are not valid (the reasons are on the form)."""
+    if values is None:
+        if not form.is_valid():
+            return None
+        values = form.cleaned_data
+    try:
+        return services.preview(
+            principal,
+            project,
+            flavor_name=values["flavor"],
+            os_image=values["os_image"],
+            count=int(values["count"]),
+        )
+    except ValidationFailed as exc:
+        add_api_error(form, exc)
+        return None
+
+
+def _plan_context(plan) -> dict:
+    if plan is None:
+        return {"plan": None}
+    rows = []
+    for resource, item in plan.quota.items():
+        limit, used, after = item["limit"], item["used"], item["after"]
+        if limit is None:
+            rows.append({"resource": resource, **item, "level": "none", "percent": None})
+            continue
+        percent = 100.0 * after / limit if limit else (100.0 if after else 0.0)
+        level = "over" if after > limit else warning_level(percent)
+        # Widths in 5 % steps: the CSP allows no inline style, so the bar is a class.
+        used_width = _step(100.0 * used / limit if limit else (100.0 if used else 0.0))
+        rows.append(
+            {
+                "resource": resource,
+                **item,
+                "level": level,
+                "percent": round(percent),
+                "over_by": max(0, after - limit),
+                "used_width": used_width,
+                "added_width": max(0, _step(percent) - used_width),
+            }
+        )
+    return {"plan": plan, "quota_rows": rows}
+
+
+def _step(percent: float) -> int:
+    return int(min(100, max(0, 5 * round(percent / 5))))
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@portal_view
+def allocation_create(request, principal, pk):
+    project = _project(principal, pk, Perm.ALLOCATION_MANAGE)
+    _remember(request, project)
+    flavors = _flavors()
+    status = 200
+    if request.method == "POST":
+        form = AllocationForm(request.POST, flavors=flavors)
+        values = None
+        if form.is_valid():
+            values = form.cleaned_data
+            try:
+                allocations = services.allocate(
+                    principal,
+                    project,
+                    flavor_name=values["flavor"],
+                    os_image=values["os_image"],
+                    count=values["count"],
+                )
+            except (Forbidden, NotFound):
+                raise
+            except ApiError as exc:
+                if isinstance(exc, ValidationFailed):
+                    add_api_error(form, exc)  # details name the fields
+                    values = None
+                else:
+                    form.add_error(None, exc.message)  # quota, capacity, tenant state: details are numbers
+                # A plain form post answers the refusal's status; htmx swaps only 2xx answers.
+                status = 200 if htmx_partial(request) else exc.status_code
+            else:
+                return _allocated(request, project, allocations)
+        # After a refusal, the check says why with today's numbers.
+        plan = _preview(principal, project, form, values) if values else None
+    else:
+        initial = _initial(flavors)
+        form = AllocationForm(initial=initial, flavors=flavors)
+        plan = _preview(principal, project, form, initial) if flavors else None
+    context = {"project": project, "form": form, "flavors": flavors, **_plan_context(plan)}
+    return render_page_or_fragment(
+        request, "portal/allocation_new.html", "portal/partials/allocation_form.html", context, status=status
+    )
+
+
+def _allocated(request, project, allocations: list[Allocation]):
+    hostnames = ", ".join(a.node.hostname for a in allocations)
+    if len(allocations) == 1:
+        messages.success(request, f"Allocating {hostnames}: provisioning has started.")
+        return hx_redirect(request, reverse("allocation_detail", args=[project.pk, allocations[0].pk]))
+    messages.success(request, f"Allocating {len(allocations)} nodes ({hostnames}): provisioning has started.")
+    return hx_redirect(request, reverse("allocation_list", args=[project.pk]))
+
+
+@require_POST
+@portal_view
+def allocation_check(request, principal, pk):
+    """The live check: what the form's values would do, taking nothing."""
+    project = _project(principal, pk, Perm.ALLOCATION_MANAGE)
+    form = AllocationForm(request.POST, flavors=_flavors())
+    plan = _preview(principal, project, form)
+    context = {"project": project, "form": form, "oob": True, **_plan_context(plan)}
+    return render_fragment(request, "portal/partials/allocation_plan.html", context)
+
+
+# --- release / abort -----------------------------------------------------------
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@portal_view
+def allocation_release(request, principal, pk, allocation_pk):
+    project = _project(principal, pk, Perm.ALLOCATION_MANAGE)
+    allocation = _allocation(principal, project, allocation_pk, Perm.ALLOCATION_MANAGE)
+    detail_url = reverse("allocation_detail", args=[project.pk, allocation.pk])
+    aborting = allocation.state in ABORTABLE
+    if request.method != "POST":
+        if allocation.state not in (*ABORTABLE, State.ACTIVE):
+            messages.info(request, f"The allocation is {allocation.state}: there is nothing to release.")
+            return hx_redirect(request, detail_url)
+        context = {
+            "project": project,
+            "allocation": _decorate(allocation),
+            "aborting": aborting,
+            "form": ReleaseForm(),
+        }
+        return render(request, "portal/allocation_release.html", context)
+    form = ReleaseForm(request.POST)
+    form.is_valid()  # two optional checkboxes: always valid
+    hostname = allocation.node.hostname
+    try:
+        result = services.release(principal, allocation, **form.cleaned_data)
+    except (Forbidden, NotFound):
+        raise
+    except ApiError as exc:
+        messages.error(request, exc.message)
+    else:
+        if aborting:
+            messages.success(request, f"Aborting {hostname}: what provisioning took is being given back.")
+        elif allocation.state == State.ACTIVE and result.state == State.RELEASING:
+            messages.success(request, f"Releasing {hostname}: the node goes back to the pool when done.")
+        else:
+            messages.info(request, f"{hostname} is already {result.state.lower()}.")
+    return hx_redirect(request, detail_url)

@@ -1,0 +1,223 @@
+"""A project admin allocates a node in a real browser and watches it become
+ACTIVE, then RELEASED, live over the project's WebSocket, without a reload.
+
+The pipeline runs as in production: the web request only enqueues (Celery not
+eager), a real Celery worker thread in this process consumes from Redis, and
+its state changes reach the page through the Redis channel layer. (Eager tasks
+would run the whole pipeline inside the form's POST, so the page would only
+ever see the final state.)
+
+Set ``GPUAAS_E2E_SCREENSHOTS=/some/dir`` to keep screenshots of the allocate
+page and of the detail page mid-provisioning.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from celery import signals
+from celery.contrib.testing.worker import start_worker
+from django.db import connection
+
+from apps.allocations import services
+from apps.allocations.models import Allocation, Node
+from apps.catalog.models import Flavor
+from apps.metering import services as metering
+from apps.networking import services as networking
+from apps.storage import services as storage
+from apps.tenancy import principal as principals
+from apps.tenancy.models import Membership
+from gpuaas.celery import app as celery_app
+from tests.factories import ProjectFactory, TenantFactory, UserFactory
+
+SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
+
+# Samples the detail page's live fields every 50 ms (through DevTools, not subject to the CSP).
+RECORD_LIVE_FIELDS = """() => {
+  window.__noReload = true;
+  window.__seen = [];
+  const sample = () => {
+    const state = document.querySelector('#allocation-detail [data-field="state"]');
+    const bar = document.querySelector('#allocation-detail progress[data-field="progress"]');
+    const entry = state && bar ? state.textContent.trim() + ' ' + bar.value : null;
+    if (entry && window.__seen[window.__seen.length - 1] !== entry) window.__seen.push(entry);
+  };
+  sample();
+  setInterval(sample, 50);
+}"""
+
+
+def _keep_logging_as_configured(**kwargs) -> None:
+    """A ``setup_logging`` receiver: Celery then leaves the process's logging alone
+    (its test worker would set the root logger to ERROR for the rest of the session)."""
+
+
+@pytest.fixture
+def worker(portal, settings, monkeypatch):
+    """A Celery worker thread on the test's Redis, while the test runs (stopped before the DB flush)."""
+    settings.SIMULATED_STEP_SECONDS = 2.0  # MAAS deploy / release take visible time
+    settings.PIPELINE_POLL_SECONDS = 0.2
+    eager = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = False
+    for name in ("_MP_FORK_LOGLEVEL_", "_MP_FORK_LOGFILE_", "_MP_FORK_LOGFORMAT_"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # Celery sets them; restored afterwards
+    signals.setup_logging.connect(_keep_logging_as_configured)
+    try:
+        with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=20):
+            yield
+    finally:
+        signals.setup_logging.disconnect(_keep_logging_as_configured)
+        celery_app.conf.task_always_eager = eager
+
+
+@pytest.fixture
+def world(db):
+    tenant = TenantFactory(tenant_id="acme", name="Acme")
+    project = ProjectFactory(tenant=tenant, project_id="training", name="Training")
+    networking.load_pool(prefix="vrf", count=2, first_vni=50001, first_vlan=1000)
+    networking.assign_tenant_network(tenant)
+    storage.provision_tenant_storage(tenant)
+    metering.set_quota(tenant, {"gpus": 16, "nodes": 8})  # two 8-GPU nodes at most
+    flavor = Flavor.objects.create(
+        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
+    )
+    for i in range(3):
+        Node.objects.create(hostname=f"gpu-{i:03d}", flavor=flavor, state=Node.State.AVAILABLE, approved=True)
+    alice = UserFactory(username="alice")
+    Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
+    return project
+
+
+def shot(page, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
+
+
+def login(page, portal) -> None:
+    page.goto(f"{portal.url}/accounts/login/")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "pw")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{portal.url}/")
+
+
+def test_allocate_and_release_live(world, worker, portal, page):
+    project = world
+    base = f"{portal.url}/projects/{project.pk}"
+    login(page, portal)
+
+    # The project's Allocations tab (htmx) opens its socket; then the allocate form.
+    page.goto(f"{base}/")
+    page.click("nav.tabs >> text=Allocations")
+    page.wait_for_url(f"{base}/allocations/")
+    page.wait_for_selector("#allocations [data-live-status][data-state=live]")
+    page.click("text=Allocate nodes")
+    page.wait_for_url(f"{base}/allocations/new/")
+
+    plan, submit = page.locator("#allocation-plan"), page.locator("#allocation-submit button[type=submit]")
+    assert plan.locator("[data-verdict]").get_attribute("data-verdict") == "allowed"
+    assert submit.is_enabled()
+
+    # Beyond the quota while typing: refused, itemized, the submit disabled.
+    page.fill("input[name=count]", "3")
+    page.wait_for_selector("#allocation-plan [data-verdict=refused]")
+    assert "Quota exceeded for gpus" in plan.inner_text()
+    assert plan.locator("tr.quota-over[data-resource=gpus]").count() == 1
+    assert submit.is_disabled()
+    shot(page, "allocate-over-quota")
+
+    # At the limit: allowed, with the 90 % warning.
+    page.fill("input[name=count]", "2")
+    page.wait_for_selector("#allocation-plan tr.quota-90[data-resource=gpus]")
+    assert submit.is_enabled()
+    shot(page, "allocate-at-limit")
+
+    page.fill("input[name=count]", "1")
+    page.wait_for_selector("#allocation-plan [data-verdict=allowed] >> text=1 node")
+    assert Allocation.objects.count() == 0  # the checks took nothing
+    submit.click()
+    page.wait_for_url(re.compile(rf"{re.escape(base)}/allocations/[0-9a-f-]{{36}}/$"))
+    allocation = Allocation.objects.get()
+    assert "provisioning has started" in page.locator("#messages").inner_text()
+
+    # Provisioning, watched live: the badge and bar move without a reload.
+    page.evaluate(RECORD_LIVE_FIELDS)
+    page.wait_for_selector("#allocation-detail [data-field=state]:text-is('PROVISIONING')", timeout=10_000)
+    page.wait_for_function(
+        "() => window.__seen.some(e => /^PROVISIONING [1-9]\\d?$/.test(e))", timeout=10_000
+    )
+    if SCREENSHOTS:  # the timeline catches up through its refresh while the OS deploys
+        page.wait_for_selector("tr[data-step='provision:os_deploy'] >> text=Running", timeout=5_000)
+        shot(page, "detail-provisioning")
+    page.wait_for_selector("#allocation-detail [data-field=state]:text-is('ACTIVE')", timeout=15_000)
+    seen = page.evaluate("window.__seen")
+    assert page.evaluate("window.__noReload") is True
+    assert seen[-1] == "ACTIVE 100", seen
+    progress = [int(entry.split()[1]) for entry in seen]
+    assert progress == sorted(progress), seen
+    assert page.locator("#allocation-detail .badge-ok[data-field=state]").count() == 1
+    # The refreshed body brings the timeline and the Release action.
+    page.wait_for_selector("#allocation-detail tr[data-step='provision:agent'] >> text=Succeeded")
+    assert "provisioning has started" in page.locator("#messages").inner_text()  # refreshes keep messages
+
+    # Release (erasing disks), confirmed on its own page, then watched to RELEASED.
+    page.click("#allocation-detail >> text=Release")
+    page.wait_for_url(f"{base}/allocations/{allocation.pk}/release/")
+    assert page.locator("input[name=drain]").is_checked()
+    page.check("input[name=erase_disk]")
+    page.click("button:has-text('Release node')")
+    page.wait_for_url(f"{base}/allocations/{allocation.pk}/")
+    page.evaluate(RECORD_LIVE_FIELDS)
+    page.wait_for_selector("#allocation-detail [data-field=state]:text-is('RELEASED')", timeout=15_000)
+    assert page.evaluate("window.__noReload") is True
+    page.wait_for_selector("#allocation-detail tr[data-step='release:network_detach'] >> text=Succeeded")
+    assert page.locator("#allocation-detail a.btn-danger").count() == 0  # nothing left to release
+
+    allocation.refresh_from_db()
+    assert allocation.state == Allocation.State.RELEASED and allocation.erase_disk and allocation.drain
+    assert Node.objects.get(pk=allocation.node_id).state == Node.State.AVAILABLE
+    assert page.js_errors == []
+
+
+def _allocate_in_thread(principal, project):
+    try:
+        return services.allocate(principal, project, flavor_name="h100-8x", os_image="rocky-9")
+    finally:
+        connection.close()
+
+
+def test_list_shows_new_allocations_and_their_progress_live(world, worker, portal, page):
+    project = world
+    login(page, portal)
+    page.goto(f"{portal.url}/projects/{project.pk}/allocations/")
+    page.wait_for_selector("#allocations [data-live-status][data-state=live]")
+    page.evaluate("() => { window.__noReload = true; }")
+    assert page.locator("#allocation-table tr[data-allocation-id]").count() == 0
+
+    # Someone else (the API, another tab) allocates: the row appears, then moves on its own.
+    # (In a thread of its own: Playwright's event loop in this one forbids the broadcast's async_to_sync.)
+    alice = principals.for_user(Membership.objects.get(project=project).user)
+    with ThreadPoolExecutor(1) as pool:
+        [allocation] = pool.submit(_allocate_in_thread, alice, project).result()
+    row = f"#allocation-row-{allocation.pk}"
+    page.wait_for_selector(f"{row} [data-field=state]:text-is('PROVISIONING')", timeout=10_000)
+    page.wait_for_selector(f"{row} [data-field=state]:text-is('ACTIVE')", timeout=15_000)
+    assert page.locator(f"{row} .badge-ok").count() == 1
+    # The badge flips in place at once; the re-rendered row (no bar once settled) follows.
+    page.wait_for_selector(f"{row} progress", state="detached", timeout=5_000)
+    assert page.locator(".chip[aria-current=true] .count").inner_text() == "1"
+    assert page.evaluate("window.__noReload") is True
+
+    # Away to another tab (the socket closes) and back (htmx restores the tab, the socket reopens).
+    page.click("nav.tabs >> text=Members")
+    page.wait_for_selector("#members")
+    assert page.locator("[data-allocations-live]").count() == 0
+    page.go_back()
+    page.wait_for_selector(f"{row} [data-field=state]:text-is('ACTIVE')")
+    page.wait_for_selector("#allocations [data-live-status][data-state=live]")
+    assert page.js_errors == []
