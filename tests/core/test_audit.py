@@ -249,7 +249,7 @@ ACTIONS = [
     ("tenant.onboard", _tenant_onboard, 201),
     ("project.create", _ccp_project_create, 201),
     ("service_account.manage", _denied_by_role, 403),
-    ("project.project.view", _denied_out_of_scope, 404),
+    ("project.view", _denied_out_of_scope, 404),
     ("auth.token", _token_with_a_wrong_secret, 401),
 ]
 
