@@ -1,0 +1,49 @@
+"""Live updates of one project, over WebSocket, for the portal's pages.
+
+The portal session authorizes the socket (Channels' AuthMiddleware); the same
+policy as the pages decides whether the user may watch the project. Domain apps
+subclass it with their group and the fields they forward.
+"""
+
+from __future__ import annotations
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from apps.tenancy import principal as principals
+from apps.tenancy.models import Project
+
+POLICY_VIOLATION = 4403
+
+
+@database_sync_to_async
+def _may_watch(user, project_id, perm: str) -> bool:
+    project = Project.objects.filter(pk=project_id).only("id", "tenant_id").first()
+    if project is None:
+        return False
+    return principals.for_user(user).can(perm, project.tenant_id, project.id)
+
+
+class ProjectGroupConsumer(AsyncJsonWebsocketConsumer):
+    perm: str = ""
+    fields: tuple[str, ...] = ()
+
+    def group_for(self, project_id) -> str:
+        raise NotImplementedError
+
+    async def connect(self):
+        user = self.scope.get("user")
+        project_id = self.scope["url_route"]["kwargs"]["project_id"]
+        if user is None or not user.is_authenticated or not await _may_watch(user, project_id, self.perm):
+            await self.close(code=POLICY_VIOLATION)
+            return
+        self.group = self.group_for(project_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code):
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def forward(self, event):
+        await self.send_json({key: event[key] for key in self.fields})
