@@ -380,7 +380,7 @@ def claim_tasks(node: Node, limit: int = 10) -> list[AgentTask]:
                 Operation.objects.filter(pk=task.operation_id, state=Operation.State.PENDING).update(
                     state=Operation.State.RUNNING, progress=30, updated_at=timezone.now()
                 )
-            if task.action == AgentTask.Action.START and instance.state in (State.REQUESTED, State.STARTING):
+            if task.action == AgentTask.Action.START and instance.state == State.REQUESTED:
                 _transition(
                     instance,
                     State.STARTING,

@@ -17,6 +17,7 @@ from tests.allocations.conftest import (  # noqa: F401 - fixtures shared with th
     ready_tenant,
     small_flavor,
 )
+from tests.runtime.agent_fixtures import node_agent, portal  # noqa: F401 - the real node agent's fixtures
 
 SHIPPED = Path(__file__).resolve().parents[2] / "apps" / "catalog" / "shipped"
 

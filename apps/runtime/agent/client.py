@@ -34,7 +34,8 @@ class Unauthorized(ApiError):
 
 class AgentClient:
     def __init__(self, url: str, credential: str | None = None):
-        self._http = httpx.Client(base_url=f"{url.rstrip('/')}/api/agent/v1/", timeout=httpx.Timeout(30.0, connect=5.0))
+        self._http = httpx.Client(base_url=f"{url.rstrip('/')}/api/agent/v1/",
+                                  timeout=httpx.Timeout(30.0, connect=5.0))
         self.credential = credential
 
     def close(self) -> None:
@@ -78,7 +79,8 @@ class AgentClient:
                     raise _api_error(response)
                 problem = f"HTTP {response.status_code}"
             delay = _backoff(attempt)
-            logger.warning("agent API %s %s failed (%s); retrying in %.1f s", method, _route(path), problem, delay)
+            logger.warning("agent API %s %s failed (%s); retrying in %.1f s", method, _route(path), problem,
+                           delay)
             time.sleep(delay)
             attempt += 1
 

@@ -1,7 +1,8 @@
 """``serve [--host 127.0.0.1] [--port 8000]``: the portal over ASGI (HTTP and WebSocket).
 
 On the embedded default (no ``REDIS_URL``) the Celery worker and beat run in this
-process too, so one command is the whole system.
+process too, and one local node agent as its child process, so one command is
+the whole system.
 """
 
 import os
@@ -32,11 +33,15 @@ class Command(BaseCommand):
             if workers != 1:
                 self.stderr.write("the embedded default runs one process; ignoring --workers")
             embedded.start_all()
+            agent = embedded.start_local_agent(host, port)
             self.stdout.write(
                 f"GPUaaS portal (embedded default) on http://{host}:{port}/ - sign in as demo/demo"
             )
-            uvicorn.run("gpuaas.asgi:application", host=host, port=port, log_config=None,
-                        ws="websockets-sansio", proxy_headers=False, lifespan="off")
+            try:
+                uvicorn.run("gpuaas.asgi:application", host=host, port=port, log_config=None,
+                            ws="websockets-sansio", proxy_headers=False, lifespan="off")
+            finally:
+                embedded.stop_local_agent(agent)
         else:
             # Behind nginx: X-Forwarded-For/-Proto are honoured only from the addresses
             # in FORWARDED_ALLOW_IPS (uvicorn's variable; default 127.0.0.1).

@@ -1,0 +1,151 @@
+"""The agent's loop: heartbeat every few seconds with the workloads still
+alive, long-poll tasks, run each in order and report how it went.
+
+A workload that dies simply drops out of the heartbeat's ``running`` list; the
+platform marks its instance failed. Stopping the agent (SIGTERM, SIGINT) stops
+no workload: they outlive agent restarts, and the next agent reports them again.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+
+from apps.runtime.agent import credentials, executors
+from apps.runtime.agent.client import AgentClient, ApiError, Unauthorized
+from apps.runtime.agent.executors.base import Executor, TaskFailed
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 10.0
+POLL_SECONDS = 25.0
+EXIT_UNAUTHORIZED = 2
+
+
+class Runner:
+    def __init__(self, client: AgentClient, executor: Executor, *,
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS, poll_seconds: float = POLL_SECONDS):
+        self.client, self.executor = client, executor
+        self.heartbeat_seconds, self.poll_seconds = heartbeat_seconds, poll_seconds
+        self.stopping = threading.Event()
+        self.exit_code = 0
+        # Held while a batch of claimed tasks runs, so shutdown lets it finish and report.
+        self._busy = threading.Lock()
+        # A heartbeat's running list and a task report must not cross: a list taken
+        # before a start finished, arriving after its report, would make the platform
+        # take the just-started instance for one that died.
+        self._reporting = threading.Lock()
+
+    def run(self) -> int:
+        # First of all: the platform learns which workloads survived before any new task.
+        self._guarded(self._heartbeat)
+        loops = [threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True),
+                 threading.Thread(target=self._tasks, name="tasks", daemon=True)]
+        for loop in loops:
+            loop.start()
+        while not self.stopping.wait(1.0):
+            pass
+        with self._busy:
+            logger.info("agent stopped; workloads keep running")
+        return self.exit_code
+
+    def _heartbeats(self) -> None:
+        while not self.stopping.wait(self.heartbeat_seconds):
+            self._guarded(self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        with self._reporting:
+            self.client.heartbeat(self.executor.running())
+
+    def _tasks(self) -> None:
+        while not self.stopping.is_set():
+            self._guarded(self._next_tasks)
+
+    def _next_tasks(self) -> None:
+        tasks = self.client.fetch_tasks(self.poll_seconds)
+        with self._busy:
+            for task in tasks:  # in order: a stop queued after a start must come after it
+                self._execute(task)
+
+    def _execute(self, task: dict) -> None:
+        logger.info("task %s: %s instance %s", task["id"], task["action"], task["instance_id"])
+        began = time.monotonic()
+        endpoints, error = [], None
+        try:
+            endpoints = self._perform(task)
+        except TaskFailed as exc:
+            error = str(exc)
+        except Unauthorized:
+            raise
+        except Exception as exc:  # a bug here must still answer the task, or it stays claimed forever
+            logger.exception("task %s: the agent failed", task["id"])
+            error = f"the node agent failed ({type(exc).__name__}); see its log"
+        with self._reporting:
+            self.client.report(task["id"], error=error, endpoints=endpoints)
+        outcome = f"failed: {error}" if error else "done"
+        logger.info("task %s %s in %.1f s", task["id"], outcome, time.monotonic() - began)
+
+    def _perform(self, task: dict) -> list[dict]:
+        action, spec = task["action"], task["spec"]
+        if action == "start":
+            return self.executor.start(spec, self._secrets(task))
+        if action == "stop":
+            self.executor.stop(spec)
+        elif action == "remove":
+            self.executor.remove(spec)
+        else:
+            raise TaskFailed(f"this node agent does not know the action {action!r}")
+        return []
+
+    def _secrets(self, task: dict) -> dict[str, str]:
+        if not task["spec"].get("secrets"):
+            return {}
+        try:
+            return self.client.secrets(task["id"])
+        except Unauthorized:
+            raise
+        except ApiError as exc:
+            raise TaskFailed(f"the agent could not fetch the task's secrets ({exc.code})") from None
+
+    def _guarded(self, work) -> None:
+        """One turn of a loop; what goes wrong is logged and the loop goes on,
+        except a refused credential, which no retry will fix."""
+        try:
+            work()
+        except Unauthorized:
+            logger.error("the platform does not accept this node's credential; to enroll again, remove "
+                         "the saved credential and start the agent with a new bootstrap token")
+            self.exit_code = EXIT_UNAUTHORIZED
+            self.stopping.set()
+        except ApiError as exc:
+            logger.error("the platform refused a request: %s", exc)
+            time.sleep(1.0)
+        except Exception:
+            logger.exception("agent loop error")
+            time.sleep(1.0)
+
+
+def run_agent(*, url: str, node: str, state_dir: Path, executor: str = "auto",
+              bootstrap_token: str | None = None, heartbeat_seconds: float = HEARTBEAT_SECONDS) -> int:
+    """Enroll or load the credential, then run until SIGTERM/SIGINT; the exit code."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every long-poll at INFO
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    client = AgentClient(url)
+    try:
+        client.credential = credentials.obtain(client, state_dir, node, bootstrap_token)
+    except (credentials.NotEnrolled, ApiError) as exc:
+        logger.error("cannot enroll %s: %s", node, exc)
+        return EXIT_UNAUTHORIZED
+    chosen = executors.create(executor, state_dir)
+    runner = Runner(client, chosen, heartbeat_seconds=heartbeat_seconds)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: runner.stopping.set())
+    logger.info("node agent for %s: %s executor, platform %s", node, chosen.name, url)
+    try:
+        return runner.run()
+    finally:
+        client.close()

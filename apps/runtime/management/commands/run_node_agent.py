@@ -1,0 +1,54 @@
+"""``run_node_agent --node NODE [--url URL] [--state-dir DIR] [--executor auto|process|docker]``.
+
+Runs the same agent as ``python -m apps.runtime.agent`` for one node. Having the
+database at hand, it enrolls itself: when it has no saved credential the
+platform accepts, it mints the node's one-time bootstrap token, so the embedded
+default's local agent and demos need no operator step.
+"""
+
+import sys
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+
+from apps.allocations import nodes
+from apps.allocations.models import Node
+from apps.core.errors import Unauthenticated
+from apps.runtime.agent import credentials, executors, runner
+
+
+class Command(BaseCommand):
+    help = "Run a node agent for NODE (enrolling it when it has no valid credential)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--node", required=True, help="the node's hostname")
+        parser.add_argument("--url", default=settings.ISSUER, help="the platform's base URL")
+        parser.add_argument("--state-dir", type=Path, help="default: var/agent/NODE")
+        parser.add_argument("--executor", choices=executors.KINDS, default="auto")
+        parser.add_argument("--heartbeat-seconds", type=float, default=runner.HEARTBEAT_SECONDS)
+
+    def handle(self, *args, node, url, state_dir, executor, heartbeat_seconds, **options):
+        found = Node.objects.filter(hostname=node).first()
+        if found is None:
+            raise CommandError(f"No node {node!r}.")
+        state_dir = state_dir or settings.VAR_DIR / "agent" / node
+        token = None
+        if not _accepted(state_dir, found):
+            credentials.forget(state_dir)
+            token = nodes.issue_bootstrap_token(found)
+        connections.close_all()  # from here on the agent speaks only HTTP, like on a real node
+        code = runner.run_agent(url=url, node=node, state_dir=state_dir, executor=executor,
+                                bootstrap_token=token, heartbeat_seconds=heartbeat_seconds)
+        if code:
+            sys.exit(code)
+
+
+def _accepted(state_dir: Path, node: Node) -> bool:
+    """Whether the saved credential is this node's current one (a fresh database has forgotten it)."""
+    saved = credentials.load(state_dir)
+    try:
+        return saved is not None and nodes.authenticate_agent(saved).pk == node.pk
+    except Unauthenticated:
+        return False

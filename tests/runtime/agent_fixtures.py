@@ -1,0 +1,81 @@
+"""A real node agent process against the portal served in this test process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from apps.allocations import nodes
+from apps.runtime.agent.executors.process import ProcessExecutor
+from tests.support.servers import ThreadedUvicorn
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class AgentProcess:
+    """``python -m apps.runtime.agent`` for one node, its output kept in a file. Like
+    on a node, the bootstrap token stays in its environment across restarts."""
+
+    def __init__(self, url: str, hostname: str, bootstrap_token: str, state_dir: Path, log: Path):
+        self.url, self.hostname, self.state_dir, self.log_path = url, hostname, state_dir, log
+        self.env = {**os.environ, "GPUAAS_BOOTSTRAP_TOKEN": bootstrap_token}  # never on the command line
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> AgentProcess:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "apps.runtime.agent", "--url", self.url, "--node", self.hostname,
+                 "--state-dir", str(self.state_dir), "--executor", "process", "--heartbeat-seconds", "1"],
+                cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )
+        return self
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def terminate(self) -> int:
+        self.process.terminate()
+        return self.process.wait(timeout=30)
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+
+@pytest.fixture
+def portal():
+    server = ThreadedUvicorn().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def node_agent(portal, active_allocation, tmp_path):
+    """An enrolled agent for the allocation's node, started; afterwards the agent
+    and every workload it left are gone."""
+    node = active_allocation.node
+    agent = AgentProcess(portal.url, node.hostname, nodes.issue_bootstrap_token(node), tmp_path / "agent",
+                         tmp_path / "agent.log")
+    agent.start()
+    yield agent
+    if agent.process.poll() is None:
+        agent.kill()
+    leftovers = ProcessExecutor(agent.state_dir, stop_grace=2)
+    for instance_id in leftovers.running():
+        leftovers.remove({"instance_id": instance_id})
+
+
+def wait_for(predicate, *, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not reached within {timeout:g} s")

@@ -1,0 +1,166 @@
+"""JupyterLab for real: the platform API, the portal under uvicorn, a node agent
+process and a JupyterLab server run by the agent's process executor.
+
+Nothing is simulated on the runtime path: the agent enrolls with a bootstrap
+token, long-polls its tasks, picks a port, fetches the app token, starts
+``jupyter-lab`` and reports; heartbeats carry what still runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from apps.runtime import services
+from apps.runtime.models import AgentTask, AppInstance, Endpoint
+from tests.runtime.agent_fixtures import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+START_TIMEOUT = 120.0  # JupyterLab is ready in ~3-5 s on an idle machine; CI machines are not idle
+
+
+class PlatformApi:
+    """The platform API as the test user calls it; keeps every answer's body."""
+
+    def __init__(self, api, project):
+        self.api, self.base = api, f"/api/v1/projects/{project.pk}/app-instances"
+        self.answers: list[bytes] = []
+
+    def _keep(self, response):
+        self.answers.append(response.content)
+        return response
+
+    def launch(self, allocation) -> str:
+        body = {"app": "jupyterlab", "allocation_id": str(allocation.pk)}
+        response = self._keep(self.api.post(self.base, body, format="json"))
+        assert response.status_code == 202, response.content
+        return response.json()["instance_id"]
+
+    def instance(self, instance_id) -> dict:
+        return self._keep(self.api.get(f"{self.base}/{instance_id}")).json()
+
+    def act(self, instance_id, action: str) -> None:
+        url = f"{self.base}/{instance_id}"
+        response = self.api.delete(url) if action == "delete" else self.api.post(f"{url}/{action}")
+        assert self._keep(response).status_code == 202, response.content
+
+    def events(self, instance_id) -> list[dict]:
+        return list(reversed(self._keep(self.api.get(f"{self.base}/{instance_id}/events")).json()["results"]))
+
+    def wait_state(self, instance_id, state: str, timeout: float = 30.0) -> dict:
+        seen = []
+
+        def reached():
+            detail = self.instance(instance_id)
+            seen.append(detail["state"])
+            return detail if detail["state"] == state else None
+
+        try:
+            return wait_for(reached, timeout=timeout, what=f"state {state}")
+        except AssertionError:
+            raise AssertionError(f"never {state}; last states {seen[-3:]}: "
+                                 f"{AppInstance.objects.get(pk=instance_id).state_reason}") from None
+
+
+@pytest.fixture
+def platform(api, allocator, project, jupyterlab):
+    api.force_login(allocator)
+    return PlatformApi(api, project)
+
+
+def jupyter_status(instance_id, token: str | None = None) -> int:
+    endpoint = Endpoint.objects.get(instance_id=instance_id, name="web")
+    headers = {"Authorization": f"token {token}"} if token else {}
+    url = f"http://{endpoint.host}:{endpoint.port}/w/{instance_id}/web/api/status"
+    return httpx.get(url, headers=headers, timeout=10).status_code
+
+
+def workload(agent, instance_id) -> dict:
+    """The agent's record of the instance's process (pid and start time)."""
+    return json.loads((agent.state_dir / "instances" / instance_id / "workload.json").read_text())
+
+
+def process_exists(pid: int) -> bool:
+    """Alive, not a zombie waiting for its parent to collect it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_jupyterlab_lifecycle_through_a_real_agent(platform, active_allocation, node_agent):
+    began = time.monotonic()
+    instance_id = platform.launch(active_allocation)
+    platform.wait_state(instance_id, "running", timeout=START_TIMEOUT)
+    print(f"JupyterLab running {time.monotonic() - began:.1f} s after launch")  # shown with -s
+    token = services.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
+    endpoint = Endpoint.objects.get(instance_id=instance_id, name="web")
+    assert endpoint.host == "127.0.0.1" and endpoint.port
+    assert jupyter_status(instance_id, token) == 200
+    assert jupyter_status(instance_id) == 403
+
+    pid = workload(node_agent, instance_id)["pid"]
+    platform.act(instance_id, "stop")
+    platform.wait_state(instance_id, "stopped")
+    assert not process_exists(pid)
+
+    platform.act(instance_id, "start")
+    platform.wait_state(instance_id, "running", timeout=START_TIMEOUT)
+    assert jupyter_status(instance_id, token) == 200
+    pid = workload(node_agent, instance_id)["pid"]
+
+    platform.act(instance_id, "delete")
+    platform.wait_state(instance_id, "deleted")
+    assert not process_exists(pid)
+    assert not (node_agent.state_dir / "instances" / instance_id).exists()
+
+    timeline = [(event["from_state"], event["to_state"]) for event in platform.events(instance_id)]
+    assert timeline == [("", "requested"), ("requested", "starting"), ("starting", "running"),
+                        ("running", "stopping"), ("stopping", "stopped"), ("stopped", "starting"),
+                        ("starting", "running"), ("running", "decommissioning"),
+                        ("decommissioning", "deleted")]
+    assert_token_kept_secret(token, platform, node_agent, instance_id)
+
+
+def test_workloads_outlive_the_agent_and_dead_ones_are_reported(platform, active_allocation, node_agent,
+                                                                 settings):
+    instance_id = platform.launch(active_allocation)
+    platform.wait_state(instance_id, "running", timeout=START_TIMEOUT)
+    token = services.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
+    hostname = active_allocation.node.hostname
+
+    assert node_agent.terminate() == 0  # SIGTERM: a clean exit that stops no workload
+    assert jupyter_status(instance_id, token) == 200
+    node_agent.start()
+
+    node_agent.kill()
+    settings.AGENT_OFFLINE_AFTER_SECONDS = 1
+    wait_for(lambda: services.mark_silent_nodes_offline() == 1, timeout=10, what="the node going offline")
+    platform.wait_state(instance_id, "failed")
+    assert f"node agent on {hostname} offline" in AppInstance.objects.get(pk=instance_id).state_reason
+    assert jupyter_status(instance_id, token) == 200  # the workload did not notice
+
+    node_agent.start()  # with the saved credential (its spent bootstrap token is still in its environment)
+    platform.wait_state(instance_id, "running")
+    assert [e["kind"] for e in platform.events(instance_id)][-2:] == ["node_offline", "node_online"]
+
+    os.killpg(workload(node_agent, instance_id)["pid"], signal.SIGKILL)
+    platform.wait_state(instance_id, "failed")
+    assert "no longer running" in AppInstance.objects.get(pk=instance_id).state_reason
+    assert_token_kept_secret(token, platform, node_agent, instance_id)
+
+
+def assert_token_kept_secret(token: str, platform: PlatformApi, agent, instance_id) -> None:
+    assert token and len(token) >= 20
+    assert not any(token.encode() in body for body in platform.answers)
+    assert token not in agent.log()
+    specs = [json.dumps(task.spec) for task in AgentTask.objects.filter(instance_id=instance_id)]
+    assert specs and not any(token in spec for spec in specs)
