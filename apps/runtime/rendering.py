@@ -136,7 +136,6 @@ def _vllm_openai_chat(instance, manifest: dict, context: dict, images: dict) -> 
             continue
         definition = {
             "image": images[service["artifact"]],
-            "command": _fill_all(service.get("args", []), context),
             "environment": _fill_all(service.get("env", {}), context),
             "labels": _labels(instance),
             "restart": "unless-stopped",
@@ -147,6 +146,8 @@ def _vllm_openai_chat(instance, manifest: dict, context: dict, images: dict) -> 
                 f"127.0.0.1:{{{{ port.{name} }}}}:{ports[name]}" for name in service.get("endpoints", [])
             ],
         }
+        if service.get("args"):  # an empty command would replace the image's own
+            definition["command"] = _fill_all(service["args"], context)
         gpus = gpu_count(service.get("gpus", 0), instance.parameters)
         if gpus:
             definition["deploy"] = {

@@ -105,6 +105,9 @@ def _placement(project: Project, allocation_id) -> Allocation:
         raise ValidationFailed(details={"allocation_id": ["Not an allocation of this project."]})
     if allocation.state != Allocation.State.ACTIVE:
         raise InvalidState(f"The allocation is {allocation.state}; apps run on ACTIVE allocations.")
+    if not allocation.node.credential_hash:
+        # Nothing would ever pick the task up: say so now rather than stay "requested".
+        raise InvalidState(f"No node agent has enrolled on {allocation.node.hostname}; apps need one to run.")
     return allocation
 
 
@@ -541,3 +544,16 @@ def drain_allocation(allocation: Allocation) -> int:
             change(SYSTEM, instance, "decommission")
         remaining += 1
     return remaining
+
+
+def expire_stale_claims(now=None) -> int:
+    """Beat: a task claimed by an agent that never reported (it died mid-task) fails
+    with a reason, so its instance does not stay ``starting`` forever."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.AGENT_TASK_TIMEOUT_SECONDS)
+    stale = list(AgentTask.objects.filter(status=AgentTask.Status.CLAIMED, claimed_at__lt=cutoff)
+                 .select_related("node"))
+    for task in stale:
+        report_task(task.node, task.pk, succeeded=False,
+                    error=f"the agent on {task.node.hostname} claimed this {task.action} and never reported back")
+    return len(stale)

@@ -46,4 +46,7 @@ def active_allocation(allocator, project, nodes, django_capture_on_commit_callba
                                             os_image="ubuntu-22.04")
     allocation.refresh_from_db()
     assert allocation.state == "ACTIVE"
+    # An agent is enrolled on the node (tests play its part, or start a real one that re-enrolls).
+    type(allocation.node).objects.filter(pk=allocation.node_id).update(credential_hash="0" * 64)
+    allocation.node.refresh_from_db()
     return allocation

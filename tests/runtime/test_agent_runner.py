@@ -27,7 +27,9 @@ def test_a_compose_app_on_a_process_only_node_fails_with_a_reason(api, allocator
 
 def test_a_revoked_credential_stops_the_agent(active_allocation, node_agent):
     node = active_allocation.node
-    wait_for(lambda: Node.objects.filter(pk=node.pk, credential_hash__gt="").exists(), what="enrollment")
+    placeholder = "0" * 64  # set by the active_allocation fixture until the real agent enrolls
+    wait_for(lambda: Node.objects.filter(pk=node.pk, credential_hash__gt="").exclude(credential_hash=placeholder)
+             .exists(), what="enrollment")
     Node.objects.filter(pk=node.pk).update(credential_hash="")  # an operator revoked it
     assert node_agent.process.wait(timeout=30) == EXIT_UNAUTHORIZED
     assert "does not accept this node's credential" in node_agent.log()

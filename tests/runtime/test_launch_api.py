@@ -199,3 +199,26 @@ def test_no_secret_in_any_response(api, allocator, project, jupyterlab, active_a
     base = f"/api/v1/projects/{project.pk}/app-instances"
     for path in (base, f"{base}/{instance.pk}", f"{base}/{instance.pk}/events", f"/api/v1/operations/{body['operation_id']}"):
         assert token not in api.get(path).content.decode()
+
+
+def test_node_without_an_agent_is_refused_at_launch(api, allocator, project, jupyterlab, active_allocation):
+    type(active_allocation.node).objects.filter(pk=active_allocation.node_id).update(credential_hash="")
+    api.force_login(allocator)
+    response = launch(api, project, active_allocation)
+    assert response.status_code == 409
+    assert "No node agent has enrolled" in response.json()["error"]["message"]
+
+
+def test_a_claim_the_agent_never_reports_fails_after_the_timeout(api, allocator, project, jupyterlab,
+                                                                 active_allocation):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    api.force_login(allocator)
+    instance = AppInstance.objects.get(pk=launch(api, project, active_allocation).json()["instance_id"])
+    services.claim_tasks(instance.allocation.node)
+    assert services.expire_stale_claims() == 0
+    assert services.expire_stale_claims(now=timezone.now() + timedelta(hours=1)) == 1
+    instance.refresh_from_db()
+    assert instance.state == "failed" and "never reported back" in instance.state_reason

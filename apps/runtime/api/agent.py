@@ -176,5 +176,4 @@ async def fetch_tasks(request):
                 tasks = await sync_to_async(services.claim_tasks)(node)
         finally:
             await layer.group_discard(events.agent_group(node.pk), channel)
-    await sync_to_async(services.heartbeat)(node)
     return JsonResponse({"tasks": [_task_body(task) for task in tasks]})
