@@ -120,7 +120,16 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'gpuaas.sqlite3'}")}
-DATABASES["default"].setdefault("CONN_MAX_AGE", 0 if EMBEDDED else 60)
+# Under ASGI, persistent connections are not closed at the end of a request (they
+# leak until garbage collection): connect per request, and on PostgreSQL reuse
+# connections through psycopg's pool instead (Django's recommendation for ASGI).
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.boolean("GPUAAS_DB_POOL", True):
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": env.integer("GPUAAS_DB_POOL_SIZE", 10),
+        "timeout": 10,
+    }
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(parents=True, exist_ok=True)

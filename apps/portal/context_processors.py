@@ -29,6 +29,12 @@ class Navigation:
         return may(self.principal, Perm.AUDIT_VIEW)
 
     @cached_property
+    def can_use_apps(self) -> bool:
+        from apps.portal.views.base import may
+
+        return may(self.principal, Perm.CATALOG_VIEW)
+
+    @cached_property
     def allocations_project(self):
         """The current project, when the caller may see its allocations (the nav's link)."""
         project = self.current_project

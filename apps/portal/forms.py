@@ -3,14 +3,16 @@ else and their ``ApiError`` details land on the form through ``add_api_error``."
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, time, timedelta
 
 from django import forms
 from django.conf import settings
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from apps.allocations.services import MAX_COUNT
-from apps.core.errors import ApiError
+from apps.core.errors import ApiError, InvalidState
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Tenant, ccp_identifier
 from apps.tenancy.roles import PROJECT_ROLES, Limit, Role
@@ -130,3 +132,252 @@ class ReleaseForm(forms.Form):
         label="Erase disks",
         help_text="Wipe local disks when the node returns to the pool (slower).",
     )
+
+
+# --- launching an app: fields built from the manifest ---------------------------
+
+PARAM_PREFIX = "param_"
+# Inside a character class the ``v`` flag (which browsers use for ``pattern``) wants
+# these escaped; escaping them is also valid under the ``u`` flag.
+_CLASS_ESCAPE = set("()[]{}/-\\|&!#%,:;<=>@`~^$.*+?")
+_QUANTIFIER = re.compile(r"\{\d+(,\d*)?\}")
+
+
+def html_pattern(pattern: str) -> str | None:
+    """The manifest's (Python) pattern as an HTML ``pattern`` attribute, or None
+    when it uses syntax the browser may read differently (named groups, inline
+    flags, ``\\A``...): an invalid attribute is a console error and no check at
+    all, and the service checks the value anyway."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        char = pattern[i]
+        if char == "\\":
+            if i + 1 >= n or not (pattern[i + 1] in "dDwWsS" or pattern[i + 1] in _CLASS_ESCAPE):
+                return None
+            out.append(pattern[i : i + 2])
+            i += 2
+        elif char == "[":
+            end, body = _html_class(pattern, i + 1)
+            if end is None:
+                return None
+            out.append(body)
+            i = end
+        elif char == "(":
+            if pattern.startswith("(?", i) and not pattern.startswith("(?:", i):
+                return None
+            out.append(char)
+            i += 1
+        elif char == "{":
+            quantifier = _QUANTIFIER.match(pattern, i)
+            if quantifier is None:
+                return None
+            out.append(quantifier.group(0))
+            i = quantifier.end()
+        elif char in "]}":
+            out.append("\\" + char)
+            i += 1
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def _html_class(pattern: str, i: int) -> tuple[int | None, str]:
+    """``[...]`` from ``pattern[i:]`` (just after the ``[``), every literal escaped."""
+    out = ["["]
+    if pattern.startswith("^", i):
+        out.append("^")
+        i += 1
+    if pattern.startswith("]", i):
+        return None, ""  # a literal ']' first: Python's reading, not the browser's
+    previous_atom = range_end = False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "]":
+            out.append("]")
+            return i + 1, "".join(out)
+        if char == "\\":
+            if i + 1 >= len(pattern):
+                return None, ""
+            following = pattern[i + 1]
+            if following in "dDwWsS":
+                out.append(pattern[i : i + 2])
+            elif following in _CLASS_ESCAPE:
+                out.append("\\" + following)
+            else:
+                return None, ""
+            previous_atom, range_end = following not in "dDwWsS" and not range_end, False
+            i += 2
+            continue
+        if char == "-" and previous_atom and i + 1 < len(pattern) and pattern[i + 1] != "]":
+            out.append("-")  # a range, as in a-z
+            previous_atom, range_end = False, True
+            i += 1
+            continue
+        out.append("\\" + char if char in _CLASS_ESCAPE else char)
+        previous_atom, range_end = not range_end, False  # after a-z, a '-' is a literal
+        i += 1
+    return None, ""
+
+
+def _bounds_hint(param: dict) -> str:
+    low, high = param.get("minimum"), param.get("maximum")
+    if low is not None and high is not None:
+        return f"From {low} to {high}."
+    if low is not None:
+        return f"At least {low}."
+    if high is not None:
+        return f"At most {high}."
+    return ""
+
+
+def parameter_field(param: dict) -> forms.Field:
+    """A form field for one manifest parameter. Its constraints become HTML
+    attributes (the browser's hints); the values are judged by
+    ``services.launch`` (``manifests.clean_parameters``), whose messages land on
+    the field, so the rules live in one place."""
+    kind = param["type"]
+    label = param.get("label") or param["name"].replace("_", " ").capitalize()
+    help_text = param.get("help", "")
+    has_default = "default" in param
+    default = param.get("default")
+    attrs: dict = {}
+    if param.get("required") and not has_default and kind != "boolean":
+        attrs["required"] = True
+    if kind == "boolean":
+        return forms.BooleanField(label=label, help_text=help_text, required=False, initial=bool(default))
+    if kind == "choice":
+        choices = [(str(choice), str(choice)) for choice in param["choices"]]
+        if not has_default:
+            choices.insert(0, ("", "\u2014"))
+        return forms.ChoiceField(
+            label=label,
+            help_text=help_text,
+            required=False,
+            choices=choices,
+            initial=str(default) if has_default else "",
+            widget=forms.Select(attrs=attrs),
+        )
+    if kind in ("integer", "number"):
+        attrs["step"] = "1" if kind == "integer" else "any"
+        for key, attr in (("minimum", "min"), ("maximum", "max")):
+            if key in param:
+                attrs[attr] = param[key]
+        field_class = forms.IntegerField if kind == "integer" else forms.FloatField
+        return field_class(
+            label=label,
+            help_text=" ".join(part for part in (help_text, _bounds_hint(param)) if part),
+            required=False,
+            initial=default,
+            widget=forms.NumberInput(attrs=attrs),
+        )
+    attrs["maxlength"] = param.get("max_length", 500)
+    if "pattern" in param:
+        pattern = html_pattern(param["pattern"])
+        if pattern is not None:
+            attrs["pattern"] = pattern
+        attrs["title"] = f"Must match {param['pattern']}"
+    attrs["spellcheck"] = "false"
+    return forms.CharField(
+        label=label, help_text=help_text, required=False, initial=default, widget=forms.TextInput(attrs=attrs)
+    )
+
+
+class LaunchForm(forms.Form):
+    """Launch an app: where (an ACTIVE allocation), which version, a name, and the
+    parameters of that version's manifest (fields ``param_<name>``).
+
+    ``allocations`` carry ``free_gpus``; ``versions`` are the published ones."""
+
+    allocation = forms.UUIDField(label="Run on", widget=forms.Select)
+    version = forms.CharField(max_length=32, widget=forms.Select)
+    name = forms.CharField(
+        label="Instance name",
+        max_length=100,
+        required=False,
+        help_text="Optional. Without one the instance is named after the app and the time.",
+    )
+
+    def __init__(self, *args, manifest: dict, versions=(), allocations=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.manifest = manifest
+        self.fields["allocation"].widget.choices = [
+            (
+                str(a.pk),
+                f"{a.node.hostname} \u00b7 {a.flavor.name} \u00b7 "
+                f"{a.free_gpus} of {a.flavor.gpus_per_node} GPU{pluralize(a.flavor.gpus_per_node)} free"
+                + ("" if a.node.credential_hash else " \u00b7 no node agent yet"),
+            )
+            for a in allocations
+        ]
+        self.fields["version"].widget.choices = [(v.version, v.version) for v in versions]
+        self.fields["name"].widget.attrs.update({"placeholder": "e.g. my-notebook", "autocomplete": "off"})
+        self.parameter_names = [param["name"] for param in manifest.get("parameters", [])]
+        for param in manifest.get("parameters", []):
+            self.fields[PARAM_PREFIX + param["name"]] = parameter_field(param)
+
+    def parameter_fields(self) -> list:
+        return [self[PARAM_PREFIX + name] for name in self.parameter_names]
+
+    def parameters(self) -> dict:
+        """The launch values, typed as the manifest declares them; an empty field is
+        left out, so that the service applies the default (or says it is required)."""
+        declared = {p["name"]: p for p in self.manifest.get("parameters", [])}
+        values = {}
+        for name, param in declared.items():
+            value = self.cleaned_data.get(PARAM_PREFIX + name)
+            if value is None or value == "":
+                continue
+            if param["type"] == "choice":
+                value = next((c for c in param["choices"] if str(c) == value), value)
+            values[name] = value
+        return values
+
+    def add_service_error(self, exc: ApiError) -> None:
+        """A refusal of ``services.launch`` on the field it is about, else on top."""
+        details = exc.details if isinstance(exc.details, dict) else {}
+        placed = False
+        parameters = details.get("parameters")
+        if isinstance(parameters, dict):
+            for name, messages in parameters.items():
+                messages = (
+                    [str(m) for m in messages] if isinstance(messages, (list, tuple)) else [str(messages)]
+                )
+                field = PARAM_PREFIX + name
+                if field in self.fields:
+                    self.add_error(field, messages)
+                else:
+                    self.add_error(None, [f"{name}: {message}" for message in messages])
+                placed = True
+        for key, field in (("allocation_id", "allocation"), ("version", "version"), ("name", "name")):
+            if key in details:
+                messages = details[key]
+                self.add_error(
+                    field,
+                    [str(m) for m in messages] if isinstance(messages, (list, tuple)) else [str(messages)],
+                )
+                placed = True
+        if not placed and isinstance(exc, InvalidState):
+            self.add_error("allocation", exc.message)  # launch's only state check is the allocation's
+            placed = True
+        if not placed:
+            retry = f" Try again in {exc.retry_after} s." if exc.retry_after else ""
+            self.add_error(None, exc.message + retry)
+
+
+class ShareForm(forms.Form):
+    with_project = forms.BooleanField(
+        required=False,
+        label="Shared with the project",
+        help_text="Everyone in the project can see it (only its owner and admins can manage it).",
+    )
+    usernames = forms.CharField(
+        required=False,
+        max_length=1000,
+        label="Share with people",
+        help_text="Usernames of this tenant, separated by commas or spaces. They can see the instance.",
+    )
+
+    def clean_usernames(self) -> list[str]:
+        names = re.split(r"[\s,]+", self.cleaned_data.get("usernames") or "")
+        return list(dict.fromkeys(name for name in names if name))

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from apps.portal.views import allocations, audit, dashboard, project_detail, projects
+from apps.portal.views import allocations, apps, audit, dashboard, instances, project_detail, projects
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -37,6 +37,25 @@ urlpatterns = [
         "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/release/",
         allocations.allocation_release,
         name="allocation_release",
+    ),
+    path("apps/", apps.app_catalog, name="app_catalog"),
+    path("apps/<slug:slug>/", apps.app_detail, name="app_detail"),
+    path("projects/<uuid:pk>/apps/<slug:slug>/launch/", apps.app_launch, name="app_launch"),
+    path("projects/<uuid:pk>/instances/", instances.instance_list, name="instance_list"),
+    path(
+        "projects/<uuid:pk>/instances/<uuid:instance_pk>/",
+        instances.instance_detail,
+        name="instance_detail",
+    ),
+    path(
+        "projects/<uuid:pk>/instances/<uuid:instance_pk>/share/",
+        instances.instance_share,
+        name="instance_share",
+    ),
+    path(
+        "projects/<uuid:pk>/instances/<uuid:instance_pk>/<slug:action>/",
+        instances.instance_action,
+        name="instance_action",
     ),
     path("audit/", audit.audit_log, name="audit_log"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),

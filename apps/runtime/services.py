@@ -76,7 +76,7 @@ def get_instance(principal: Principal, project_id, instance_id) -> AppInstance:
     return instance
 
 
-def _may_manage(principal: Principal, instance: AppInstance) -> bool:
+def may_manage(principal: Principal, instance: AppInstance) -> bool:
     """Owners manage their own instances; project and tenant admins manage all of them."""
     owns = principal.user is not None and instance.owner_id == principal.user.pk
     return owns or principal.can(Perm.INSTANCE_MANAGE, instance.tenant_id, instance.project_id)
@@ -236,7 +236,7 @@ def _task(instance: AppInstance, operation: Operation | None, action: str, spec:
 
 # --- lifecycle ------------------------------------------------------------------
 
-_ACTIONS = {
+ACTIONS = {
     # action: (states it may start from, state while in progress, agent action)
     "stop": ((State.RUNNING, State.STARTING, State.FAILED), State.STOPPING, AgentTask.Action.STOP),
     "start": ((State.STOPPED, State.FAILED), State.STARTING, AgentTask.Action.START),
@@ -257,9 +257,9 @@ _ALREADY = {
 
 def change(principal: Principal, instance: AppInstance, action: str) -> Operation:
     """``stop``, ``start`` or ``decommission`` through the agent."""
-    if not _may_manage(principal, instance):
+    if not may_manage(principal, instance):
         policy.require(principal, Perm.INSTANCE_MANAGE, instance)
-    allowed, in_progress, agent_action = _ACTIONS[action]
+    allowed, in_progress, agent_action = ACTIONS[action]
     with transaction.atomic():
         current = (
             AppInstance.objects.select_for_update()
@@ -300,7 +300,7 @@ def share(
     """Share with the project or named users of the same tenant (never across tenants)."""
     from guardian.shortcuts import assign_perm, remove_perm
 
-    if not _may_manage(principal, instance):
+    if not may_manage(principal, instance):
         policy.require(principal, Perm.INSTANCE_MANAGE, instance)
     users = get_user_model().objects.filter(username__in=[*usernames, *revoke_usernames])
     by_name = {user.username: user for user in users}

@@ -23,6 +23,13 @@ SECTIONS = {
     "allocation_create": "allocations",
     "allocation_detail": "allocations",
     "allocation_release": "allocations",
+    "app_catalog": "apps",
+    "app_detail": "apps",
+    "app_launch": "apps",
+    "instance_list": "apps",
+    "instance_detail": "apps",
+    "instance_action": "apps",
+    "instance_share": "apps",
 }
 
 TONES = {

@@ -1,0 +1,274 @@
+"""The app catalog: the apps the caller may see, an app's page (versions,
+endpoints, UI capability, resources) and the launch form, built from the chosen
+version's manifest. Thin views over ``apps.catalog.services`` and
+``apps.runtime.services.launch``, which decide visibility, entitlement,
+placement, capacity and the parameters' values.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db.models import IntegerField, OuterRef, Prefetch, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_safe
+
+from apps.allocations.models import Allocation
+from apps.catalog import manifests
+from apps.catalog import services as catalog
+from apps.catalog.models import App, AppVersion
+from apps.core.errors import ApiError, NotFound
+from apps.portal.context_processors import SESSION_PROJECT
+from apps.portal.forms import LaunchForm
+from apps.portal.htmx import htmx_partial, hx_redirect, render_page_or_fragment
+from apps.portal.queries import visible_projects
+from apps.portal.views.base import portal_view
+from apps.runtime import events
+from apps.runtime import services as runtime
+from apps.runtime.models import AppInstance
+from apps.tenancy import policy
+from apps.tenancy.models import Project
+from apps.tenancy.principal import Principal
+from apps.tenancy.roles import Perm
+
+PROXY_MODE_LABELS = {"path_prefix": "under a path of the portal", "subdomain": "on its own subdomain"}
+UI_MODE_LABELS = {"embedded": "Embedded", "link_out": "Link-out", "native": "Native (no web UI)"}
+
+
+def _published() -> Prefetch:
+    return Prefetch(
+        "versions",
+        queryset=AppVersion.objects.filter(status=AppVersion.Status.PUBLISHED).order_by(
+            "-published_at", "-pk"
+        ),
+        to_attr="published",
+    )
+
+
+def _visible_app(principal: Principal, slug: str) -> App:
+    app = catalog.visible_apps(principal).filter(slug=slug).prefetch_related(_published()).first()
+    if app is None or not app.published:
+        raise NotFound(f"No app {slug!r} in your catalog.")
+    return app
+
+
+def _current_project(request, principal: Principal) -> Project | None:
+    """The switcher's project, when the caller may still see it."""
+    current = request.session.get(SESSION_PROJECT)
+    if not current:
+        return None
+    return visible_projects(principal).filter(pk=current).first()
+
+
+def gpu_needs(manifest: dict) -> dict:
+    """GPUs an app takes: ``{"low", "high", "parameter"}`` (a range when a parameter sets them)."""
+    gpus = manifest["resources"]["gpus"]
+    if isinstance(gpus, int):
+        return {"low": gpus, "high": gpus, "parameter": None}
+    name = manifests.TEMPLATE.fullmatch(gpus.strip()).group(2)
+    param = next((p for p in manifest.get("parameters", []) if p["name"] == name), {})
+    values = [v for v in (param.get("choices") or [param.get("default")]) if isinstance(v, int)] or [0]
+    return {
+        "low": min(values),
+        "high": max(values),
+        "parameter": param.get("label") or name,
+        "default": param.get("default"),
+    }
+
+
+def manifest_summary(manifest: dict) -> dict:
+    """What the app page and the launch form say about a version."""
+    ui = manifest.get("ui", {})
+    mode, reason = events.ui_mode_for(manifest)
+    return {
+        "gpus": gpu_needs(manifest),
+        "resources": manifest["resources"],
+        "endpoints": [
+            {
+                "name": e["name"],
+                "protocol": e["protocol"],
+                "exposure_modes": e["exposure_modes"],
+                "proxied": "platform_proxy" in e["exposure_modes"],
+                "proxy_mode": PROXY_MODE_LABELS.get(e.get("proxy", {}).get("mode", "path_prefix"), ""),
+                "websocket": e.get("proxy", {}).get("websocket_required", False),
+                "open_path": e.get("proxy", {}).get("default_open_path", ""),
+            }
+            for e in manifest["endpoints"]
+        ],
+        "ui": {
+            "modes": [UI_MODE_LABELS.get(m, m) for m in ui.get("mode_supported", ["link_out"])],
+            "requires_websocket": ui.get("requires_websocket", False),
+            "path_prefix_safe": ui.get("path_prefix_safe", True),
+            "same_origin_proxy_safe": ui.get("same_origin_proxy_safe", False),
+            "cookie_constraints": ui.get("cookie_constraints", "").replace("_", " "),
+            "mode": mode,
+            "mode_label": UI_MODE_LABELS.get(mode, mode),
+            "reason": reason,
+        },
+        "storage": manifest.get("storage", []),
+        "parameters": manifest.get("parameters", []),
+        "kind": manifest["execution"]["kind"],
+    }
+
+
+def _launch_target(principal: Principal, project: Project | None, app: App) -> dict:
+    """Whether the Launch button shows, and why not when it does not."""
+    if project is None:
+        return {
+            "can_launch": False,
+            "launch_hint": "Choose a project in the switcher to launch apps into it.",
+        }
+    if not principal.can(Perm.INSTANCE_MANAGE, project.tenant_id, project.pk):
+        return {"can_launch": False, "launch_hint": ""}
+    if not catalog.is_entitled(app, project):
+        return {"can_launch": False, "launch_hint": f"{project.name} is not entitled to {app.name}."}
+    return {"can_launch": True, "launch_hint": ""}
+
+
+# --- catalog -------------------------------------------------------------------
+
+
+@require_safe
+@portal_view
+def app_catalog(request, principal):
+    apps = list(catalog.visible_apps(principal).prefetch_related(_published()).order_by("name", "pk"))
+    cards = []
+    for app in apps:
+        if not app.published:
+            continue
+        latest = app.published[0]
+        cards.append({"app": app, "latest": latest, "gpus": gpu_needs(latest.manifest)})
+    project = _current_project(request, principal)
+    return render(
+        request,
+        "portal/catalog.html",
+        {
+            "cards": cards,
+            "project": project,
+            "can_view_instances": project is not None
+            and principal.can(Perm.INSTANCE_VIEW, project.tenant_id, project.pk),
+        },
+    )
+
+
+@require_safe
+@portal_view
+def app_detail(request, principal, slug):
+    app = _visible_app(principal, slug)
+    wanted = request.GET.get("version")
+    version = next((v for v in app.published if v.version == wanted), app.published[0])
+    project = _current_project(request, principal)
+    return render(
+        request,
+        "portal/app_detail.html",
+        {
+            "app": app,
+            "version": version,
+            "versions": app.published,
+            "summary": manifest_summary(version.manifest),
+            "project": project,
+            **_launch_target(principal, project, app),
+        },
+    )
+
+
+# --- launch --------------------------------------------------------------------
+
+
+def _placements(project: Project) -> list[Allocation]:
+    """The project's ACTIVE allocations with ``free_gpus`` (one query)."""
+    held = (
+        AppInstance.objects.filter(allocation=OuterRef("pk"), state__in=AppInstance.ACTIVE_STATES)
+        .order_by()
+        .values("allocation")
+        .annotate(n=Sum("gpus"))
+        .values("n")
+    )
+    allocations = (
+        Allocation.objects.filter(project=project, state=Allocation.State.ACTIVE)
+        .select_related("node", "flavor")
+        .annotate(used_gpus=Coalesce(Subquery(held, output_field=IntegerField()), Value(0)))
+        .order_by("node__hostname", "pk")
+    )
+    result = list(allocations)
+    for allocation in result:
+        allocation.free_gpus = max(0, allocation.flavor.gpus_per_node - allocation.used_gpus)
+    return result
+
+
+def _launch_initial(request, version: AppVersion, allocations: list[Allocation], needs: dict) -> dict:
+    """The form's starting values: the version, the first allocation that fits (or
+    what the version switch carried over), and the manifest's defaults."""
+    fits = next(
+        (a for a in allocations if a.free_gpus >= needs["low"] and a.node.credential_hash),
+        allocations[0] if allocations else None,
+    )
+    initial = {"version": version.version, "allocation": str(fits.pk) if fits else ""}
+    chosen = request.GET.get("allocation", "")
+    if any(str(a.pk) == chosen for a in allocations):
+        initial["allocation"] = chosen
+    if request.GET.get("name"):
+        initial["name"] = request.GET["name"][:100]
+    return initial
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@portal_view
+def app_launch(request, principal, pk, slug):
+    project = policy.get_object(
+        Project.objects.select_related("tenant"), principal, Perm.PROJECT_VIEW, Perm.INSTANCE_MANAGE, pk=pk
+    )
+    if request.session.get(SESSION_PROJECT) != str(project.pk):
+        request.session[SESSION_PROJECT] = str(project.pk)
+    app = _visible_app(principal, slug)
+    data = request.POST if request.method == "POST" else request.GET
+    version = next((v for v in app.published if v.version == data.get("version")), app.published[0])
+    allocations = _placements(project)
+    summary = manifest_summary(version.manifest)
+    kwargs = {"manifest": version.manifest, "versions": app.published, "allocations": allocations}
+    status = 200
+    if request.method == "POST":
+        form = LaunchForm(request.POST, **kwargs)
+        if form.is_valid():
+            values = form.cleaned_data
+            try:
+                operation = runtime.launch(
+                    principal,
+                    project,
+                    app_slug=app.slug,
+                    allocation_id=values["allocation"],
+                    version=values["version"],
+                    parameters=form.parameters(),
+                    name=values["name"],
+                )
+            except NotFound:
+                raise
+            except ApiError as exc:
+                # Not entitled (403), no room on the node (409), too many launches (429),
+                # or values the service refused (400): the form says which and where.
+                form.add_service_error(exc)
+                status = 200 if htmx_partial(request) else exc.status_code
+            else:
+                instance = operation.instance
+                hostname = next((a.node.hostname for a in allocations if a.pk == instance.allocation_id), "")
+                messages.success(
+                    request,
+                    f"Launching {app.name} {instance.app_version.version} as {instance.name} on {hostname}.",
+                )
+                return hx_redirect(request, reverse("instance_detail", args=[project.pk, instance.pk]))
+    else:
+        form = LaunchForm(initial=_launch_initial(request, version, allocations, summary["gpus"]), **kwargs)
+    context = {
+        "project": project,
+        "app": app,
+        "version": version,
+        "summary": summary,
+        "form": form,
+        "allocations": allocations,
+        "entitled": catalog.is_entitled(app, project),
+        "can_allocate": principal.can(Perm.ALLOCATION_MANAGE, project.tenant_id, project.pk),
+    }
+    return render_page_or_fragment(
+        request, "portal/app_launch.html", "portal/partials/app_launch_form.html", context, status=status
+    )

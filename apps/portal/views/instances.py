@@ -1,0 +1,330 @@
+"""A project's app instances: the list, the detail page (state, endpoints, UI
+mode, members, sharing, the events timeline), stop / start / delete behind a
+confirmation page, and sharing. Thin views over ``apps.runtime.services``, which
+decides who sees (``visible_instances``, ``get_instance``) and who manages.
+
+Live updates come over the project's instance socket (``static/js/instances-live.js``,
+messages ``{"instance_id", "state"}``); these views render the fragments it
+refreshes, picked by the ``HX-Target`` the page asks for.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+from guardian.shortcuts import get_users_with_perms
+
+from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
+from apps.portal.context_processors import SESSION_PROJECT
+from apps.portal.forms import ShareForm
+from apps.portal.htmx import htmx_partial, hx_redirect, render_fragment
+from apps.portal.views.base import portal_view
+from apps.runtime import routes, services
+from apps.runtime.models import AppInstance
+from apps.tenancy import policy
+from apps.tenancy.models import Project
+from apps.tenancy.principal import Principal
+from apps.tenancy.roles import Perm
+
+INSTANCES_PER_PAGE = 25
+EVENTS_SHOWN = 50
+State = AppInstance.State
+# The badge tone of each state; the live script gets the same map (``data-tones``).
+STATE_TONES = {
+    State.REQUESTED: "info",
+    State.STARTING: "info",
+    State.RUNNING: "ok",
+    State.STOPPING: "warn",
+    State.STOPPED: "muted",
+    State.DECOMMISSIONING: "warn",
+    State.DELETED: "muted",
+    State.FAILED: "bad",
+}
+TONES_JSON = json.dumps({str(state): tone for state, tone in STATE_TONES.items()})
+IN_FLIGHT = (State.REQUESTED, State.STARTING, State.STOPPING, State.DECOMMISSIONING)
+TABLE_TARGET = "instance-table"
+BODY_TARGET = "instance-detail-body"
+SHARING_TARGET = "instance-sharing"
+# The page's actions: the service's action, its button, and what the confirmation says.
+ACTIONS = {
+    "stop": {
+        "service": "stop",
+        "label": "Stop",
+        "confirm": "Stop instance",
+        "tone": "btn-danger",
+        "explain": "The workload stops on its node; its endpoints stop answering. "
+        "The instance, its parameters and its storage stay, so it can be started again.",
+    },
+    "start": {
+        "service": "start",
+        "label": "Start",
+        "confirm": "Start instance",
+        "tone": "btn-primary",
+        "explain": "The node's agent starts the workload again with the same parameters.",
+    },
+    "delete": {
+        "service": "decommission",
+        "label": "Delete",
+        "confirm": "Delete instance",
+        "tone": "btn-danger",
+        "explain": "The workload is removed from its node together with its scratch storage "
+        "and its secrets, and its GPUs are given back. This cannot be undone.",
+    },
+}
+
+
+def _project(principal: Principal, pk) -> Project:
+    return policy.get_object(
+        Project.objects.select_related("tenant"), principal, Perm.PROJECT_VIEW, Perm.INSTANCE_VIEW, pk=pk
+    )
+
+
+def _remember(request, project: Project) -> None:
+    if request.session.get(SESSION_PROJECT) != str(project.pk):
+        request.session[SESSION_PROJECT] = str(project.pk)
+
+
+def _instance(principal: Principal, pk, instance_pk) -> AppInstance:
+    """An instance the caller may see (404 otherwise), with what every page shows of it.
+    Someone it was shared with by name may have no role in its project."""
+    found = services.get_instance(principal, pk, instance_pk)
+    return AppInstance.objects.select_related(
+        "app", "app_version", "allocation__node", "allocation__flavor", "project__tenant"
+    ).get(pk=found.pk)
+
+
+# The buttons follow the service's own rules (who manages, which state allows what),
+# read from it rather than copied, so that a page never offers what ``change`` refuses.
+
+
+def may_manage(principal: Principal, instance: AppInstance) -> bool:
+    return services.may_manage(principal, instance)
+
+
+def _valid_actions(instance: AppInstance) -> list[str]:
+    """The page's actions the service accepts from the instance's state."""
+    return [
+        name for name, action in ACTIONS.items() if instance.state in services.ACTIONS[action["service"]][0]
+    ]
+
+
+def _decorate(instance: AppInstance) -> AppInstance:
+    instance.tone = STATE_TONES.get(instance.state, "muted")
+    instance.in_flight = instance.state in IN_FLIGHT
+    return instance
+
+
+def _live(project: Project) -> dict:
+    return {"ws_url": f"/ws/projects/{project.pk}/instances/", "tones_json": TONES_JSON}
+
+
+def _refreshing(request, target: str) -> bool:
+    return htmx_partial(request) and request.htmx.target == target
+
+
+def _quiet_fragment(request, template: str, context: dict) -> HttpResponse:
+    # Not ``render_fragment``: its out-of-band message area would wipe the page's
+    # messages each time the live script refreshes a part of it.
+    response = HttpResponse(render_to_string(template, context, request=request))
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response
+
+
+# --- list ----------------------------------------------------------------------
+
+
+@require_safe
+@portal_view
+def instance_list(request, principal, pk):
+    project = _project(principal, pk)
+    _remember(request, project)
+    state = request.GET.get("state", "").lower()
+    if state not in State.values:
+        state = ""
+    scoped = services.visible_instances(principal).filter(project=project)
+    counts = dict(scoped.order_by().values_list("state").annotate(n=Count("pk")))
+    instances = (
+        scoped.select_related("app", "app_version", "allocation__node")
+        .defer("app_version__manifest", "parameters")
+        .order_by("-created_at", "pk")
+    )
+    instances = instances.filter(state=state) if state else instances.exclude(state=State.DELETED)
+    page = Paginator(instances, INSTANCES_PER_PAGE).get_page(request.GET.get("page"))
+    for instance in page:
+        _decorate(instance)
+    context = {
+        "project": project,
+        "page_obj": page,
+        "state_filter": state,
+        "state_chips": [("", "All", sum(n for s, n in counts.items() if s != State.DELETED))]
+        + [(s.value, s.label.capitalize(), counts.get(s.value, 0)) for s in State],
+        "can_launch": principal.can(Perm.INSTANCE_MANAGE, project.tenant_id, project.pk),
+        **_live(project),
+    }
+    if _refreshing(request, TABLE_TARGET):
+        return _quiet_fragment(request, "portal/partials/instance_table.html", context)
+    return render(request, "portal/instances.html", context)
+
+
+# --- detail --------------------------------------------------------------------
+
+
+def _parameters(instance: AppInstance) -> list[tuple[str, str, object]]:
+    """``(name, label, value)`` in the manifest's order, then anything it no longer declares."""
+    declared = instance.manifest.get("parameters", [])
+    rows = [
+        (p["name"], p.get("label") or p["name"], instance.parameters[p["name"]])
+        for p in declared
+        if p["name"] in instance.parameters
+    ]
+    known = {p["name"] for p in declared}
+    rows += [(name, name, value) for name, value in instance.parameters.items() if name not in known]
+    return rows
+
+
+def _shared_users(instance: AppInstance) -> list:
+    users = get_users_with_perms(instance, with_group_users=False, only_with_perms_in=[services.VIEW_PERM])
+    return sorted(users, key=lambda user: user.get_username())
+
+
+def _detail_context(principal: Principal, instance: AppInstance) -> dict:
+    project = instance.project
+    manage = may_manage(principal, instance)
+    events = list(services.instance_events(instance)[: EVENTS_SHOWN + 1])
+    for event in events:
+        event.tone = STATE_TONES.get(event.to_state, "muted")
+    return {
+        "project": project,
+        "instance": _decorate(instance),
+        "node": instance.allocation.node,
+        "parameters": _parameters(instance),
+        "endpoints": [
+            routes.describe(instance, endpoint) for endpoint in instance.endpoints.order_by("name")
+        ],
+        "members": list(instance.members.select_related("node").order_by("role", "node__hostname")),
+        "events": events[:EVENTS_SHOWN],
+        "more_events": len(events) > EVENTS_SHOWN,
+        "can_manage": manage,
+        "actions": _valid_actions(instance) if manage else [],
+        "can_view_project": principal.can(Perm.PROJECT_VIEW, project.tenant_id, project.pk),
+        "can_view_allocation": principal.can(Perm.ALLOCATION_VIEW, project.tenant_id, project.pk),
+        # The project's socket admits only those who may view its instances; someone
+        # the instance was shared with by name reloads instead.
+        "live": principal.can(Perm.INSTANCE_VIEW, project.tenant_id, project.pk),
+        **_live(project),
+    }
+
+
+def _sharing_context(principal: Principal, instance: AppInstance, form: ShareForm | None = None) -> dict:
+    return {
+        "project": instance.project,
+        "instance": instance,
+        "shared_users": _shared_users(instance),
+        "share_form": form or ShareForm(initial={"with_project": instance.shared_with_project}),
+        "can_manage": may_manage(principal, instance),
+    }
+
+
+@require_safe
+@portal_view
+def instance_detail(request, principal, pk, instance_pk):
+    instance = _instance(principal, pk, instance_pk)
+    context = _detail_context(principal, instance)
+    if _refreshing(request, BODY_TARGET):
+        return _quiet_fragment(request, "portal/partials/instance_detail_body.html", context)
+    if context["can_view_project"]:
+        _remember(request, instance.project)
+    context.update(_sharing_context(principal, instance))
+    return render(request, "portal/instance_detail.html", context)
+
+
+# --- stop / start / delete -------------------------------------------------------
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@portal_view
+def instance_action(request, principal, pk, instance_pk, action):
+    if action not in ACTIONS:
+        raise Http404("No such action.")
+    instance = _instance(principal, pk, instance_pk)
+    if not may_manage(principal, instance):
+        policy.require(principal, Perm.INSTANCE_MANAGE, instance)  # records the denial, raises 403
+    detail_url = reverse("instance_detail", args=[instance.project_id, instance.pk])
+    spec = ACTIONS[action]
+    if request.method != "POST":
+        if action not in _valid_actions(instance):
+            messages.info(request, f"{instance.name} is {instance.state}: it cannot be {_past(action)} now.")
+            return hx_redirect(request, detail_url)
+        context = {
+            "project": instance.project,
+            "instance": _decorate(instance),
+            "action": action,
+            "spec": spec,
+        }
+        return render(request, "portal/instance_action.html", context)
+    previous = instance.state
+    try:
+        services.change(principal, instance, spec["service"])
+    except (Forbidden, NotFound):
+        raise
+    except ApiError as exc:
+        messages.error(request, exc.message)
+    else:
+        instance.refresh_from_db(fields=["state"])
+        if instance.state == previous:
+            messages.info(request, f"{instance.name} is already {instance.state}.")
+        else:
+            messages.success(request, f"{spec['label']}: {instance.name} is {instance.state}.")
+    return hx_redirect(request, detail_url)
+
+
+def _past(action: str) -> str:
+    return {"stop": "stopped", "start": "started", "delete": "deleted"}[action]
+
+
+# --- sharing ---------------------------------------------------------------------
+
+
+@require_POST
+@portal_view
+def instance_share(request, principal, pk, instance_pk):
+    """Share with the project or named users (one form), or stop sharing with one user."""
+    instance = _instance(principal, pk, instance_pk)
+    if not may_manage(principal, instance):
+        policy.require(principal, Perm.INSTANCE_MANAGE, instance)
+    revoke = request.POST.get("revoke", "").strip()
+    form = ShareForm(request.POST) if not revoke else None
+    try:
+        if revoke:
+            services.share(principal, instance, revoke_usernames=[revoke])
+            messages.success(request, f"{revoke} no longer sees {instance.name}.")
+        elif form.is_valid():
+            names, with_project = form.cleaned_data["usernames"], form.cleaned_data["with_project"]
+            services.share(principal, instance, with_project=with_project, usernames=names)
+            said = "shared with the project" if with_project else "not shared with the project"
+            messages.success(
+                request,
+                f"{instance.name} is {said}" + (f"; shared with {', '.join(names)}." if names else "."),
+            )
+    except ValidationFailed as exc:
+        form = form or ShareForm(initial={"with_project": instance.shared_with_project})
+        for field, errors in exc.details.items():
+            form.add_error(field if field in form.fields else None, errors)
+    instance.refresh_from_db()
+    refused = form is not None and bool(form.errors)
+    context = _sharing_context(principal, instance, form if refused else None)
+    if htmx_partial(request):
+        return render_fragment(request, "portal/partials/instance_sharing.html", context)
+    if refused:
+        context.update(_detail_context(principal, instance))
+        return render(request, "portal/instance_detail.html", context, status=400)
+    return hx_redirect(request, reverse("instance_detail", args=[instance.project_id, instance.pk]))

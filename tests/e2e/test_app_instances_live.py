@@ -1,0 +1,202 @@
+"""A project admin launches JupyterLab from the catalog in a real browser and
+watches the instance go ``requested`` -> ``starting`` -> ``running`` live over
+the project's instance socket, without a reload, then stops it through the page.
+
+The node agent is simulated from the test through the services its API calls
+(``claim_tasks``, ``report_task``), in a thread of its own: Playwright's event
+loop in the test thread forbids the broadcast's ``async_to_sync``. (A real agent
+running JupyterLab is covered by the agent's own tests.)
+
+Set ``GPUAAS_E2E_SCREENSHOTS=/some/dir`` to keep screenshots of the catalog, the
+launch form with an inline error and the running instance's page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from apps.allocations.models import Allocation, Node
+from apps.catalog import services as catalog
+from apps.catalog.models import App, Flavor
+from apps.runtime import services
+from apps.runtime.models import AppInstance
+from apps.tenancy.models import Membership
+from tests.factories import ProjectFactory, TenantFactory, UserFactory
+
+SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
+SHIPPED = Path(__file__).resolve().parents[2] / "apps" / "catalog" / "shipped"
+
+# Records each state the badge shows, on every change of the detail (through
+# DevTools, not subject to the CSP).
+RECORD_STATES = """() => {
+  window.__noReload = true;
+  window.__seen = [];
+  const sample = () => {
+    const badge = document.querySelector('#instance-detail [data-field="state"]');
+    const state = badge ? badge.textContent.trim() : null;
+    if (state && window.__seen[window.__seen.length - 1] !== state) window.__seen.push(state);
+  };
+  sample();
+  new MutationObserver(sample).observe(document.getElementById('instance-detail'),
+    {subtree: true, childList: true, characterData: true, attributes: true});
+}"""
+
+
+@pytest.fixture
+def world(db):
+    tenant = TenantFactory(tenant_id="acme", name="Acme")
+    project = ProjectFactory(tenant=tenant, project_id="training", name="Training")
+    flavor = Flavor.objects.create(
+        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
+    )
+    # An agent is enrolled on the node (the test plays its part).
+    node = Node.objects.create(
+        hostname="gpu-000", flavor=flavor, state=Node.State.ALLOCATED, approved=True, credential_hash="0" * 64
+    )
+    Allocation.objects.create(
+        node=node,
+        tenant=tenant,
+        project=project,
+        flavor=flavor,
+        gpus=8,
+        os_image="ubuntu-22.04",
+        requested_by="alice",
+        state=Allocation.State.ACTIVE,
+        progress=100,
+    )
+    for slug, name in (("jupyterlab", "JupyterLab"), ("vllm-openai", "vLLM OpenAI server")):
+        manifest = json.loads((SHIPPED / f"{slug}.json").read_text())
+        app = App.objects.create(slug=slug, name=name, summary=manifest["summary"], entitled_to_all=True)
+        catalog.publish_version(None, app, version="1.0.0", manifest=manifest)
+    alice = UserFactory(username="alice")
+    Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
+    return project
+
+
+def shot(page, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
+
+
+def _in_thread(work, *args):
+    """Run agent-side service calls in their own thread (and DB connection)."""
+
+    def run():
+        try:
+            return work(*args)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
+
+
+def _claim(node):
+    return [task.pk for task in services.claim_tasks(node)]
+
+
+def _report_started(node, task_id):
+    services.report_task(
+        node, task_id, succeeded=True, endpoints=[{"name": "web", "host": "127.0.0.1", "port": 41234}]
+    )
+
+
+def test_launch_watch_running_and_stop(world, portal, page):
+    project = world
+    page.goto(f"{portal.url}/accounts/login/")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "pw")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{portal.url}/")
+
+    # The switcher makes Training the current project; then the catalog.
+    page.select_option("#project-switcher", str(project.pk))
+    page.wait_for_url(f"{portal.url}/projects/{project.pk}/")
+    page.click("nav.nav >> text=Apps")
+    page.wait_for_url(f"{portal.url}/apps/")
+    assert page.locator(".app-card").count() == 2
+    assert "launching into Training" in page.locator(".page-header").inner_text()
+    shot(page, "catalog")
+
+    page.click(".app-card[data-app=jupyterlab] >> text=JupyterLab")
+    page.wait_for_url(f"{portal.url}/apps/jupyterlab/")
+    shot(page, "app-detail")
+    page.click("text=Launch in Training")
+    page.wait_for_url(re.compile(rf"/projects/{project.pk}/apps/jupyterlab/launch/"))
+    assert page.input_value("input[name=param_default_path]") == "/lab"
+    assert page.input_value("input[name=param_idle_minutes]") == "60"
+    assert "gpu-000 · h100-8x · 8 of 8 GPUs free" in page.locator("select[name=allocation]").inner_text()
+
+    # The manifest's pattern works as the browser's own check.
+    valid = "() => document.querySelector('input[name=param_default_path]').checkValidity()"
+    page.fill("input[name=param_default_path]", "no-slash")
+    assert page.evaluate(valid) is False
+    page.fill("input[name=param_default_path]", "/lab/tree")
+    assert page.evaluate(valid) is True
+
+    # A value the service refuses: its message shows on the field (the browser's own
+    # check of min/max is switched off for this, through DevTools).
+    page.fill("input[name=name]", "nb-1")
+    page.fill("input[name=param_idle_minutes]", "2")
+    page.evaluate("() => { document.getElementById('launch-form').noValidate = true; }")
+    page.click("#launch-form button[type=submit]")
+    page.wait_for_selector("[data-parameter=idle_minutes] .field-error >> text=Must be at least 5.")
+    assert AppInstance.objects.count() == 0
+    assert page.input_value("input[name=name]") == "nb-1"
+    shot(page, "launch-form-error")
+
+    page.fill("input[name=param_idle_minutes]", "30")
+    page.click("#launch-form button[type=submit]")
+    page.wait_for_url(re.compile(rf"/projects/{project.pk}/instances/[0-9a-f-]{{36}}/$"))
+    instance = AppInstance.objects.get()
+    assert instance.name == "nb-1"
+    assert instance.parameters == {"default_path": "/lab/tree", "idle_minutes": 30}
+    assert page.locator("#instance-detail [data-field=state]").inner_text() == "requested"
+    assert "Launching JupyterLab 1.0.0 as nb-1 on gpu-000." in page.locator("#messages").inner_text()
+    page.wait_for_selector("[data-live-status][data-state=live]")
+
+    # The agent picks the task up, then reports it started: watched live, no reload.
+    page.evaluate(RECORD_STATES)
+    node = Node.objects.get(hostname="gpu-000")
+    [task_id] = _in_thread(_claim, node)
+    page.wait_for_selector("#instance-detail [data-field=state]:text-is('starting')", timeout=10_000)
+    _in_thread(_report_started, node, task_id)
+    page.wait_for_selector("#instance-detail [data-field=state]:text-is('running')", timeout=10_000)
+    assert page.evaluate("window.__noReload") is True
+    assert page.evaluate("window.__seen") == ["requested", "starting", "running"]
+    assert page.locator("#instance-detail .badge-ok[data-field=state]").count() == 1
+    # The refreshed body brings the endpoint link, the timeline and the actions.
+    page.wait_for_selector(f"#instance-detail a[href='{portal.url}/w/{instance.pk}/web/']")
+    page.wait_for_selector("#instance-detail .timeline-item:first-child >> text=running")
+    assert page.locator("#instance-detail [data-action]").evaluate_all(
+        "(els) => els.map(e => e.dataset.action)"
+    ) == [
+        "stop",
+        "delete",
+    ]
+    shot(page, "instance-running")
+
+    # Stop, confirmed on its own page.
+    page.click("#instance-detail a[data-action=stop]")
+    page.wait_for_url(f"{portal.url}/projects/{project.pk}/instances/{instance.pk}/stop/")
+    page.click("button:has-text('Stop instance')")
+    page.wait_for_url(f"{portal.url}/projects/{project.pk}/instances/{instance.pk}/")
+    assert page.locator("#instance-detail [data-field=state]").inner_text() == "stopping"
+    assert "nb-1 is stopping" in page.locator("#messages").inner_text()
+    instance.refresh_from_db()
+    assert instance.state == "stopping"
+
+    # The list shows it too, with its badge.
+    page.click("text=App instances")
+    page.wait_for_selector(f"#instance-row-{instance.pk} [data-field=state]:text-is('stopping')")
+    page.wait_for_selector("[data-live-status][data-state=live]")
+    shot(page, "instances")
+    assert page.js_errors == []
