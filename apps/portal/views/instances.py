@@ -106,10 +106,6 @@ def _instance(principal: Principal, pk, instance_pk) -> AppInstance:
 # read from it rather than copied, so that a page never offers what ``change`` refuses.
 
 
-def may_manage(principal: Principal, instance: AppInstance) -> bool:
-    return services.may_manage(principal, instance)
-
-
 def _valid_actions(instance: AppInstance) -> list[str]:
     """The page's actions the service accepts from the instance's state."""
     return [
@@ -198,7 +194,7 @@ def _shared_users(instance: AppInstance) -> list:
 
 def _detail_context(principal: Principal, instance: AppInstance) -> dict:
     project = instance.project
-    manage = may_manage(principal, instance)
+    manage = services.may_manage(principal, instance)
     events = list(services.instance_events(instance)[: EVENTS_SHOWN + 1])
     for event in events:
         event.tone = STATE_TONES.get(event.to_state, "muted")
@@ -230,7 +226,7 @@ def _sharing_context(principal: Principal, instance: AppInstance, form: ShareFor
         "instance": instance,
         "shared_users": _shared_users(instance),
         "share_form": form or ShareForm(initial={"with_project": instance.shared_with_project}),
-        "can_manage": may_manage(principal, instance),
+        "can_manage": services.may_manage(principal, instance),
     }
 
 
@@ -256,7 +252,7 @@ def instance_action(request, principal, pk, instance_pk, action):
     if action not in ACTIONS:
         raise Http404("No such action.")
     instance = _instance(principal, pk, instance_pk)
-    if not may_manage(principal, instance):
+    if not services.may_manage(principal, instance):
         policy.require(principal, Perm.INSTANCE_MANAGE, instance)  # records the denial, raises 403
     detail_url = reverse("instance_detail", args=[instance.project_id, instance.pk])
     spec = ACTIONS[action]
@@ -299,7 +295,7 @@ def _past(action: str) -> str:
 def instance_share(request, principal, pk, instance_pk):
     """Share with the project or named users (one form), or stop sharing with one user."""
     instance = _instance(principal, pk, instance_pk)
-    if not may_manage(principal, instance):
+    if not services.may_manage(principal, instance):
         policy.require(principal, Perm.INSTANCE_MANAGE, instance)
     revoke = request.POST.get("revoke", "").strip()
     form = ShareForm(request.POST) if not revoke else None
