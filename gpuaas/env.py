@@ -95,13 +95,6 @@ def database(name: str, default: str) -> dict:
         raise ImproperlyConfigured(f"{name}: not a database URL ({exc})") from exc
 
 
-def choice(name: str, default: str, allowed: set[str]) -> str:
-    value = string(name, default)
-    if value not in allowed:
-        raise ImproperlyConfigured(f"{name}: expected one of {sorted(allowed)}, got {value!r}")
-    return value
-
-
 def driver_modes(name: str, default: str, systems: set[str]) -> dict[str, str]:
     """``simulated``/``real`` for all systems, or ``system=mode`` pairs (``*`` for the rest)."""
     value = string(name, default).strip()
@@ -113,7 +106,8 @@ def driver_modes(name: str, default: str, systems: set[str]) -> dict[str, str]:
         system, _, mode = item.strip().partition("=")
         if system not in systems | {"*"} or mode not in modes:
             raise ImproperlyConfigured(
-                f"{name}: expected 'simulated', 'real' or pairs like 'maas=real' for {sorted(systems)}, got {item!r}"
+                f"{name}: expected 'simulated', 'real' or pairs like 'maas=real' "
+                f"for {sorted(systems)}, got {item!r}"
             )
         result[system] = mode
     return result

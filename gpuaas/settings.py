@@ -49,7 +49,9 @@ for _key in ENCRYPTION_KEYS:
     try:
         Fernet(_key)
     except ValueError as exc:
-        raise ImproperlyConfigured("GPUAAS_ENCRYPTION_KEYS: each key must be a urlsafe base64 32-byte key") from exc
+        raise ImproperlyConfigured(
+            "GPUAAS_ENCRYPTION_KEYS: each key must be a urlsafe base64 32-byte key"
+        ) from exc
 
 ALLOWED_HOSTS = env.csv("GPUAAS_ALLOWED_HOSTS", "127.0.0.1,localhost,.localhost")
 ISSUER = env.string("GPUAAS_ISSUER", "http://127.0.0.1:8000").rstrip("/")
@@ -206,7 +208,9 @@ TRUSTED_ISSUERS = env.json_value("GPUAAS_TRUSTED_ISSUERS", [])
 if not isinstance(TRUSTED_ISSUERS, list) or not all(
     isinstance(item, dict) and item.get("issuer") and item.get("jwks_uri") for item in TRUSTED_ISSUERS
 ):
-    raise ImproperlyConfigured('GPUAAS_TRUSTED_ISSUERS: expected a JSON list of {"issuer", "jwks_uri"} objects')
+    raise ImproperlyConfigured(
+        'GPUAAS_TRUSTED_ISSUERS: expected a JSON list of {"issuer", "jwks_uri"} objects'
+    )
 JWT_LEEWAY_SECONDS = 30
 PLATFORM_TOKEN_LIFETIME_SECONDS = int(env.number("GPUAAS_TOKEN_LIFETIME_SECONDS", 600))
 if not 300 <= PLATFORM_TOKEN_LIFETIME_SECONDS <= 900:
@@ -316,7 +320,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"correlation": {"()": "apps.core.logging.CorrelationIdFilter"}},
     "formatters": {"json": {"()": "apps.core.logging.JsonFormatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["correlation"]}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["correlation"]}
+    },
     "root": {"handlers": ["console"], "level": env.string("GPUAAS_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.server": {"level": "WARNING"},
@@ -339,8 +345,14 @@ STORAGE_TIER_QUOTA_GB = env.json_value(
 OS_IMAGES = env.csv("GPUAAS_OS_IMAGES", "ubuntu-22.04,ubuntu-24.04,rocky-9")
 # Seconds each pipeline step may take before it fails with a reason naming it.
 PIPELINE_STEP_BUDGETS = {
-    "network": 300, "os_deploy": 2400, "storage": 300, "agent": 900,
-    "drain": 600, "storage_detach": 300, "os_release": 2400, "network_detach": 300,
+    "network": 300,
+    "os_deploy": 2400,
+    "storage": 300,
+    "agent": 900,
+    "drain": 600,
+    "storage_detach": 300,
+    "os_release": 2400,
+    "network_detach": 300,
     **env.json_value("GPUAAS_STEP_BUDGETS", {}),
 }
 PIPELINE_MAX_RETRIES = 3  # seed 001 section 8.2: BM provisioning

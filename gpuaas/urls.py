@@ -37,8 +37,11 @@ urlpatterns = [
     path("api/v1/", include("apps.runtime.api.urls")),
     path("api/v1/catalog/apps", CatalogAppListView.as_view(), name="catalog-apps"),
     path("api/v1/catalog/apps/<slug:slug>", CatalogAppDetailView.as_view(), name="catalog-app"),
-    path("api/v1/catalog/apps/<slug:slug>/versions/<str:version>", CatalogVersionView.as_view(),
-         name="catalog-version"),
+    path(
+        "api/v1/catalog/apps/<slug:slug>/versions/<str:version>",
+        CatalogVersionView.as_view(),
+        name="catalog-version",
+    ),
     path("api/agent/v1/", include("apps.runtime.api.agent_urls")),
     path("api/", include(tenancy_api.ccp_urlpatterns)),
     path("api/", include(allocations_api.ccp_urlpatterns)),

@@ -65,8 +65,13 @@ def other_tenant_project(db):
 
 def member(role: str, *, tenant=None, project=None, limit: str = ""):
     user = UserFactory()
-    Membership.objects.create(user=user, tenant=tenant or (project.tenant if project else None), project=project,
-                              role=role, limit=limit)
+    Membership.objects.create(
+        user=user,
+        tenant=tenant or (project.tenant if project else None),
+        project=project,
+        role=role,
+        limit=limit,
+    )
     return user
 
 

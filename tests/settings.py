@@ -14,7 +14,9 @@ _worker_number = int(_worker.removeprefix("gw") or 0)
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpuaas")
 # The base must name a database number (redis://host:port/N); subprocesses of a
 # worker inherit the base and derive the same database.
-_redis_base = os.environ.setdefault("GPUAAS_TEST_REDIS_URL", os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/1"))
+_redis_base = os.environ.setdefault(
+    "GPUAAS_TEST_REDIS_URL", os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/1")
+)
 _redis_server, _, _redis_db = _redis_base.rpartition("/")
 os.environ["REDIS_URL"] = f"{_redis_server}/{(int(_redis_db) + _worker_number) % 16}"
 os.environ.setdefault("GPUAAS_SECRET_KEY", "test-secret-key-not-for-production-0123456789abcdef")

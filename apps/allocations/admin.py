@@ -152,8 +152,9 @@ class NodeAdmin(AuditedModelAdmin):
         if allocation_id is None:
             return "-"
         url = reverse("admin:allocations_allocation_change", args=[allocation_id])
-        return format_html('<a href="{}">{} ({} / {})</a>', url, str(allocation_id)[:8], node.live_tenant,
-                           node.live_project)
+        return format_html(
+            '<a href="{}">{} ({} / {})</a>', url, str(allocation_id)[:8], node.live_tenant, node.live_project
+        )
 
     @admin.display(description="Allocations")
     def allocation_history(self, node):
@@ -177,29 +178,48 @@ class NodeAdmin(AuditedModelAdmin):
         if form.is_valid():
             operator = principals.for_user(request.user)
             reason = form.cleaned_data["reason"]
-            apply_each(self, request, queryset, lambda node: nodes.set_maintenance(operator, node, reason),
-                       done="Put in maintenance")
+            apply_each(
+                self,
+                request,
+                queryset,
+                lambda node: nodes.set_maintenance(operator, node, reason),
+                done="Put in maintenance",
+            )
             return None
         return confirmation_page(
-            self, request, queryset, action="put_in_maintenance", title="Put nodes in maintenance",
+            self,
+            request,
+            queryset,
+            action="put_in_maintenance",
+            title="Put nodes in maintenance",
             intro="These nodes leave the scheduling pool until an operator returns them to service. "
-                  "A node an allocation holds is refused: release it first.",
-            submit="Put in maintenance", form=form,
+            "A node an allocation holds is refused: release it first.",
+            submit="Put in maintenance",
+            form=form,
         )
 
     @admin.action(description="Return selected nodes to service", permissions=["change"])
     def return_to_service(self, request, queryset):
         operator = principals.for_user(request.user)
-        apply_each(self, request, queryset, lambda node: nodes.return_to_service(operator, node),
-                   done="Returned to service")
+        apply_each(
+            self,
+            request,
+            queryset,
+            lambda node: nodes.return_to_service(operator, node),
+            done="Returned to service",
+        )
 
     @admin.action(description="Issue a bootstrap token for selected nodes", permissions=["change"])
     def issue_bootstrap_token(self, request, queryset):
         if "apply" not in request.POST:
             return confirmation_page(
-                self, request, queryset, action="issue_bootstrap_token", title="Issue bootstrap tokens",
+                self,
+                request,
+                queryset,
+                action="issue_bootstrap_token",
+                title="Issue bootstrap tokens",
                 intro="A new one-time token replaces any unused one. The next page shows each token once; "
-                      "it is not stored in clear and cannot be shown again.",
+                "it is not stored in clear and cannot be shown again.",
                 submit="Issue tokens",
             )
         operator = principals.for_user(request.user)
@@ -324,9 +344,14 @@ class AllocationAdmin(ReadOnlyModelAdmin):
     @admin.action(description="Retry the failed step of selected allocations", permissions=["operate"])
     def retry_failed_step(self, request, queryset):
         operator = principals.for_user(request.user)
-        apply_each(self, request, queryset.select_related("node"),
-                   lambda allocation: services.retry_failed_step(operator, allocation),
-                   done="Retrying the failed step of", label=_allocation_label)
+        apply_each(
+            self,
+            request,
+            queryset.select_related("node"),
+            lambda allocation: services.retry_failed_step(operator, allocation),
+            done="Retrying the failed step of",
+            label=_allocation_label,
+        )
 
     @admin.action(description="Fail selected allocations (stop provisioning)", permissions=["operate"])
     def fail_allocation(self, request, queryset):
@@ -335,15 +360,26 @@ class AllocationAdmin(ReadOnlyModelAdmin):
         if form.is_valid():
             operator = principals.for_user(request.user)
             reason = form.cleaned_data["reason"]
-            apply_each(self, request, queryset,
-                       lambda allocation: services.fail_allocation(operator, allocation, reason),
-                       done="Failed", label=_allocation_label)
+            apply_each(
+                self,
+                request,
+                queryset,
+                lambda allocation: services.fail_allocation(operator, allocation, reason),
+                done="Failed",
+                label=_allocation_label,
+            )
             return None
         return confirmation_page(
-            self, request, queryset, action="fail_allocation", title="Fail allocations",
+            self,
+            request,
+            queryset,
+            action="fail_allocation",
+            title="Fail allocations",
             intro="Provisioning stops and what the allocation took is given back. "
-                  "Only pending or provisioning allocations can be failed.",
-            submit="Fail allocations", form=form, label=_allocation_label,
+            "Only pending or provisioning allocations can be failed.",
+            submit="Fail allocations",
+            form=form,
+            label=_allocation_label,
         )
 
     @admin.action(description="Release selected allocations", permissions=["operate"])
@@ -354,6 +390,11 @@ class AllocationAdmin(ReadOnlyModelAdmin):
         if done:
             names = ", ".join(_allocation_label(a) for a in done)
             self.message_user(request, f"Already released or releasing: {names}.", messages.INFO)
-        apply_each(self, request, [a for a in selected if a not in done],
-                   lambda allocation: services.release(operator, allocation),
-                   done="Release requested for", label=_allocation_label)
+        apply_each(
+            self,
+            request,
+            [a for a in selected if a not in done],
+            lambda allocation: services.release(operator, allocation),
+            done="Release requested for",
+            label=_allocation_label,
+        )

@@ -16,10 +16,14 @@ def bootstrap(stdout) -> None:
             _, made = Node.objects.get_or_create(
                 hostname=f"{prefix}-{index:03d}.demo",
                 defaults={
-                    "flavor": flavor, "rack": rack, "state": Node.State.AVAILABLE, "approved": True,
+                    "flavor": flavor,
+                    "rack": rack,
+                    "state": Node.State.AVAILABLE,
+                    "approved": True,
                     "bmc_address": f"10.{20 if rack == 'r1' else 21}.0.{index}",
                     "ib_guid": f"0x{hashlib.sha256(f'{prefix}-{index}'.encode()).hexdigest()[:16]}",
-                    "switch_serial": f"FDO{rack.upper()}LEAF1", "switch_port": f"Ethernet1/{index}",
+                    "switch_serial": f"FDO{rack.upper()}LEAF1",
+                    "switch_port": f"Ethernet1/{index}",
                 },
             )
             created += made

@@ -25,8 +25,9 @@ def issue_bootstrap_token(node: Node, *, principal: Principal | None = None) -> 
         policy.require_scope(principal, Perm.NODE_MANAGE)
     token = crypto.new_secret()
     with transaction.atomic():
-        Node.objects.filter(pk=node.pk).update(bootstrap_token_hash=crypto.hash_secret(token),
-                                               updated_at=timezone.now())
+        Node.objects.filter(pk=node.pk).update(
+            bootstrap_token_hash=crypto.hash_secret(token), updated_at=timezone.now()
+        )
         if principal is not None:
             audit.record(principal, "node.bootstrap_token_issue", target=node)
     return token
@@ -37,10 +38,20 @@ def enroll(hostname: str, bootstrap_token: str) -> tuple[Node, str]:
     token_hash = crypto.hash_secret(bootstrap_token)
     credential = crypto.new_secret()
     with transaction.atomic():
-        node = Node.objects.select_for_update().filter(hostname=hostname, bootstrap_token_hash=token_hash).first()
+        node = (
+            Node.objects.select_for_update()
+            .filter(hostname=hostname, bootstrap_token_hash=token_hash)
+            .first()
+        )
         if node is None:
-            audit.record(None, "node.enroll", outcome=audit.DENIED, target_type="node", target_id=hostname[:255],
-                         details={"reason": "unknown host or bootstrap token"})
+            audit.record(
+                None,
+                "node.enroll",
+                outcome=audit.DENIED,
+                target_type="node",
+                target_id=hostname[:255],
+                details={"reason": "unknown host or bootstrap token"},
+            )
             raise Unauthenticated("Unknown host or bootstrap token.")
         node.bootstrap_token_hash = ""
         node.credential_hash = crypto.hash_secret(credential)
@@ -80,8 +91,9 @@ def set_maintenance(principal: Principal, node: Node, reason: str) -> Node:
     with transaction.atomic():
         if Allocation.objects.filter(node=node, state__in=Allocation.LIVE_STATES).exists():
             raise InvalidState("The node is allocated; release it first.")
-        Node.objects.filter(pk=node.pk).update(state=Node.State.MAINTENANCE, state_reason=reason,
-                                               updated_at=timezone.now())
+        Node.objects.filter(pk=node.pk).update(
+            state=Node.State.MAINTENANCE, state_reason=reason, updated_at=timezone.now()
+        )
         audit.record(principal, "node.maintenance", target=node, details={"reason": reason})
     node.refresh_from_db()
     return node
@@ -93,8 +105,11 @@ def return_to_service(principal: Principal, node: Node) -> Node:
     with transaction.atomic():
         changed = Node.objects.filter(
             pk=node.pk, state__in=[Node.State.MAINTENANCE, Node.State.FAILED, Node.State.OFFLINE]
-        ).update(state=Node.State.AVAILABLE if node.approved else Node.State.ENROLLING, state_reason="",
-                 updated_at=timezone.now())
+        ).update(
+            state=Node.State.AVAILABLE if node.approved else Node.State.ENROLLING,
+            state_reason="",
+            updated_at=timezone.now(),
+        )
         if not changed:
             raise InvalidState(f"A node in state {node.state} cannot be returned to service.")
         audit.record(principal, "node.return_to_service", target=node)

@@ -162,12 +162,26 @@ def apply_each(modeladmin, request, objects, operation, *, done: str, label=str)
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
-                             help_text="Recorded in the audit trail and shown to operators.")
+    reason = forms.CharField(
+        max_length=500,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text="Recorded in the audit trail and shown to operators.",
+    )
 
 
-def confirmation_page(modeladmin, request, queryset, *, action: str, title: str, intro: str, submit: str,
-                      form=None, label=str, template: str = "admin/fleet/confirm_action.html"):
+def confirmation_page(
+    modeladmin,
+    request,
+    queryset,
+    *,
+    action: str,
+    title: str,
+    intro: str,
+    submit: str,
+    form=None,
+    label=str,
+    template: str = "admin/fleet/confirm_action.html",
+):
     """The intermediate page of an action that needs a confirmation (and maybe a reason).
 
     Posting it back re-runs the action with ``apply`` set, the Django admin way

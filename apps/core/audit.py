@@ -30,8 +30,18 @@ def unbind_source_ip(token) -> None:
     _source_ip.reset(token)
 
 
-def record(actor: Any, action: str, *, target: Any = None, target_type: str = "", target_id: str = "",
-           tenant_id=None, project_id=None, outcome: str = SUCCESS, details: dict | None = None) -> AuditEvent:
+def record(
+    actor: Any,
+    action: str,
+    *,
+    target: Any = None,
+    target_type: str = "",
+    target_id: str = "",
+    tenant_id=None,
+    project_id=None,
+    outcome: str = SUCCESS,
+    details: dict | None = None,
+) -> AuditEvent:
     if target is not None:
         target_type = target_type or target._meta.model_name
         target_id = target_id or str(target.pk)
@@ -50,8 +60,13 @@ def record(actor: Any, action: str, *, target: Any = None, target_type: str = ""
         source_ip=_source_ip.get(),
         details=details or {},
     )
-    logger.info("audit %s %s %s", event.action, event.outcome, event.target_id,
-                extra={"audit_actor": event.actor, "audit_outcome": event.outcome})
+    logger.info(
+        "audit %s %s %s",
+        event.action,
+        event.outcome,
+        event.target_id,
+        extra={"audit_actor": event.actor, "audit_outcome": event.outcome},
+    )
     return event
 
 

@@ -79,8 +79,17 @@ def start_local_agent(host: str, port: int) -> subprocess.Popen | None:
         return None
     wildcard = host in ("0.0.0.0", "::", "")  # noqa: S104 - recognising it, not binding to it
     url = f"http://{'127.0.0.1' if wildcard else host}:{port}"
-    command = [sys.executable, str(settings.BASE_DIR / "manage.py"), "run_node_agent",
-               "--node", node.hostname, "--url", url, "--executor", "process"]
+    command = [
+        sys.executable,
+        str(settings.BASE_DIR / "manage.py"),
+        "run_node_agent",
+        "--node",
+        node.hostname,
+        "--url",
+        url,
+        "--executor",
+        "process",
+    ]
     logger.info("local node agent for %s started", node.hostname)
     return subprocess.Popen(command)
 

@@ -33,8 +33,14 @@ class ApiError(Exception):
     code = "validation_error"
     default_message = "The request is not valid."
 
-    def __init__(self, message: str | None = None, *, details: dict | None = None, code: str | None = None,
-                 retry_after: int | None = None):
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        details: dict | None = None,
+        code: str | None = None,
+        retry_after: int | None = None,
+    ):
         self.message = message or self.default_message
         self.details = details or {}
         if code:
@@ -104,8 +110,9 @@ def envelope(code: str, message: str, details: dict | None = None) -> dict:
     }
 
 
-def error_json(status_code: int, code: str, message: str, details: dict | None = None,
-               retry_after: int | None = None) -> JsonResponse:
+def error_json(
+    status_code: int, code: str, message: str, details: dict | None = None, retry_after: int | None = None
+) -> JsonResponse:
     response = JsonResponse(envelope(code, message, details), status=status_code)
     if retry_after is not None:
         response["Retry-After"] = str(retry_after)
@@ -151,7 +158,12 @@ def api_exception_handler(exc, context) -> Response | None:
     elif isinstance(exc, drf_exceptions.Throttled):
         wait = math.ceil(exc.wait or 1)
         headers["Retry-After"] = str(wait)
-        status_code, code, message, details = 429, "rate_limited", f"Too many requests; retry in {wait} s.", {}
+        status_code, code, message, details = (
+            429,
+            "rate_limited",
+            f"Too many requests; retry in {wait} s.",
+            {},
+        )
     elif isinstance(exc, (drf_exceptions.NotAuthenticated, drf_exceptions.AuthenticationFailed)):
         status_code, code, message, details = 401, "unauthenticated", str(exc.detail), {}
     elif isinstance(exc, drf_exceptions.APIException):

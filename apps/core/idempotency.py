@@ -53,8 +53,9 @@ def _unseal(stored):
 
 
 def _replay(record: IdempotencyRecord) -> Response:
-    response = Response(_unseal(record.response_body), status=record.response_status,
-                        headers=record.response_headers)
+    response = Response(
+        _unseal(record.response_body), status=record.response_status, headers=record.response_headers
+    )
     response["Idempotent-Replayed"] = "true"
     return response
 

@@ -14,9 +14,7 @@ class CorrelationIdFilter(logging.Filter):
         # Django's own request log ("django.request": 4xx/5xx) is written after the
         # middleware has left the request's context; the request still knows its id.
         request = getattr(record, "request", None)
-        record.correlation_id = (
-            correlation.peek() or getattr(request, "correlation_id", None) or "-"
-        )
+        record.correlation_id = correlation.peek() or getattr(request, "correlation_id", None) or "-"
         return True
 
 

@@ -66,8 +66,16 @@ class MetricsMiddleware:
         if access_logger.isEnabledFor(level):
             # The path only: query strings may carry tickets or search terms.
             access_logger.log(
-                level, "%s %s %s", request.method, request.path, response.status_code,
-                extra={"method": request.method, "path": request.path, "status": response.status_code,
-                       "duration_ms": round(elapsed * 1000, 2)},
+                level,
+                "%s %s %s",
+                request.method,
+                request.path,
+                response.status_code,
+                extra={
+                    "method": request.method,
+                    "path": request.path,
+                    "status": response.status_code,
+                    "duration_ms": round(elapsed * 1000, 2),
+                },
             )
         return response

@@ -51,6 +51,9 @@ class AuditEvent(models.Model):
         ordering = ["-occurred_at", "-id"]
         indexes = [models.Index(fields=["tenant_id", "-occurred_at"])]
 
+    def __str__(self):
+        return f"{self.occurred_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.outcome}"
+
     def save(self, *args, **kwargs):
         if not self._state.adding:
             raise AppendOnlyError("audit events are append-only")
@@ -58,9 +61,6 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise AppendOnlyError("audit events are append-only")
-
-    def __str__(self):
-        return f"{self.occurred_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.outcome}"
 
 
 class IdempotencyRecord(models.Model):
@@ -96,7 +96,9 @@ class SimulatedResource(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["system", "kind", "key"], name="simulated_resource_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["system", "kind", "key"], name="simulated_resource_unique")
+        ]
 
     def __str__(self):
         return f"{self.system}/{self.kind}/{self.key}"

@@ -19,8 +19,12 @@ class NodeCredentialScheme(OpenApiAuthenticationExtension):
     name = "nodeCredential"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "apiKey", "in": "header", "name": "Authorization",
-                "description": "Node agents: `Authorization: Node <node credential>` (after enrollment)."}
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "Node agents: `Authorization: Node <node credential>` (after enrollment).",
+        }
 
 
 class PortalSessionScheme(OpenApiAuthenticationExtension):
@@ -28,8 +32,13 @@ class PortalSessionScheme(OpenApiAuthenticationExtension):
     name = "session"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "apiKey", "in": "cookie", "name": "sessionid",
-                "description": "The portal's session (browser only; unsafe methods need the CSRF token)."}
+        return {
+            "type": "apiKey",
+            "in": "cookie",
+            "name": "sessionid",
+            "description": "The portal's session (browser only; unsafe methods need the CSRF token).",
+        }
+
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -74,14 +83,21 @@ def add_error_responses(result, generator, request, public):
                 extra.update(_WRITE)
                 params = operation.setdefault("parameters", [])
                 if method == "post" and not any(p.get("name") == "Idempotency-Key" for p in params):
-                    params.append({
-                        "in": "header", "name": "Idempotency-Key", "required": False,
-                        "schema": {"type": "string", "maxLength": 255},
-                        "description": "Replays the first response for the same key and body.",
-                    })
+                    params.append(
+                        {
+                            "in": "header",
+                            "name": "Idempotency-Key",
+                            "required": False,
+                            "schema": {"type": "string", "maxLength": 255},
+                            "description": "Replays the first response for the same key and body.",
+                        }
+                    )
             for code, description in extra.items():
-                responses.setdefault(code, {
-                    "description": description,
-                    "content": {"application/json": {"schema": ref}},
-                })
+                responses.setdefault(
+                    code,
+                    {
+                        "description": description,
+                        "content": {"application/json": {"schema": ref}},
+                    },
+                )
     return result

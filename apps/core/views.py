@@ -56,8 +56,9 @@ def readyz(request):
             logger.warning("readiness check %s failed: %s", name, exc.__class__.__name__)
             checks[name] = "unavailable"
     ready = all(value == "ok" for value in checks.values())
-    response = JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks},
-                            status=200 if ready else 503)
+    response = JsonResponse(
+        {"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503
+    )
     if not ready:
         response["Retry-After"] = "5"
     return response

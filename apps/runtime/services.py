@@ -551,9 +551,16 @@ def expire_stale_claims(now=None) -> int:
     with a reason, so its instance does not stay ``starting`` forever."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.AGENT_TASK_TIMEOUT_SECONDS)
-    stale = list(AgentTask.objects.filter(status=AgentTask.Status.CLAIMED, claimed_at__lt=cutoff)
-                 .select_related("node"))
+    stale = list(
+        AgentTask.objects.filter(status=AgentTask.Status.CLAIMED, claimed_at__lt=cutoff).select_related(
+            "node"
+        )
+    )
     for task in stale:
-        report_task(task.node, task.pk, succeeded=False,
-                    error=f"the agent on {task.node.hostname} claimed this {task.action} and never reported back")
+        report_task(
+            task.node,
+            task.pk,
+            succeeded=False,
+            error=f"the agent on {task.node.hostname} claimed this {task.action} and never reported back",
+        )
     return len(stale)

@@ -16,7 +16,9 @@ def bootstrap(stdout) -> None:
     )
     Project.objects.get_or_create(tenant=tenant, project_id="demo", defaults={"name": "Demo project"})
     metering.set_quota(tenant, DEMO_QUOTA)
-    admin, created = User.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
+    admin, created = User.objects.get_or_create(
+        username="admin", defaults={"is_staff": True, "is_superuser": True}
+    )
     if created:
         admin.set_password("admin")
         admin.save()

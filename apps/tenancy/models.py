@@ -8,7 +8,9 @@ from django.db.models import Q
 from apps.core.models import UUIDModel
 from apps.tenancy.roles import PLATFORM_ROLES, PROJECT_ROLES, Limit, Role
 
-ccp_identifier = RegexValidator(r"^[A-Za-z0-9._-]{1,64}$", "1-64 characters of A-Z, a-z, 0-9, '.', '_' or '-'.")
+ccp_identifier = RegexValidator(
+    r"^[A-Za-z0-9._-]{1,64}$", "1-64 characters of A-Z, a-z, 0-9, '.', '_' or '-'."
+)
 
 
 class Tenant(UUIDModel):
@@ -68,7 +70,9 @@ class Membership(UUIDModel):
     """A user's role: platform-wide (no tenant), tenant-wide (no project) or on one project."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
-    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="memberships"
+    )
     project = models.ForeignKey(
         Project, null=True, blank=True, on_delete=models.CASCADE, related_name="memberships"
     )
@@ -84,12 +88,19 @@ class Membership(UUIDModel):
         ordering = ["user__username"]
         constraints = [
             # Three partial constraints rather than NULLS NOT DISTINCT, which SQLite lacks.
-            models.UniqueConstraint(fields=["user", "role"], condition=Q(tenant__isnull=True),
-                                    name="membership_unique_platform"),
-            models.UniqueConstraint(fields=["user", "tenant", "role"], condition=Q(project__isnull=True),
-                                    name="membership_unique_tenant"),
-            models.UniqueConstraint(fields=["user", "project", "role"], condition=Q(project__isnull=False),
-                                    name="membership_unique_project"),
+            models.UniqueConstraint(
+                fields=["user", "role"], condition=Q(tenant__isnull=True), name="membership_unique_platform"
+            ),
+            models.UniqueConstraint(
+                fields=["user", "tenant", "role"],
+                condition=Q(project__isnull=True),
+                name="membership_unique_tenant",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "project", "role"],
+                condition=Q(project__isnull=False),
+                name="membership_unique_project",
+            ),
             models.CheckConstraint(
                 name="membership_scope_matches_role",
                 condition=(

@@ -57,15 +57,18 @@ def restrict(queryset: QuerySet, principal: Principal, perm: str) -> QuerySet:
     return queryset if condition is None else queryset.filter(condition)
 
 
-def get_object(queryset: QuerySet, principal: Principal, view_perm: str, action_perm: str | None = None,
-               **lookup) -> Model:
+def get_object(
+    queryset: QuerySet, principal: Principal, view_perm: str, action_perm: str | None = None, **lookup
+) -> Model:
     """The object the caller may see (else 404), checked for ``action_perm`` (else 403).
 
     Probing another tenant's object is recorded as a denied access.
     """
     obj = restrict(queryset, principal, view_perm).filter(**lookup).first()
     if obj is None:
-        record_out_of_scope(principal, queryset.model, next(iter(lookup.values()), ""), queryset.filter(**lookup))
+        record_out_of_scope(
+            principal, queryset.model, next(iter(lookup.values()), ""), queryset.filter(**lookup)
+        )
         raise NotFound()
     if action_perm and action_perm != view_perm:
         require(principal, action_perm, obj)
@@ -75,8 +78,14 @@ def get_object(queryset: QuerySet, principal: Principal, view_perm: str, action_
 def record_out_of_scope(principal: Principal, model, target_id, existing: QuerySet) -> None:
     """Probing an object that exists outside one's scope is a denied access."""
     if existing.exists():
-        audit.record(principal, f"{model._meta.model_name}.view", outcome=audit.DENIED,
-                     target_type=model._meta.model_name, target_id=str(target_id), details={"reason": "out of scope"})
+        audit.record(
+            principal,
+            f"{model._meta.model_name}.view",
+            outcome=audit.DENIED,
+            target_type=model._meta.model_name,
+            target_id=str(target_id),
+            details={"reason": "out of scope"},
+        )
 
 
 def require(principal: Principal, perm: str, obj: Model) -> None:
@@ -97,6 +106,12 @@ def require_somewhere(principal: Principal, perm: str) -> None:
 def require_scope(principal: Principal, perm: str, tenant_id=None, project_id=None) -> None:
     """For actions on no existing object (``POST /api/tenants``)."""
     if not principal.can(perm, tenant_id, project_id):
-        audit.record(principal, perm, outcome=audit.DENIED, tenant_id=tenant_id, project_id=project_id,
-                     details={"reason": "role"})
+        audit.record(
+            principal,
+            perm,
+            outcome=audit.DENIED,
+            tenant_id=tenant_id,
+            project_id=project_id,
+            details={"reason": "role"},
+        )
         raise Forbidden()

@@ -55,21 +55,35 @@ class Perm(models.TextChoices):
 
 
 _VIEW = {
-    Perm.TENANT_VIEW, Perm.PROJECT_VIEW, Perm.MEMBER_VIEW, Perm.ALLOCATION_VIEW,
-    Perm.INSTANCE_VIEW, Perm.QUOTA_VIEW, Perm.USAGE_VIEW, Perm.CATALOG_VIEW,
+    Perm.TENANT_VIEW,
+    Perm.PROJECT_VIEW,
+    Perm.MEMBER_VIEW,
+    Perm.ALLOCATION_VIEW,
+    Perm.INSTANCE_VIEW,
+    Perm.QUOTA_VIEW,
+    Perm.USAGE_VIEW,
+    Perm.CATALOG_VIEW,
 }
 _PROJECT_ADMIN = _VIEW | {
-    Perm.MEMBER_MANAGE, Perm.SERVICE_ACCOUNT_VIEW, Perm.SERVICE_ACCOUNT_MANAGE,
-    Perm.ALLOCATION_MANAGE, Perm.INSTANCE_MANAGE,
+    Perm.MEMBER_MANAGE,
+    Perm.SERVICE_ACCOUNT_VIEW,
+    Perm.SERVICE_ACCOUNT_MANAGE,
+    Perm.ALLOCATION_MANAGE,
+    Perm.INSTANCE_MANAGE,
 }
 _TENANT_ADMIN = _PROJECT_ADMIN | {Perm.PROJECT_CREATE, Perm.AUDIT_VIEW}
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     Role.PLATFORM_ADMIN: frozenset(Perm.values),
     Role.PLATFORM_INTEGRATION: frozenset(
-        _VIEW | {
-            Perm.TENANT_ONBOARD, Perm.PROJECT_CREATE, Perm.QUOTA_MANAGE, Perm.ALLOCATION_MANAGE,
-            Perm.NETWORK_MANAGE, Perm.STORAGE_MANAGE,
+        _VIEW
+        | {
+            Perm.TENANT_ONBOARD,
+            Perm.PROJECT_CREATE,
+            Perm.QUOTA_MANAGE,
+            Perm.ALLOCATION_MANAGE,
+            Perm.NETWORK_MANAGE,
+            Perm.STORAGE_MANAGE,
         }
     ),
     Role.TENANT_OWNER: frozenset(_TENANT_ADMIN),
@@ -104,7 +118,12 @@ DEFAULT_CCP_ROLE_MAP: dict[str, tuple[str, str]] = {
     "GPUaaS Platform Integration": (Role.PLATFORM_INTEGRATION, Limit.NONE),
 }
 # CCP roles that act on every project of the tenant rather than the token's project.
-TENANT_WIDE_CCP_ROLES = {"Tenant Super Administrator", "Tenant Administrator", "Tenant Viewer", "Tenant Billing Admin"}
+TENANT_WIDE_CCP_ROLES = {
+    "Tenant Super Administrator",
+    "Tenant Administrator",
+    "Tenant Viewer",
+    "Tenant Billing Admin",
+}
 
 
 def ccp_role_map() -> dict[str, tuple[str, str]]:

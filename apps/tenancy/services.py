@@ -40,9 +40,16 @@ class Created:
 # --- onboarding --------------------------------------------------------------
 
 
-def onboard_tenant(principal: Principal, *, tenant_id: str, name: str, realm_name: str = "",
-                   tier: str = "standard", quota: dict | None = None,
-                   projects: list[dict] | None = None) -> Created:
+def onboard_tenant(
+    principal: Principal,
+    *,
+    tenant_id: str,
+    name: str,
+    realm_name: str = "",
+    tier: str = "standard",
+    quota: dict | None = None,
+    projects: list[dict] | None = None,
+) -> Created:
     """Create a tenant with its projects and quota, then provision it asynchronously.
 
     Idempotent per ``tenant_id``: onboarding an existing tenant returns it unchanged.
@@ -58,8 +65,9 @@ def onboard_tenant(principal: Principal, *, tenant_id: str, name: str, realm_nam
     projects = projects or [{"project_id": DEFAULT_PROJECT_ID, "name": "Default"}]
     try:
         with transaction.atomic():
-            tenant = Tenant.objects.create(tenant_id=tenant_id, name=name, realm_name=realm_name or tenant_id,
-                                           tier=tier)
+            tenant = Tenant.objects.create(
+                tenant_id=tenant_id, name=name, realm_name=realm_name or tenant_id, tier=tier
+            )
             for item in projects:
                 Project.objects.create(tenant=tenant, project_id=item["project_id"], name=item["name"])
             metering.set_quota(tenant, {**metering.default_quota(), **(quota or {})})
@@ -132,7 +140,9 @@ def create_project(principal: Principal, tenant: Tenant, *, project_id: str, nam
 # --- members -----------------------------------------------------------------
 
 
-def add_member(principal: Principal, project: Project, *, username: str, role: str, limit: str = "") -> Membership:
+def add_member(
+    principal: Principal, project: Project, *, username: str, role: str, limit: str = ""
+) -> Membership:
     policy.require(principal, Perm.MEMBER_MANAGE, project)
     if role not in PROJECT_ROLES:
         raise ValidationFailed(details={"role": [f"Project roles are {sorted(PROJECT_ROLES)}."]})
@@ -140,7 +150,9 @@ def add_member(principal: Principal, project: Project, *, username: str, role: s
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
         raise ValidationFailed(details={"username": ["No user with this username."]})
-    if not _user_belongs_to(user, project.tenant_id) and not principal.can(Perm.MEMBER_MANAGE, project.tenant_id):
+    if not _user_belongs_to(user, project.tenant_id) and not principal.can(
+        Perm.MEMBER_MANAGE, project.tenant_id
+    ):
         # A project admin may only add people already in the tenant; tenant admins may bring anyone in.
         raise ValidationFailed(details={"username": ["This user is not a member of the tenant."]})
     try:
@@ -157,8 +169,12 @@ def add_member(principal: Principal, project: Project, *, username: str, role: s
 def remove_member(principal: Principal, membership: Membership) -> None:
     policy.require(principal, Perm.MEMBER_MANAGE, membership)
     with transaction.atomic():
-        audit.record(principal, "member.remove", target=membership,
-                     details={"user": membership.user.get_username(), "role": membership.role})
+        audit.record(
+            principal,
+            "member.remove",
+            target=membership,
+            details={"user": membership.user.get_username(), "role": membership.role},
+        )
         membership.delete()
 
 
@@ -169,7 +185,9 @@ def grant_tenant_role(principal: Principal, tenant: Tenant, *, user, role: str) 
         raise ValidationFailed(details={"role": ["Not a tenant role."]})
     membership, created = Membership.objects.get_or_create(user=user, tenant=tenant, project=None, role=role)
     if created:
-        audit.record(principal, "member.add", target=membership, details={"user": user.get_username(), "role": role})
+        audit.record(
+            principal, "member.add", target=membership, details={"user": user.get_username(), "role": role}
+        )
     return membership
 
 
@@ -193,8 +211,9 @@ class IssuedServiceAccount:
     client_secret: str  # shown once, never stored
 
 
-def _new_account(*, name: str, role: str, tenant=None, project=None, limit: str = "",
-                 created_by: str = "") -> IssuedServiceAccount:
+def _new_account(
+    *, name: str, role: str, tenant=None, project=None, limit: str = "", created_by: str = ""
+) -> IssuedServiceAccount:
     secret = crypto.new_secret()
     account = ServiceAccount.objects.create(
         name=name,
@@ -209,28 +228,45 @@ def _new_account(*, name: str, role: str, tenant=None, project=None, limit: str 
     return IssuedServiceAccount(account, secret)
 
 
-def create_service_account(principal: Principal, project: Project, *, name: str, role: str,
-                           limit: str = "") -> IssuedServiceAccount:
+def create_service_account(
+    principal: Principal, project: Project, *, name: str, role: str, limit: str = ""
+) -> IssuedServiceAccount:
     policy.require(principal, Perm.SERVICE_ACCOUNT_MANAGE, project)
     if role not in PROJECT_ROLES:
         raise ValidationFailed(details={"role": [f"Service account roles are {sorted(PROJECT_ROLES)}."]})
     _require_grantable(principal, project, role, limit)
     with transaction.atomic():
-        issued = _new_account(name=name, role=role, tenant=project.tenant, project=project, limit=limit,
-                              created_by=principal.name)
-        audit.record(principal, "service_account.create", target=issued.account,
-                     details={"client_id": issued.account.client_id, "role": role})
+        issued = _new_account(
+            name=name,
+            role=role,
+            tenant=project.tenant,
+            project=project,
+            limit=limit,
+            created_by=principal.name,
+        )
+        audit.record(
+            principal,
+            "service_account.create",
+            target=issued.account,
+            details={"client_id": issued.account.client_id, "role": role},
+        )
     return issued
 
 
-def create_platform_service_account(principal: Principal | None, *, name: str, role: str) -> IssuedServiceAccount:
+def create_platform_service_account(
+    principal: Principal | None, *, name: str, role: str
+) -> IssuedServiceAccount:
     """Operators only (management command, admin): platform-wide machine identities such as CCP."""
     if role not in PLATFORM_ROLES:
         raise ValidationFailed(details={"role": [f"Platform roles are {sorted(PLATFORM_ROLES)}."]})
     with transaction.atomic():
         issued = _new_account(name=name, role=role, created_by=principal.name if principal else "operator")
-        audit.record(principal, "service_account.create", target=issued.account,
-                     details={"client_id": issued.account.client_id, "role": role})
+        audit.record(
+            principal,
+            "service_account.create",
+            target=issued.account,
+            details={"client_id": issued.account.client_id, "role": role},
+        )
     return issued
 
 
@@ -244,8 +280,9 @@ def revoke_service_account(principal: Principal | None, account: ServiceAccount)
         revoked_at=timezone.now(), updated_at=timezone.now()
     )
     if updated:
-        audit.record(principal, "service_account.revoke", target=account,
-                     details={"client_id": account.client_id})
+        audit.record(
+            principal, "service_account.revoke", target=account, details={"client_id": account.client_id}
+        )
     account.refresh_from_db()
     return account
 
@@ -254,8 +291,14 @@ def issue_token(client_id: str, client_secret: str) -> tuple[str, int]:
     """The client-credentials grant: a short-lived platform token for a service account."""
     account = ServiceAccount.objects.filter(client_id=client_id).first()
     if account is None or not crypto.secret_matches(client_secret, account.secret_hash):
-        audit.record(None, "auth.token", outcome=audit.DENIED, target_type="serviceaccount",
-                     target_id=client_id[:255], details={"reason": "bad client credentials"})
+        audit.record(
+            None,
+            "auth.token",
+            outcome=audit.DENIED,
+            target_type="serviceaccount",
+            target_id=client_id[:255],
+            details={"reason": "bad client credentials"},
+        )
         raise Unauthenticated("Unknown client or wrong secret.")
     if account.revoked_at is not None:
         audit.record(None, "auth.token", outcome=audit.DENIED, target=account, details={"reason": "revoked"})

@@ -13,19 +13,34 @@ from tests.conftest import member
 
 @pytest.fixture
 def flavor(db):
-    return Flavor.objects.create(name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048,
-                                 rate_per_node_hour="98.32")
+    return Flavor.objects.create(
+        name="h100-8x",
+        gpu_model="H100",
+        gpus_per_node=8,
+        cpu_cores=112,
+        memory_gb=2048,
+        rate_per_node_hour="98.32",
+    )
 
 
 @pytest.fixture
 def small_flavor(db):
-    return Flavor.objects.create(name="h100-1x", gpu_model="H100", gpus_per_node=1, cpu_cores=16, memory_gb=256)
+    return Flavor.objects.create(
+        name="h100-1x", gpu_model="H100", gpus_per_node=1, cpu_cores=16, memory_gb=256
+    )
 
 
 def make_nodes(flavor, count: int, prefix: str = "gpu") -> list[Node]:
     return [
-        Node.objects.create(hostname=f"{prefix}-{flavor.name}-{i:03d}", flavor=flavor, state=Node.State.AVAILABLE,
-                            approved=True, ib_guid=f"0x{i:016x}", switch_serial="LEAF1", switch_port=f"Eth1/{i}")
+        Node.objects.create(
+            hostname=f"{prefix}-{flavor.name}-{i:03d}",
+            flavor=flavor,
+            state=Node.State.AVAILABLE,
+            approved=True,
+            ib_guid=f"0x{i:016x}",
+            switch_serial="LEAF1",
+            switch_port=f"Eth1/{i}",
+        )
         for i in range(count)
     ]
 
@@ -53,8 +68,14 @@ def allocator(ready_tenant, project):
 @pytest.fixture
 def ccp_admin_token(ccp_issuer, ready_tenant, project):
     def make(roles=("Cell Administrator",), project_id=None):
-        return ccp_issuer.token({"domain_id": ready_tenant.tenant_id, "project_id": project_id or project.project_id,
-                                 "roles": list(roles)})
+        return ccp_issuer.token(
+            {
+                "domain_id": ready_tenant.tenant_id,
+                "project_id": project_id or project.project_id,
+                "roles": list(roles),
+            }
+        )
+
     return make
 
 

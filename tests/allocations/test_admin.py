@@ -89,8 +89,9 @@ def result_rows(response) -> list[list[str]]:
 
 def allocate(allocator, project, capture, *, execute: bool = True) -> Allocation:
     with capture(execute=execute):
-        [allocation] = services.allocate(principals.for_user(allocator), project, flavor_name="h100-8x",
-                                         os_image="ubuntu-22.04")
+        [allocation] = services.allocate(
+            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
+        )
     allocation.refresh_from_db()
     return allocation
 
@@ -112,9 +113,14 @@ def world(allocator, project, nodes, django_capture_on_commit_callbacks, setting
     pending.refresh_from_db()
     enrolled.refresh_from_db()
     delivery = Delivery.objects.create(
-        event_type=webhooks.STATE_CHANGE, url="http://127.0.0.1:9/ccp/webhooks/baremetal/state-change",
-        body=json.dumps({"state": "ACTIVE", "allocation_id": str(allocation.pk)}), correlation_id="c-1",
-        tenant=allocation.tenant, status=Delivery.Status.DEAD, attempts=6, last_status_code=500,
+        event_type=webhooks.STATE_CHANGE,
+        url="http://127.0.0.1:9/ccp/webhooks/baremetal/state-change",
+        body=json.dumps({"state": "ACTIVE", "allocation_id": str(allocation.pk)}),
+        correlation_id="c-1",
+        tenant=allocation.tenant,
+        status=Delivery.Status.DEAD,
+        attempts=6,
+        last_status_code=500,
         last_error="receiver answered 500",
     )
     fault("maas", "deploy", target="gpu-nowhere", message="PXE boot failed")
@@ -196,14 +202,19 @@ def test_allocation_page_shows_steps_read_only(operator, world):
         assert step.name in body
     assert 'name="steps-0-status"' not in body  # no editable step field
     assert operator.get(url("allocations.allocation", "add")).status_code == 403
-    assert operator.post(url("allocations.allocation", "change", allocation.pk), {"state": "RELEASED"}
-                         ).status_code == 403
+    assert (
+        operator.post(
+            url("allocations.allocation", "change", allocation.pk), {"state": "RELEASED"}
+        ).status_code
+        == 403
+    )
     assert Allocation.objects.get(pk=allocation.pk).state == Allocation.State.ACTIVE
     assert 'value="delete_selected"' not in text(operator.get(url("allocations.allocation")))
 
 
-def test_allocations_are_searched_by_id_and_node_hostname(operator, world, allocator, project, flavor,
-                                                          django_capture_on_commit_callbacks):
+def test_allocations_are_searched_by_id_and_node_hostname(
+    operator, world, allocator, project, flavor, django_capture_on_commit_callbacks
+):
     allocation = world["allocation"]
     other = allocate(allocator, project, django_capture_on_commit_callbacks)
     for term in (str(allocation.pk)[:8], str(allocation.pk), allocation.node.hostname):
@@ -227,13 +238,23 @@ def test_flavor_list_counts_nodes_by_state(operator, flavor, small_flavor):
 
 
 def test_adding_a_node_lands_it_enrolling_and_unapproved(operator, platform_admin, flavor):
-    response = operator.post(url("allocations.node", "add"), {
-        "hostname": "gpu-new-001", "flavor": flavor.pk, "rack": "R12", "bmc_address": "10.1.2.3",
-        "maas_system_id": "abc123", "ib_guid": "0x0000000000000abc", "switch_serial": "LEAF9",
-        "switch_port": "Eth1/9",
-        # Lifecycle fields are not the form's: posted anyway, they are ignored.
-        "state": "available", "approved": "on", "bootstrap_token_hash": "x" * 64,
-    })
+    response = operator.post(
+        url("allocations.node", "add"),
+        {
+            "hostname": "gpu-new-001",
+            "flavor": flavor.pk,
+            "rack": "R12",
+            "bmc_address": "10.1.2.3",
+            "maas_system_id": "abc123",
+            "ib_guid": "0x0000000000000abc",
+            "switch_serial": "LEAF9",
+            "switch_port": "Eth1/9",
+            # Lifecycle fields are not the form's: posted anyway, they are ignored.
+            "state": "available",
+            "approved": "on",
+            "bootstrap_token_hash": "x" * 64,
+        },
+    )
     assert response.status_code == 302
     node = Node.objects.get(hostname="gpu-new-001")
     assert node.state == Node.State.ENROLLING and not node.approved
@@ -268,8 +289,14 @@ def test_maintenance_asks_for_a_reason_and_refuses_an_allocated_node(operator, p
     assert "This field is required." in text(without_reason)
     assert Node.objects.get(pk=idle.pk).state == Node.State.AVAILABLE
 
-    response = act(operator, "allocations.node", "put_in_maintenance", [idle, allocated], apply="yes",
-                   reason="replace PSU")
+    response = act(
+        operator,
+        "allocations.node",
+        "put_in_maintenance",
+        [idle, allocated],
+        apply="yes",
+        reason="replace PSU",
+    )
     body = text(response)
     assert f"Put in maintenance 1: {idle.hostname}." in body
     assert f"Refused for {allocated.hostname}: The node is allocated; release it first." in body
@@ -300,9 +327,14 @@ def test_bootstrap_token_is_shown_once_and_enrolls_the_agent(operator, platform_
     assert "GPUAAS_BOOTSTRAP_TOKEN" not in text(confirm) and "Issue tokens" in text(confirm)
     assert not Node.objects.get(pk=node.pk).bootstrap_token_hash
 
-    response = operator.post(url("allocations.node"), {
-        "action": "issue_bootstrap_token", "_selected_action": [str(node.pk)], "apply": "yes",
-    })
+    response = operator.post(
+        url("allocations.node"),
+        {
+            "action": "issue_bootstrap_token",
+            "_selected_action": [str(node.pk)],
+            "apply": "yes",
+        },
+    )
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
     [token] = re.findall(r"GPUAAS_BOOTSTRAP_TOKEN=([A-Za-z0-9_-]+)", text(response))
@@ -330,8 +362,9 @@ def test_bootstrap_token_is_shown_once_and_enrolls_the_agent(operator, platform_
 # --- Allocations -----------------------------------------------------------------------------
 
 
-def test_retry_failed_release_step(operator, platform_admin, allocator, project, nodes,
-                                   django_capture_on_commit_callbacks):
+def test_retry_failed_release_step(
+    operator, platform_admin, allocator, project, nodes, django_capture_on_commit_callbacks
+):
     allocation = allocate(allocator, project, django_capture_on_commit_callbacks)
     fault("ndfc", "detach", message="switch unreachable")
     with django_capture_on_commit_callbacks(execute=True):
@@ -357,16 +390,23 @@ def test_retry_failed_release_step(operator, platform_admin, allocator, project,
     assert 'class="warning"' in text(nothing)
 
 
-def test_fail_allocation_with_a_reason(operator, platform_admin, allocator, project, nodes,
-                                       django_capture_on_commit_callbacks):
+def test_fail_allocation_with_a_reason(
+    operator, platform_admin, allocator, project, nodes, django_capture_on_commit_callbacks
+):
     allocation = allocate(allocator, project, django_capture_on_commit_callbacks, execute=False)  # PENDING
     assert allocation.state == Allocation.State.PENDING
     page = act(operator, "allocations.allocation", "fail_allocation", [allocation])
     assert 'name="reason"' in text(page) and str(allocation.pk)[:8] in text(page)
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = act(operator, "allocations.allocation", "fail_allocation", [allocation], apply="yes",
-                       reason="rack power work")
+        response = act(
+            operator,
+            "allocations.allocation",
+            "fail_allocation",
+            [allocation],
+            apply="yes",
+            reason="rack power work",
+        )
     assert "Failed 1:" in text(response)
     allocation.refresh_from_db()
     assert allocation.state == Allocation.State.FAILED
@@ -378,8 +418,9 @@ def test_fail_allocation_with_a_reason(operator, platform_admin, allocator, proj
 
 def test_failing_an_active_allocation_is_a_warning(operator, world):
     allocation = world["allocation"]
-    response = act(operator, "allocations.allocation", "fail_allocation", [allocation], apply="yes",
-                   reason="oops")
+    response = act(
+        operator, "allocations.allocation", "fail_allocation", [allocation], apply="yes", reason="oops"
+    )
     assert response.status_code == 200
     label = f"allocation {str(allocation.pk)[:8]} on {allocation.node.hostname}"
     assert f"Refused for {label}: Only a provisioning allocation can be failed, not ACTIVE." in text(response)
@@ -402,8 +443,9 @@ def test_release_as_the_operator(operator, platform_admin, world, django_capture
     assert len(events("allocation.release", platform_admin)) == 1
 
 
-def test_releasing_a_failed_allocation_is_a_warning_not_an_error_page(operator, allocator, project, nodes,
-                                                                      django_capture_on_commit_callbacks):
+def test_releasing_a_failed_allocation_is_a_warning_not_an_error_page(
+    operator, allocator, project, nodes, django_capture_on_commit_callbacks
+):
     fault("ndfc", "attach", message="no route to leaf")
     allocation = allocate(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.FAILED
@@ -429,13 +471,24 @@ def receiver(settings):
 def test_replay_a_dead_letter(operator, platform_admin, receiver, tenant, django_capture_on_commit_callbacks):
     body = json.dumps({"event_id": str(uuid.uuid4()), "state": "ACTIVE"}, separators=(",", ":"))
     dead = Delivery.objects.create(
-        event_type=webhooks.STATE_CHANGE, url=receiver.url + webhooks.STATE_CHANGE_PATH, body=body,
-        correlation_id="c-dead", tenant=tenant, status=Delivery.Status.DEAD, attempts=6, max_attempts=6,
-        last_status_code=503, last_error="receiver answered 503",
+        event_type=webhooks.STATE_CHANGE,
+        url=receiver.url + webhooks.STATE_CHANGE_PATH,
+        body=body,
+        correlation_id="c-dead",
+        tenant=tenant,
+        status=Delivery.Status.DEAD,
+        attempts=6,
+        max_attempts=6,
+        last_status_code=503,
+        last_error="receiver answered 503",
     )
     delivered = Delivery.objects.create(
-        event_type=webhooks.STATE_CHANGE, url=receiver.url + webhooks.STATE_CHANGE_PATH, body=body,
-        correlation_id="c-ok", status=Delivery.Status.DELIVERED, attempts=1,
+        event_type=webhooks.STATE_CHANGE,
+        url=receiver.url + webhooks.STATE_CHANGE_PATH,
+        body=body,
+        correlation_id="c-ok",
+        status=Delivery.Status.DELIVERED,
+        attempts=1,
     )
     dead_letters = text(operator.get(url("webhooks.delivery") + "?status=dead"))
     assert str(dead.event_id) in dead_letters and str(delivered.event_id) not in dead_letters
@@ -484,17 +537,21 @@ def test_load_vrfs_into_the_pool(operator, platform_admin, ready_tenant):
 
 def test_loading_a_range_that_collides_is_refused_on_the_form(operator, ready_tenant):
     before = (Vrf.objects.count(), Vlan.objects.count())
-    response = operator.post(url("networking.vrf", "load"),
-                             {"prefix": "other", "count": 2, "first_vni": 50004, "first_vlan": 2000})
+    response = operator.post(
+        url("networking.vrf", "load"), {"prefix": "other", "count": 2, "first_vni": 50004, "first_vlan": 2000}
+    )
     assert response.status_code == 200 and "VNI(s) already in use: 50004." in text(response)
-    response = operator.post(url("networking.vrf", "load"),
-                             {"prefix": "other", "count": 2, "first_vni": 60000, "first_vlan": 1014})
+    response = operator.post(
+        url("networking.vrf", "load"), {"prefix": "other", "count": 2, "first_vni": 60000, "first_vlan": 1014}
+    )
     assert "VLAN(s) already in use: 1014, 1015." in text(response)
-    response = operator.post(url("networking.vrf", "load"),
-                             {"prefix": "vrf", "count": 4, "first_vni": 50001, "first_vlan": 1000})
+    response = operator.post(
+        url("networking.vrf", "load"), {"prefix": "vrf", "count": 4, "first_vni": 50001, "first_vlan": 1000}
+    )
     assert "already in the pool: nothing to add" in text(response)
-    response = operator.post(url("networking.vrf", "load"),
-                             {"prefix": "big", "count": 800, "first_vni": 70000, "first_vlan": 2000})
+    response = operator.post(
+        url("networking.vrf", "load"), {"prefix": "big", "count": 800, "first_vni": 70000, "first_vlan": 2000}
+    )
     assert "the last would be above 4094" in text(response)
     assert (Vrf.objects.count(), Vlan.objects.count()) == before
     assert not AuditEvent.objects.filter(action="network.pool_load", actor_type="user").exists()
@@ -504,17 +561,31 @@ def test_loading_a_range_that_collides_is_refused_on_the_form(operator, ready_te
 
 
 def test_operators_inject_and_remove_faults(operator, platform_admin):
-    response = operator.post(url("core.simulatedfault", "add"), {
-        "system": "maas", "operation": "deploy", "target": "", "mode": "fail", "remaining": "",
-        "probability": "1.0", "message": "PXE boot failed",
-    })
+    response = operator.post(
+        url("core.simulatedfault", "add"),
+        {
+            "system": "maas",
+            "operation": "deploy",
+            "target": "",
+            "mode": "fail",
+            "remaining": "",
+            "probability": "1.0",
+            "message": "PXE boot failed",
+        },
+    )
     assert response.status_code == 302
     injected = SimulatedFault.objects.get()
     assert (injected.system, injected.operation, injected.remaining) == ("maas", "deploy", None)
     assert events("admin.simulatedfault.add", platform_admin)
-    bad = operator.post(url("core.simulatedfault", "add"), {
-        "system": "maas", "operation": "deploy", "mode": "fail", "probability": "1.5",
-    })
+    bad = operator.post(
+        url("core.simulatedfault", "add"),
+        {
+            "system": "maas",
+            "operation": "deploy",
+            "mode": "fail",
+            "probability": "1.5",
+        },
+    )
     assert "A probability is between 0 and 1." in text(bad)
     response = operator.post(url("core.simulatedfault", "delete", injected.pk), {"post": "yes"})
     assert response.status_code == 302 and not SimulatedFault.objects.exists()
@@ -535,9 +606,11 @@ def test_simulated_resources_are_read_only(operator, world):
 def staff():
     """Staff with every Django permission of these models, but no platform role."""
     user = UserFactory(is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(
-        content_type__app_label__in=["allocations", "webhooks", "networking"],
-    ))
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label__in=["allocations", "webhooks", "networking"],
+        )
+    )
     client = Client()
     client.force_login(user)
     return user, client
@@ -558,8 +631,11 @@ def test_staff_without_a_platform_role_is_refused_and_the_refusals_audited(
         act(client, "allocations.allocation", "release", [allocation]),
         act(client, "allocations.allocation", "retry_failed_step", [allocation]),
         act(client, "webhooks.delivery", "replay", [dead]),
-        client.post(url("networking.vrf", "load"),
-                    {"prefix": "x", "count": 1, "first_vni": 90000, "first_vlan": 3000}, follow=True),
+        client.post(
+            url("networking.vrf", "load"),
+            {"prefix": "x", "count": 1, "first_vni": 90000, "first_vlan": 3000},
+            follow=True,
+        ),
     ]
     for response in refusals:
         assert response.status_code == 200
@@ -575,7 +651,9 @@ def test_staff_without_a_platform_role_is_refused_and_the_refusals_audited(
     assert not Vrf.objects.filter(name__startswith="x-").exists()
     denied = AuditEvent.objects.filter(actor=user.username, outcome="denied")
     assert set(denied.values_list("action", flat=True)) == {
-        "node.manage", "allocation.manage", "network.manage"
+        "node.manage",
+        "allocation.manage",
+        "network.manage",
     }
     assert denied.count() == len(refusals)
     assert not AuditEvent.objects.filter(actor=user.username, outcome="success").exists()

@@ -17,13 +17,15 @@ pytestmark = pytest.mark.django_db
 
 def requested(allocator, project, capture):
     with capture(execute=False):
-        [allocation] = services.allocate(principals.for_user(allocator), project, flavor_name="h100-8x",
-                                         os_image="ubuntu-22.04")
+        [allocation] = services.allocate(
+            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
+        )
     return allocation
 
 
-def test_open_circuit_holds_steps_without_calling_the_backends(allocator, project, nodes,
-                                                              django_capture_on_commit_callbacks):
+def test_open_circuit_holds_steps_without_calling_the_backends(
+    allocator, project, nodes, django_capture_on_commit_callbacks
+):
     allocation = requested(allocator, project, django_capture_on_commit_callbacks)
     for _ in range(5):  # five failures inside the 30 s window open it
         pipeline.BREAKER.record_failure()
@@ -40,8 +42,9 @@ def test_open_circuit_holds_steps_without_calling_the_backends(allocator, projec
     assert allocation.state == Allocation.State.ACTIVE
 
 
-def test_reconciler_resumes_an_allocation_whose_wake_up_was_lost(allocator, project, nodes,
-                                                                 django_capture_on_commit_callbacks):
+def test_reconciler_resumes_an_allocation_whose_wake_up_was_lost(
+    allocator, project, nodes, django_capture_on_commit_callbacks
+):
     allocation = requested(allocator, project, django_capture_on_commit_callbacks)  # its task never ran
     assert services.reconcile_stuck() == 0  # too recent to be called stuck
     later = timezone.now() + timedelta(minutes=5)
@@ -51,7 +54,9 @@ def test_reconciler_resumes_an_allocation_whose_wake_up_was_lost(allocator, proj
     assert services.reconcile_stuck(now=later) == 0
 
 
-def test_reconciler_takes_over_an_expired_lease(allocator, project, nodes, django_capture_on_commit_callbacks):
+def test_reconciler_takes_over_an_expired_lease(
+    allocator, project, nodes, django_capture_on_commit_callbacks
+):
     allocation = requested(allocator, project, django_capture_on_commit_callbacks)
     Allocation.objects.filter(pk=allocation.pk).update(lease_until=timezone.now() + timedelta(seconds=60))
     assert pipeline.advance(allocation.pk) is None  # another worker holds it: hands off

@@ -61,8 +61,11 @@ def test_racing_requests_of_many_tenants_never_share_a_node(settings, flavor):
     projects = [_tenant_with_project(f"t{i}", {"gpus": 64, "nodes": 8}) for i in range(4)]
     callers = [principals.for_user(member("project_admin", project=p)) for p in projects]
     calls = [
-        (lambda c=caller, p=project: services.allocate(c, p, flavor_name="h100-8x", os_image="ubuntu-22.04",
-                                                       count=2))
+        (
+            lambda c=caller, p=project: services.allocate(
+                c, p, flavor_name="h100-8x", os_image="ubuntu-22.04", count=2
+            )
+        )
         for caller, project in zip(callers, projects, strict=True)
     ]
     results = run_concurrently(calls)

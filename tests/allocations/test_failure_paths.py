@@ -22,8 +22,9 @@ def _fast_retries(settings):
 
 def run_allocation(allocator, project, capture, **kwargs):
     with capture(execute=True):
-        [allocation] = services.allocate(principals.for_user(allocator), project, flavor_name="h100-8x",
-                                         os_image="ubuntu-22.04", **kwargs)
+        [allocation] = services.allocate(
+            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04", **kwargs
+        )
     allocation.refresh_from_db()
     return allocation
 
@@ -70,8 +71,9 @@ def test_step_failing_for_good_fails_allocation_and_gives_back(
     assert step.status == AllocationStep.Status.FAILED and step.attempts == 4
 
 
-def test_agent_that_never_registers_fails_on_its_time_budget(settings, allocator, project, nodes,
-                                                             django_capture_on_commit_callbacks):
+def test_agent_that_never_registers_fails_on_its_time_budget(
+    settings, allocator, project, nodes, django_capture_on_commit_callbacks
+):
     nodes[0].credential_hash = "x" * 64  # a real agent is expected, and it stays silent
     nodes[0].save()
     settings.PIPELINE_STEP_BUDGETS = {**settings.PIPELINE_STEP_BUDGETS, "agent": 0.3}
@@ -81,8 +83,9 @@ def test_agent_that_never_registers_fails_on_its_time_budget(settings, allocator
     assert taken(allocation.node) == {**NOTHING, "machine": "Ready"}
 
 
-def test_hung_deploy_fails_on_budget_and_releases_machine(settings, allocator, project, nodes,
-                                                          django_capture_on_commit_callbacks):
+def test_hung_deploy_fails_on_budget_and_releases_machine(
+    settings, allocator, project, nodes, django_capture_on_commit_callbacks
+):
     settings.PIPELINE_STEP_BUDGETS = {**settings.PIPELINE_STEP_BUDGETS, "os_deploy": 0.3}
     fault("maas", "deploy", mode="hang")
     allocation = run_allocation(allocator, project, django_capture_on_commit_callbacks)
@@ -92,8 +95,9 @@ def test_hung_deploy_fails_on_budget_and_releases_machine(settings, allocator, p
     assert taken(allocation.node)["port"] is False
 
 
-def test_transient_failure_is_retried_and_leaves_no_stale_error(allocator, project, nodes,
-                                                                django_capture_on_commit_callbacks):
+def test_transient_failure_is_retried_and_leaves_no_stale_error(
+    allocator, project, nodes, django_capture_on_commit_callbacks
+):
     fault("maas", "deploy", remaining=2, message="BMC timeout")
     allocation = run_allocation(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.ACTIVE
@@ -102,7 +106,9 @@ def test_transient_failure_is_retried_and_leaves_no_stale_error(allocator, proje
     assert step.attempts == 3 and step.error == "" and step.status == "succeeded"
 
 
-def test_hardware_fault_parks_node_for_an_operator(allocator, project, nodes, django_capture_on_commit_callbacks):
+def test_hardware_fault_parks_node_for_an_operator(
+    allocator, project, nodes, django_capture_on_commit_callbacks
+):
     fault("maas", "deploy", hardware=True, message="PXE boot failed: no link")
     allocation = run_allocation(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.FAILED

@@ -72,11 +72,17 @@ def test_pipeline_runs_against_maas_and_ndfc_apis_and_the_agent_enrolls(
     # The deployed OS runs cloud-init: its agent enrolls with the bootstrap token, then reports in.
     user_data = base64.b64decode(machine["user_data"]).decode()
     token = re.search(r"GPUAAS_BOOTSTRAP_TOKEN=(\S+)", user_data).group(1)
-    enrolled = api.post("/api/agent/v1/enroll", {"hostname": allocation.node.hostname, "bootstrap_token": token},
-                        format="json")
+    enrolled = api.post(
+        "/api/agent/v1/enroll",
+        {"hostname": allocation.node.hostname, "bootstrap_token": token},
+        format="json",
+    )
     assert enrolled.status_code == 201, enrolled.content
-    again = api.post("/api/agent/v1/enroll", {"hostname": allocation.node.hostname, "bootstrap_token": token},
-                     format="json")
+    again = api.post(
+        "/api/agent/v1/enroll",
+        {"hostname": allocation.node.hostname, "bootstrap_token": token},
+        format="json",
+    )
     assert again.status_code == 401  # the bootstrap token is single-use
     credential = enrolled.json()["credential"]
     assert api.post("/api/agent/v1/heartbeat", HTTP_AUTHORIZATION=f"Node {credential}").status_code == 204
@@ -87,7 +93,12 @@ def test_pipeline_runs_against_maas_and_ndfc_apis_and_the_agent_enrolls(
         services.release(caller, allocation, erase_disk=True)
     allocation = drive(allocation, lambda a: a.state == Allocation.State.RELEASED)
     assert fake_maas.view(machine)["status_name"] == "Ready"
-    assert ("POST", f"/MAAS/api/2.0/machines/{machine['system_id']}/", "release", {"erase": "true"}) in fake_maas.calls
+    assert (
+        "POST",
+        f"/MAAS/api/2.0/machines/{machine['system_id']}/",
+        "release",
+        {"erase": "true"},
+    ) in fake_maas.calls
     assert not fake_ndfc.attachments
 
 

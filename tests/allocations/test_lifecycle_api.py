@@ -11,13 +11,21 @@ pytestmark = pytest.mark.django_db
 
 
 def allocate(api, token, project, **body):
-    payload = {"flavor": "h100-8x", "os_image": "ubuntu-22.04", "tenant_id": project.tenant.tenant_id,
-               "project_id": project.project_id, **body}
-    return api.post("/api/baremetal-manager/allocate", payload, format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    payload = {
+        "flavor": "h100-8x",
+        "os_image": "ubuntu-22.04",
+        "tenant_id": project.tenant.tenant_id,
+        "project_id": project.project_id,
+        **body,
+    }
+    return api.post(
+        "/api/baremetal-manager/allocate", payload, format="json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
 
 
-def test_allocate_provisions_to_active_and_release_returns_node(api, ccp_admin_token, project, nodes,
-                                                                django_capture_on_commit_callbacks):
+def test_allocate_provisions_to_active_and_release_returns_node(
+    api, ccp_admin_token, project, nodes, django_capture_on_commit_callbacks
+):
     token = ccp_admin_token()
     with django_capture_on_commit_callbacks(execute=True):
         response = allocate(api, token, project)
@@ -37,8 +45,12 @@ def test_allocate_provisions_to_active_and_release_returns_node(api, ccp_admin_t
     assert node.hostname in simulation.get("ddn", "nodemap", "nm-acme").state["nodes"]
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = api.post(f"/api/baremetal-manager/{node_id}/release", {"drain": True}, format="json",
-                            HTTP_AUTHORIZATION=f"Bearer {token}")
+        response = api.post(
+            f"/api/baremetal-manager/{node_id}/release",
+            {"drain": True},
+            format="json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
     assert response.status_code == 202
     assert response.json()["state"] == "RELEASING"
     status = api.get(f"/api/baremetal-manager/{node_id}/status", HTTP_AUTHORIZATION=f"Bearer {token}").json()

@@ -51,7 +51,10 @@ def test_watcher_sees_progress_until_active(server, allocator, project, nodes):
         async with connect(url, additional_headers=headers) as ws:
             await asyncio.sleep(0.2)
             await asyncio.to_thread(
-                services.allocate, caller, project, flavor_name="h100-8x",
+                services.allocate,
+                caller,
+                project,
+                flavor_name="h100-8x",
                 os_image="ubuntu-22.04",
             )
             return await receive_until(ws, "ACTIVE")
@@ -69,8 +72,10 @@ def test_socket_is_refused_outside_scope(server, project, other_tenant_project, 
     if who == "other_tenant":
         headers["Cookie"] = session_cookie(member("tenant_admin", tenant=other_tenant_project.tenant))
     if who == "foreign_origin":
-        headers = {"Cookie": session_cookie(member("tenant_admin", tenant=project.tenant)),
-                   "Origin": "http://evil.example"}
+        headers = {
+            "Cookie": session_cookie(member("tenant_admin", tenant=project.tenant)),
+            "Origin": "http://evil.example",
+        }
 
     async def scenario():
         try:

@@ -14,12 +14,21 @@ pytestmark = pytest.mark.django_db
 
 
 def allocate(api, token, project, **body):
-    payload = {"flavor": "h100-8x", "os_image": "ubuntu-22.04", "tenant_id": project.tenant.tenant_id,
-               "project_id": project.project_id, **body}
-    return api.post("/api/baremetal-manager/allocate", payload, format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    payload = {
+        "flavor": "h100-8x",
+        "os_image": "ubuntu-22.04",
+        "tenant_id": project.tenant.tenant_id,
+        "project_id": project.project_id,
+        **body,
+    }
+    return api.post(
+        "/api/baremetal-manager/allocate", payload, format="json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
 
 
-def test_over_quota_answers_422_with_details_and_takes_nothing(api, ccp_admin_token, project, ready_tenant, nodes):
+def test_over_quota_answers_422_with_details_and_takes_nothing(
+    api, ccp_admin_token, project, ready_tenant, nodes
+):
     metering.set_quota(ready_tenant, {"gpus": 8})
     response = allocate(api, ccp_admin_token(), project, count=2)
     assert response.status_code == 422
@@ -31,20 +40,26 @@ def test_over_quota_answers_422_with_details_and_takes_nothing(api, ccp_admin_to
     assert AuditEvent.objects.filter(action="allocation.create", outcome="denied").exists()
 
 
-def test_quota_change_from_ccp_takes_effect_on_next_request(api, ccp_issuer, ccp_admin_token, project, ready_tenant,
-                                                            nodes):
+def test_quota_change_from_ccp_takes_effect_on_next_request(
+    api, ccp_issuer, ccp_admin_token, project, ready_tenant, nodes
+):
     metering.set_quota(ready_tenant, {"gpus": 0})
     assert allocate(api, ccp_admin_token(), project).status_code == 422
     integration = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
-    response = api.post(f"/api/metering/quota/{ready_tenant.tenant_id}", {"gpus": 16}, format="json",
-                        HTTP_AUTHORIZATION=f"Bearer {integration}")
+    response = api.post(
+        f"/api/metering/quota/{ready_tenant.tenant_id}",
+        {"gpus": 16},
+        format="json",
+        HTTP_AUTHORIZATION=f"Bearer {integration}",
+    )
     assert response.status_code == 200, response.content
     assert response.json()["resources"]["gpus"]["limit"] == 16
     assert allocate(api, ccp_admin_token(), project).status_code == 202
 
 
-def test_quota_report_shows_usage_percent_and_warning(api, ccp_admin_token, ccp_issuer, project, ready_tenant,
-                                                      nodes, django_capture_on_commit_callbacks):
+def test_quota_report_shows_usage_percent_and_warning(
+    api, ccp_admin_token, ccp_issuer, project, ready_tenant, nodes, django_capture_on_commit_callbacks
+):
     metering.set_quota(ready_tenant, {"gpus": 18, "nodes": 2})
     with django_capture_on_commit_callbacks(execute=True):
         allocate(api, ccp_admin_token(), project, count=2)
@@ -56,21 +71,28 @@ def test_quota_report_shows_usage_percent_and_warning(api, ccp_admin_token, ccp_
 
 def test_quota_update_is_refused_to_tenant_roles(api, ccp_issuer, ready_tenant):
     token = ccp_issuer.token({"domain_id": "acme", "roles": ["Tenant Administrator"]})
-    response = api.post("/api/metering/quota/acme", {"gpus": 1000}, format="json",
-                        HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = api.post(
+        "/api/metering/quota/acme", {"gpus": 1000}, format="json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
     assert response.status_code == 403
     assert metering.limits_of(ready_tenant)["gpus"] == 64
 
 
 def test_quota_update_rejects_bad_values(api, ccp_issuer, ready_tenant):
     token = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
-    response = api.post("/api/metering/quota/acme", {"gpus": -1, "nodes": "many"}, format="json",
-                        HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = api.post(
+        "/api/metering/quota/acme",
+        {"gpus": -1, "nodes": "many"},
+        format="json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
     assert response.status_code == 400
     assert set(response.json()["error"]["details"]) == {"gpus", "nodes"}
 
 
-def test_dry_run_itemizes_quota_and_capacity_without_taking(api, ccp_admin_token, project, ready_tenant, nodes):
+def test_dry_run_itemizes_quota_and_capacity_without_taking(
+    api, ccp_admin_token, project, ready_tenant, nodes
+):
     metering.set_quota(ready_tenant, {"gpus": 20, "nodes": 8})
     response = allocate(api, ccp_admin_token(), project, count=3, dry_run=True)
     assert response.status_code == 200
@@ -102,9 +124,12 @@ def test_count_above_one_answers_a_list(api, ccp_admin_token, project, nodes):
 
 
 def test_unapproved_and_maintenance_nodes_are_never_picked(api, ccp_admin_token, project, flavor):
-    make_nodes(flavor, 1, prefix="new")[0].__class__.objects.filter(hostname__startswith="new").update(approved=False)
+    make_nodes(flavor, 1, prefix="new")[0].__class__.objects.filter(hostname__startswith="new").update(
+        approved=False
+    )
     make_nodes(flavor, 1, prefix="maint")[0].__class__.objects.filter(hostname__startswith="maint").update(
-        state=Node.State.MAINTENANCE)
+        state=Node.State.MAINTENANCE
+    )
     response = allocate(api, ccp_admin_token(), project)
     assert response.status_code == 409
 

@@ -32,13 +32,15 @@ def receiver(settings):
 
 def allocate(allocator, project, capture):
     with capture(execute=True):
-        [allocation] = services.allocate(principals.for_user(allocator), project, flavor_name="h100-8x",
-                                         os_image="ubuntu-22.04")
+        [allocation] = services.allocate(
+            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
+        )
     return allocation
 
 
-def test_active_and_released_are_delivered_signed(receiver, allocator, project, nodes,
-                                                  django_capture_on_commit_callbacks):
+def test_active_and_released_are_delivered_signed(
+    receiver, allocator, project, nodes, django_capture_on_commit_callbacks
+):
     allocation = allocate(allocator, project, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
         services.release(principals.for_user(allocator), allocation)
@@ -58,8 +60,9 @@ def test_active_and_released_are_delivered_signed(receiver, allocator, project, 
     assert Delivery.objects.filter(status=Delivery.Status.DELIVERED).count() == 2
 
 
-def test_failed_state_carries_reason(receiver, allocator, project, nodes, settings,
-                                     django_capture_on_commit_callbacks):
+def test_failed_state_carries_reason(
+    receiver, allocator, project, nodes, settings, django_capture_on_commit_callbacks
+):
     from tests.allocations.conftest import fault
 
     settings.PIPELINE_BACKOFF_SECONDS = (0.0, 0.0)
@@ -69,8 +72,9 @@ def test_failed_state_carries_reason(receiver, allocator, project, nodes, settin
     assert payload["state"] == "FAILED" and "no route to leaf" in payload["failure_reason"]
 
 
-def test_receiver_failing_then_succeeding_gets_it_with_the_same_event_id(receiver, allocator, project, nodes,
-                                                                        django_capture_on_commit_callbacks):
+def test_receiver_failing_then_succeeding_gets_it_with_the_same_event_id(
+    receiver, allocator, project, nodes, django_capture_on_commit_callbacks
+):
     receiver.fail_first = 2
     allocate(allocator, project, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
@@ -86,8 +90,9 @@ def test_receiver_failing_then_succeeding_gets_it_with_the_same_event_id(receive
     assert len(receiver.requests) == 3 and len(bodies) == 1  # the same signed bytes each time
 
 
-def test_dead_letter_after_last_retry_and_operator_replay(receiver, allocator, project, nodes, platform_admin,
-                                                          django_capture_on_commit_callbacks):
+def test_dead_letter_after_last_retry_and_operator_replay(
+    receiver, allocator, project, nodes, platform_admin, django_capture_on_commit_callbacks
+):
     receiver.fail_first = 100
     allocate(allocator, project, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
@@ -105,7 +110,9 @@ def test_dead_letter_after_last_retry_and_operator_replay(receiver, allocator, p
     assert len({r["headers"]["X-GPUaaS-Event-Id"] for r in receiver.requests}) == 1
 
 
-def test_sweeper_picks_up_due_deliveries(receiver, allocator, project, nodes, django_capture_on_commit_callbacks):
+def test_sweeper_picks_up_due_deliveries(
+    receiver, allocator, project, nodes, django_capture_on_commit_callbacks
+):
     receiver.fail_first = 1
     allocate(allocator, project, django_capture_on_commit_callbacks)
     Delivery.objects.update(next_attempt_at=timezone.now())
@@ -115,7 +122,9 @@ def test_sweeper_picks_up_due_deliveries(receiver, allocator, project, nodes, dj
     assert Delivery.objects.get().status == Delivery.Status.DELIVERED
 
 
-def test_no_webhook_url_means_no_outbox_rows(settings, allocator, project, nodes, django_capture_on_commit_callbacks):
+def test_no_webhook_url_means_no_outbox_rows(
+    settings, allocator, project, nodes, django_capture_on_commit_callbacks
+):
     settings.CCP_WEBHOOK_URL = ""
     allocate(allocator, project, django_capture_on_commit_callbacks)
     assert not Delivery.objects.exists()

@@ -35,9 +35,27 @@ def start_worker(name: str) -> subprocess.Popen:
         "DJANGO_SETTINGS_MODULE": "tests.settings",
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "gpuaas", "worker", "--pool=solo", "--concurrency=1",
-         "--without-heartbeat", "--without-mingle", "--without-gossip", "-n", f"{name}@%h", "-l", "WARNING"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpuaas",
+            "worker",
+            "--pool=solo",
+            "--concurrency=1",
+            "--without-heartbeat",
+            "--without-mingle",
+            "--without-gossip",
+            "-n",
+            f"{name}@%h",
+            "-l",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -63,8 +81,9 @@ def test_killed_worker_mid_deploy_resumes_on_another(real_broker, settings, allo
     settings.PIPELINE_POLL_SECONDS = 0.3
     first = start_worker("first")
     try:
-        [allocation] = services.allocate(principals.for_user(allocator), project, flavor_name="h100-8x",
-                                         os_image="ubuntu-22.04")
+        [allocation] = services.allocate(
+            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
+        )
         wait_for(lambda: allocation.steps.filter(name="os_deploy", status="running").exists())
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)

@@ -37,21 +37,37 @@ CASES = {
     "missing artifacts": (lambda m: m.pop("artifacts"), "'artifacts' is a required property"),
     "unknown field": (lambda m: m.update(privileged=True), "Additional properties are not allowed"),
     "bad port": (lambda m: m["endpoints"][0].update(container_port=70000), "endpoints/0/container_port"),
-    "bad exposure": (lambda m: m["endpoints"][0].update(exposure_modes=["public"]), "endpoints/0/exposure_modes/0"),
-    "choice without choices": (lambda m: m["parameters"].append({"name": "x", "type": "choice"}),
-                               "'choices' is a required property"),
-    "default out of bounds": (lambda m: m["parameters"][1].update(default=1), "parameters/idle_minutes/default"),
-    "unknown template": (lambda m: m["execution"]["args"].append("{{ params.nope }}"),
-                         "unknown template reference {{ params.nope }}"),
+    "bad exposure": (
+        lambda m: m["endpoints"][0].update(exposure_modes=["public"]),
+        "endpoints/0/exposure_modes/0",
+    ),
+    "choice without choices": (
+        lambda m: m["parameters"].append({"name": "x", "type": "choice"}),
+        "'choices' is a required property",
+    ),
+    "default out of bounds": (
+        lambda m: m["parameters"][1].update(default=1),
+        "parameters/idle_minutes/default",
+    ),
+    "unknown template": (
+        lambda m: m["execution"]["args"].append("{{ params.nope }}"),
+        "unknown template reference {{ params.nope }}",
+    ),
     "unknown artifact": (lambda m: m["execution"].update(artifact="other"), "no artifact named 'other'"),
-    "duplicate endpoint": (lambda m: m["endpoints"].append(copy.deepcopy(m["endpoints"][0])),
-                           "endpoints: duplicate names web"),
-    "user compose yaml": (lambda m: m.update(execution={"kind": "compose", "renderer": "user-yaml",
-                                                        "services": []}), "execution"),
+    "duplicate endpoint": (
+        lambda m: m["endpoints"].append(copy.deepcopy(m["endpoints"][0])),
+        "endpoints: duplicate names web",
+    ),
+    "user compose yaml": (
+        lambda m: m.update(execution={"kind": "compose", "renderer": "user-yaml", "services": []}),
+        "execution",
+    ),
     "too many gpus": (lambda m: m["resources"].update(gpus=64), "resources/gpus"),
     "wrong schema version": (lambda m: m.update(schema_version="9"), "schema_version: unknown version '9'"),
-    "tcp through the proxy": (lambda m: m["endpoints"][0].update(protocol="tcp"),
-                              "only http endpoints can use platform_proxy"),
+    "tcp through the proxy": (
+        lambda m: m["endpoints"][0].update(protocol="tcp"),
+        "only http endpoints can use platform_proxy",
+    ),
 }
 
 

@@ -40,7 +40,11 @@ def test_unhandled_exception_answers_internal_error_without_trace(api, monkeypat
     monkeypatch.setattr(services, "onboard_tenant", explode)
     api.raise_request_exception = False
     token = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
-    response = api.post("/api/tenants", {"tenant_id": "t1", "name": "T", "realm_name": "t1"}, format="json",
-                        HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = api.post(
+        "/api/tenants",
+        {"tenant_id": "t1", "name": "T", "realm_name": "t1"},
+        format="json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
     assert_envelope(response, 500, "internal_error")
     assert b"secret-table-name" not in response.content and b"Traceback" not in response.content

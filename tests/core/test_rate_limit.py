@@ -21,8 +21,10 @@ PERIOD = 3600
 @pytest.fixture
 def low_rate(settings):
     """LIMIT requests per hour; the throttle reads the rate at request time."""
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
-                               "DEFAULT_THROTTLE_RATES": {"principal": f"{LIMIT}/hour"}}
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"principal": f"{LIMIT}/hour"},
+    }
     # A fixed window: keep the whole test inside one of them.
     to_boundary = PERIOD - time.time() % PERIOD
     if to_boundary < 10:
@@ -96,17 +98,20 @@ def test_rate_change_takes_effect_without_restart(api, ccp_issuer, project, low_
     for _ in range(low_rate):
         assert get(api, token_for(ccp_issuer, "frank")).status_code == 200
     assert get(api, token_for(ccp_issuer, "frank")).status_code == 429
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
-                               "DEFAULT_THROTTLE_RATES": {"principal": f"{low_rate + 5}/hour"}}
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"principal": f"{low_rate + 5}/hour"},
+    }
     assert get(api, token_for(ccp_issuer, "frank")).status_code == 200
 
 
 def test_token_endpoint_is_limited_per_client_address(api, db, low_rate):
     """Unauthenticated callers (guessing client secrets) are counted by address."""
     body = urlencode({"grant_type": "client_credentials", "client_id": "sa-x", "client_secret": "guess"})
-    statuses = [api.post("/api/v1/auth/token", body,
-                         content_type="application/x-www-form-urlencoded").status_code
-                for _ in range(low_rate + 1)]
+    statuses = [
+        api.post("/api/v1/auth/token", body, content_type="application/x-www-form-urlencoded").status_code
+        for _ in range(low_rate + 1)
+    ]
     assert statuses == [401] * low_rate + [429]
 
 
@@ -114,7 +119,13 @@ def test_client_sent_forwarded_for_does_not_escape_the_limit(api, db, low_rate):
     """uvicorn already resolves trusted proxies into REMOTE_ADDR; a made-up X-Forwarded-For
     per request must not give an anonymous caller a fresh counter each time."""
     body = urlencode({"grant_type": "client_credentials", "client_id": "sa-x", "client_secret": "guess"})
-    statuses = [api.post("/api/v1/auth/token", body, content_type="application/x-www-form-urlencoded",
-                         HTTP_X_FORWARDED_FOR=f"203.0.113.{n}").status_code
-                for n in range(low_rate + 1)]
+    statuses = [
+        api.post(
+            "/api/v1/auth/token",
+            body,
+            content_type="application/x-www-form-urlencoded",
+            HTTP_X_FORWARDED_FOR=f"203.0.113.{n}",
+        ).status_code
+        for n in range(low_rate + 1)
+    ]
     assert statuses == [401] * low_rate + [429]

@@ -80,7 +80,10 @@ class OpenIDProvider:
         with self.stderr_file.open("w") as stderr:
             self.process = subprocess.Popen(
                 [node, "server.js", *(f"--{name}={value}" for name, value in args.items())],
-                cwd=PROVIDER_DIR, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                cwd=PROVIDER_DIR,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
             )
         self.issuer = self._wait_for_ready(timeout)
         return self

@@ -91,7 +91,10 @@ def test_login_uses_pkce_and_maps_claims_to_memberships(portal, idp, page):
     assert (user.username, user.email, user.has_usable_password()) == ("alice", "alice@acme.test", False)
     membership = Membership.objects.get(user=user)
     assert (membership.tenant, membership.project, membership.role, membership.source) == (
-        tenant, None, "tenant_admin", "idp",
+        tenant,
+        None,
+        "tenant_admin",
+        "idp",
     )
 
 

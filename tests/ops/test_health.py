@@ -63,11 +63,13 @@ def test_healthz_stays_ok_when_redis_is_unreachable(client, redis_down):
 def test_readyz_answers_503_when_the_database_is_unreachable(client):
     original = dict(connection.settings_dict)
     connection.close()
+    connection.close_pool()  # the pool holds connections to the real server
     connection.settings_dict.update({"HOST": "127.0.0.1", "PORT": str(free_port())})
     try:
         response = client.get("/readyz")
     finally:
         connection.close()
+        connection.close_pool()
         connection.settings_dict.clear()
         connection.settings_dict.update(original)
     assert response.status_code == 503

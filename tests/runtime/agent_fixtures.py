@@ -30,9 +30,26 @@ class AgentProcess:
     def start(self) -> AgentProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "apps.runtime.agent", "--url", self.url, "--node", self.hostname,
-                 "--state-dir", str(self.state_dir), "--executor", "process", "--heartbeat-seconds", "1"],
-                cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                [
+                    sys.executable,
+                    "-m",
+                    "apps.runtime.agent",
+                    "--url",
+                    self.url,
+                    "--node",
+                    self.hostname,
+                    "--state-dir",
+                    str(self.state_dir),
+                    "--executor",
+                    "process",
+                    "--heartbeat-seconds",
+                    "1",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         return self
 
@@ -60,8 +77,13 @@ def node_agent(portal, active_allocation, tmp_path):
     """An enrolled agent for the allocation's node, started; afterwards the agent
     and every workload it left are gone."""
     node = active_allocation.node
-    agent = AgentProcess(portal.url, node.hostname, nodes.issue_bootstrap_token(node), tmp_path / "agent",
-                         tmp_path / "agent.log")
+    agent = AgentProcess(
+        portal.url,
+        node.hostname,
+        nodes.issue_bootstrap_token(node),
+        tmp_path / "agent",
+        tmp_path / "agent.log",
+    )
     agent.start()
     yield agent
     if agent.process.poll() is None:

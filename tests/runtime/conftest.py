@@ -40,10 +40,11 @@ def vllm(db):
 
 
 @pytest.fixture
-def active_allocation(allocator, project, nodes, django_capture_on_commit_callbacks):
+def active_allocation(allocator, project, nodes, django_capture_on_commit_callbacks):  # noqa: F811
     with django_capture_on_commit_callbacks(execute=True):
-        [allocation] = allocations.allocate(principals.for_user(allocator), project, flavor_name="h100-8x",
-                                            os_image="ubuntu-22.04")
+        [allocation] = allocations.allocate(
+            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
+        )
     allocation.refresh_from_db()
     assert allocation.state == "ACTIVE"
     # An agent is enrolled on the node (tests play its part, or start a real one that re-enrolls).

@@ -22,13 +22,31 @@ class Command:
 
     def __init__(self, portal, node, state_dir):
         db = connection.settings_dict  # the test database, which the command mints the token in
-        env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-               "DJANGO_SETTINGS_MODULE": "tests.settings"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+        }
         self.node, self.started = node, timezone.now()
         self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "run_node_agent", "--node", node.hostname, "--url", portal.url,
-             "--state-dir", str(state_dir), "--executor", "process"],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "manage.py",
+                "run_node_agent",
+                "--node",
+                node.hostname,
+                "--url",
+                portal.url,
+                "--state-dir",
+                str(state_dir),
+                "--executor",
+                "process",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
 
     def serving(self) -> str:

@@ -65,8 +65,10 @@ class PlatformApi:
         try:
             return wait_for(reached, timeout=timeout, what=f"state {state}")
         except AssertionError:
-            raise AssertionError(f"never {state}; last states {seen[-3:]}: "
-                                 f"{AppInstance.objects.get(pk=instance_id).state_reason}") from None
+            raise AssertionError(
+                f"never {state}; last states {seen[-3:]}: "
+                f"{AppInstance.objects.get(pk=instance_id).state_reason}"
+            ) from None
 
 
 @pytest.fixture
@@ -123,15 +125,23 @@ def test_jupyterlab_lifecycle_through_a_real_agent(platform, active_allocation, 
     assert not (node_agent.state_dir / "instances" / instance_id).exists()
 
     timeline = [(event["from_state"], event["to_state"]) for event in platform.events(instance_id)]
-    assert timeline == [("", "requested"), ("requested", "starting"), ("starting", "running"),
-                        ("running", "stopping"), ("stopping", "stopped"), ("stopped", "starting"),
-                        ("starting", "running"), ("running", "decommissioning"),
-                        ("decommissioning", "deleted")]
+    assert timeline == [
+        ("", "requested"),
+        ("requested", "starting"),
+        ("starting", "running"),
+        ("running", "stopping"),
+        ("stopping", "stopped"),
+        ("stopped", "starting"),
+        ("starting", "running"),
+        ("running", "decommissioning"),
+        ("decommissioning", "deleted"),
+    ]
     assert_token_kept_secret(token, platform, node_agent, instance_id)
 
 
-def test_workloads_outlive_the_agent_and_dead_ones_are_reported(platform, active_allocation, node_agent,
-                                                                 settings):
+def test_workloads_outlive_the_agent_and_dead_ones_are_reported(
+    platform, active_allocation, node_agent, settings
+):
     instance_id = platform.launch(active_allocation)
     platform.wait_state(instance_id, "running", timeout=START_TIMEOUT)
     token = services.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")

@@ -31,9 +31,14 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 
 
 def process_spec(command: list[str], env: dict | None = None) -> dict:
-    return {"instance_id": IID, "name": f"gpuaas-{IID}", "execution": "single_container",
-            "endpoints": [{"name": "web", "protocol": "http", "container_port": 8888}], "secrets": ["token"],
-            "process": {"command": command, "env": env or {}, "ready_path": "/w/ready"}}
+    return {
+        "instance_id": IID,
+        "name": f"gpuaas-{IID}",
+        "execution": "single_container",
+        "endpoints": [{"name": "web", "protocol": "http", "container_port": 8888}],
+        "secrets": ["token"],
+        "process": {"command": command, "env": env or {}, "ready_path": "/w/ready"},
+    }
 
 
 def alive(pid: int) -> bool:
@@ -56,8 +61,12 @@ def test_start_resolves_ports_and_secrets_and_waits_until_ready(executor, tmp_pa
     assert endpoint["name"] == "web" and endpoint["host"] == "127.0.0.1"
     work = tmp_path / "instances" / IID / "work"
     environment = json.loads((work / "env.json").read_text())
-    assert environment == {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-                           "HOME": str(work), "LANG": "C.UTF-8", "APP_TOKEN": "app-token-1"}
+    assert environment == {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(work),
+        "LANG": "C.UTF-8",
+        "APP_TOKEN": "app-token-1",
+    }
     assert executor.running() == [IID]
     record = json.loads((tmp_path / "instances" / IID / "workload.json").read_text())
     assert "app-token-1" not in json.dumps(record)

@@ -13,11 +13,15 @@ from tests.runtime.agent_fixtures import wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_compose_app_on_a_process_only_node_fails_with_a_reason(api, allocator, project, vllm,
-                                                                   active_allocation, node_agent):
+def test_a_compose_app_on_a_process_only_node_fails_with_a_reason(
+    api, allocator, project, vllm, active_allocation, node_agent
+):
     api.force_login(allocator)
-    response = api.post(f"/api/v1/projects/{project.pk}/app-instances",
-                        {"app": "vllm-openai", "allocation_id": str(active_allocation.pk)}, format="json")
+    response = api.post(
+        f"/api/v1/projects/{project.pk}/app-instances",
+        {"app": "vllm-openai", "allocation_id": str(active_allocation.pk)},
+        format="json",
+    )
     assert response.status_code == 202, response.content
     failed = AppInstance.objects.filter(pk=response.json()["instance_id"], state="failed")
     instance = wait_for(failed.first, what="the launch failing")
@@ -28,8 +32,14 @@ def test_a_compose_app_on_a_process_only_node_fails_with_a_reason(api, allocator
 def test_a_revoked_credential_stops_the_agent(active_allocation, node_agent):
     node = active_allocation.node
     placeholder = "0" * 64  # set by the active_allocation fixture until the real agent enrolls
-    wait_for(lambda: Node.objects.filter(pk=node.pk, credential_hash__gt="").exclude(credential_hash=placeholder)
-             .exists(), what="enrollment")
+    wait_for(
+        lambda: (
+            Node.objects.filter(pk=node.pk, credential_hash__gt="")
+            .exclude(credential_hash=placeholder)
+            .exists()
+        ),
+        what="enrollment",
+    )
     Node.objects.filter(pk=node.pk).update(credential_hash="")  # an operator revoked it
     assert node_agent.process.wait(timeout=30) == EXIT_UNAUTHORIZED
     assert "does not accept this node's credential" in node_agent.log()

@@ -24,8 +24,9 @@ from apps.runtime.agent.executors.docker import (
 GOLDEN = Path(__file__).parent / "golden"
 IID = "11111111-2222-3333-4444-555555555555"
 PROJECT = "66666666-7777-8888-9999-000000000000"
-JUPYTER_IMAGE = ("quay.io/jupyter/pytorch-notebook"
-                 "@sha256:6d1c5bdb2a4f2ad2d7c1f1b4e2b7f2c0d6a3f8b1e0c9d8a7b6c5d4e3f2a1b0c9")
+JUPYTER_IMAGE = (
+    "quay.io/jupyter/pytorch-notebook@sha256:6d1c5bdb2a4f2ad2d7c1f1b4e2b7f2c0d6a3f8b1e0c9d8a7b6c5d4e3f2a1b0c9"
+)
 
 
 def spec(name: str) -> dict:
@@ -35,14 +36,32 @@ def spec(name: str) -> dict:
 def test_docker_run_for_a_single_container():
     command = run_command(spec("jupyterlab_single_container"), {"web": 41001}, Path("/state/secrets.env"))
     assert command == [
-        "docker", "run", "--detach", "--name", f"gpuaas-{IID}",
-        "--label", "gpuaas.app=jupyterlab", "--label", f"gpuaas.instance={IID}",
-        "--label", f"gpuaas.project={PROJECT}",
-        "--gpus", "1", "--publish", "127.0.0.1:41001:8888",
-        "--env-file", "/state/secrets.env",  # JUPYTER_TOKEN: a secret, so never on the command line
-        "--security-opt", "no-new-privileges:true", "--restart", "unless-stopped",
+        "docker",
+        "run",
+        "--detach",
+        "--name",
+        f"gpuaas-{IID}",
+        "--label",
+        "gpuaas.app=jupyterlab",
+        "--label",
+        f"gpuaas.instance={IID}",
+        "--label",
+        f"gpuaas.project={PROJECT}",
+        "--gpus",
+        "1",
+        "--publish",
+        "127.0.0.1:41001:8888",
+        "--env-file",
+        "/state/secrets.env",  # JUPYTER_TOKEN: a secret, so never on the command line
+        "--security-opt",
+        "no-new-privileges:true",
+        "--restart",
+        "unless-stopped",
         JUPYTER_IMAGE,
-        "start-notebook.py", "--ServerApp.ip=0.0.0.0", "--ServerApp.port=8888", "--LabApp.default_url=/lab",
+        "start-notebook.py",
+        "--ServerApp.ip=0.0.0.0",
+        "--ServerApp.port=8888",
+        "--LabApp.default_url=/lab",
         f"--ServerApp.base_url=/w/{IID}/web/",
     ]
 
@@ -52,13 +71,21 @@ def test_docker_run_without_gpus_or_secrets():
     assert "--gpus" not in command and "--env-file" not in command
     assert command[command.index("--publish") + 1] == "127.0.0.1:41002:19999"
     first = command.index("--env")
-    assert command[first:first + 4] == ["--env", "NETDATA_DB_HOURS=24", "--env", "NETDATA_DISABLE_CLOUD=1"]
+    assert command[first : first + 4] == ["--env", "NETDATA_DB_HOURS=24", "--env", "NETDATA_DISABLE_CLOUD=1"]
 
 
 def test_compose_project_gets_the_document_on_stdin_with_ports_filled_in():
     rendered = spec("vllm_compose_with_chat")
-    assert compose_up_command(rendered) == ["docker", "compose", "--project-name", f"gpuaas-{IID}",
-                                            "--file", "-", "up", "--detach"]
+    assert compose_up_command(rendered) == [
+        "docker",
+        "compose",
+        "--project-name",
+        f"gpuaas-{IID}",
+        "--file",
+        "-",
+        "up",
+        "--detach",
+    ]
     document = compose_document(rendered, {"api": 41003, "chat": 41004}, {})
     assert document["services"]["vllm"]["ports"] == ["127.0.0.1:41003:8000"]
     assert document["services"]["chat"]["ports"] == ["127.0.0.1:41004:8080"]
@@ -73,10 +100,14 @@ def test_compose_project_gets_the_document_on_stdin_with_ports_filled_in():
 def test_compose_secrets_become_variables_and_dollars_stay_literal():
     rendered = spec("vllm_compose_without_chat")
     rendered["compose"]["document"]["services"]["vllm"]["environment"] = {
-        "VLLM_API_KEY": "{{ secret.api-key }}", "PROMPT": "costs $5"}
+        "VLLM_API_KEY": "{{ secret.api-key }}",
+        "PROMPT": "costs $5",
+    }
     document = compose_document(rendered, {"api": 41005}, {"api-key": "s3cr3t-value"})
     assert document["services"]["vllm"]["environment"] == {
-        "VLLM_API_KEY": "${GPUAAS_SECRET_API_KEY}", "PROMPT": "costs $$5"}
+        "VLLM_API_KEY": "${GPUAAS_SECRET_API_KEY}",
+        "PROMPT": "costs $$5",
+    }
     assert "s3cr3t-value" not in json.dumps(document)
 
 
@@ -100,12 +131,19 @@ def privileged_container(rendered: dict) -> dict:
     return rendered
 
 
-@pytest.mark.parametrize(("golden", "change", "reason"), [
-    ("jupyterlab_single_container", unpinned, "image 'quay.io/jupyter/pytorch-notebook:latest' is not pin"),
-    ("vllm_compose_with_chat", host_path, "service 'vllm': mounts host path '/root/.cache/huggingface'"),
-    ("vllm_compose_with_chat", privileged, "service 'vllm': it asks for privileged mode"),
-    ("jupyterlab_single_container", privileged_container, "the container asks for privileged mode"),
-])
+@pytest.mark.parametrize(
+    ("golden", "change", "reason"),
+    [
+        (
+            "jupyterlab_single_container",
+            unpinned,
+            "image 'quay.io/jupyter/pytorch-notebook:latest' is not pin",
+        ),
+        ("vllm_compose_with_chat", host_path, "service 'vllm': mounts host path '/root/.cache/huggingface'"),
+        ("vllm_compose_with_chat", privileged, "service 'vllm': it asks for privileged mode"),
+        ("jupyterlab_single_container", privileged_container, "the container asks for privileged mode"),
+    ],
+)
 def test_unsafe_specs_are_refused_before_anything_runs(tmp_path, golden, change, reason):
     docker = FakeDocker(tmp_path)
     with pytest.raises(TaskFailed, match="refused to run the task") as refused:
@@ -115,8 +153,12 @@ def test_unsafe_specs_are_refused_before_anything_runs(tmp_path, golden, change,
 
 
 def test_named_volumes_and_the_rendered_specs_pass():
-    for name in ("jupyterlab_single_container", "netdata_single_container", "vllm_compose_with_chat",
-                 "vllm_compose_without_chat"):
+    for name in (
+        "jupyterlab_single_container",
+        "netdata_single_container",
+        "vllm_compose_with_chat",
+        "vllm_compose_without_chat",
+    ):
         validate(spec(name))
     rendered = spec("vllm_compose_with_chat")
     rendered["compose"]["document"]["services"]["vllm"]["volumes"] = ["models:/models", "/scratch"]
@@ -181,5 +223,11 @@ def test_executor_brings_a_compose_project_up_and_down(tmp_path):
     image = json.loads(up["stdin"])["services"]["vllm"]["image"]
     assert image.startswith("docker.io/vllm/vllm-openai@sha256:")
     docker.executor.remove({"instance_id": IID, "name": f"gpuaas-{IID}", "execution": "compose"})
-    assert docker.calls()[-1]["argv"] == ["compose", "--project-name", f"gpuaas-{IID}", "down", "--volumes",
-                                          "--remove-orphans"]
+    assert docker.calls()[-1]["argv"] == [
+        "compose",
+        "--project-name",
+        f"gpuaas-{IID}",
+        "down",
+        "--volumes",
+        "--remove-orphans",
+    ]

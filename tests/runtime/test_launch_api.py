@@ -30,8 +30,9 @@ def agent_finishes(instance, *, succeeded=True, error="", port=41234):
     return task
 
 
-def test_launch_returns_an_operation_and_the_agent_brings_it_to_running(api, allocator, project, jupyterlab,
-                                                                         active_allocation):
+def test_launch_returns_an_operation_and_the_agent_brings_it_to_running(
+    api, allocator, project, jupyterlab, active_allocation
+):
     api.force_login(allocator)
     response = launch(api, project, active_allocation, parameters={"idle_minutes": 30})
     assert response.status_code == 202, response.content
@@ -39,13 +40,23 @@ def test_launch_returns_an_operation_and_the_agent_brings_it_to_running(api, all
     operation = api.get(f"/api/v1/operations/{body['operation_id']}").json()
     assert operation["state"] == "pending" and operation["kind"] == "launch"
     instance = AppInstance.objects.get(pk=body["instance_id"])
-    assert instance.state == "requested" and instance.parameters == {"default_path": "/lab", "idle_minutes": 30}
+    assert instance.state == "requested" and instance.parameters == {
+        "default_path": "/lab",
+        "idle_minutes": 30,
+    }
 
     agent_finishes(instance)
     detail = api.get(f"/api/v1/projects/{project.pk}/app-instances/{instance.pk}").json()
     assert detail["state"] == "running" and detail["ui_mode"] == "embedded"
-    assert detail["endpoints"] == [{"name": "web", "protocol": "http", "exposure": "platform_proxy",
-                                    "url": f"http://127.0.0.1:8000/w/{instance.pk}/web/", "access": None}]
+    assert detail["endpoints"] == [
+        {
+            "name": "web",
+            "protocol": "http",
+            "exposure": "platform_proxy",
+            "url": f"http://127.0.0.1:8000/w/{instance.pk}/web/",
+            "access": None,
+        }
+    ]
     assert detail["members"][0]["hostname"] == active_allocation.node.hostname
     assert api.get(f"/api/v1/operations/{body['operation_id']}").json()["state"] == "succeeded"
     timeline = api.get(f"/api/v1/projects/{project.pk}/app-instances/{instance.pk}/events").json()["results"]
@@ -77,13 +88,15 @@ def test_parameters_are_validated_per_field(api, allocator, project, jupyterlab,
     api.force_login(allocator)
     response = launch(api, project, active_allocation, parameters={"idle_minutes": 1, "bogus": True})
     assert response.status_code == 400
-    assert response.json()["error"]["details"] == {"parameters": {
-        "idle_minutes": ["Must be at least 5."], "bogus": ["Not a parameter of this app."]}}
+    assert response.json()["error"]["details"] == {
+        "parameters": {"idle_minutes": ["Must be at least 5."], "bogus": ["Not a parameter of this app."]}
+    }
     assert not AppInstance.objects.exists()
 
 
-def test_allocation_must_be_active_and_in_the_project(api, allocator, project, other_project, jupyterlab,
-                                                      active_allocation):
+def test_allocation_must_be_active_and_in_the_project(
+    api, allocator, project, other_project, jupyterlab, active_allocation
+):
     api.force_login(member("tenant_admin", tenant=project.tenant))
     response = launch(api, other_project, active_allocation)
     assert response.status_code == 400
@@ -142,16 +155,26 @@ def test_catalog_lists_entitled_apps_with_manifests(api, allocator, jupyterlab):
     assert version["manifest"]["artifacts"][0]["digest"].startswith("sha256:")
 
 
-def test_service_account_launches_and_stops_with_its_token(api, allocator, project, jupyterlab, active_allocation):
+def test_service_account_launches_and_stops_with_its_token(
+    api, allocator, project, jupyterlab, active_allocation
+):
     operator = Principal(kind="test", key="test", name="test", grants=[Grant("platform_admin")])
     issued = tenancy.create_service_account(operator, project, name="ci-bot", role="project_admin")
-    form = {"grant_type": "client_credentials", "client_id": issued.account.client_id,
-            "client_secret": issued.client_secret}
-    token = api.post("/api/v1/auth/token", urlencode(form), content_type="application/x-www-form-urlencoded"
-                     ).json()["access_token"]
+    form = {
+        "grant_type": "client_credentials",
+        "client_id": issued.account.client_id,
+        "client_secret": issued.client_secret,
+    }
+    token = api.post(
+        "/api/v1/auth/token", urlencode(form), content_type="application/x-www-form-urlencoded"
+    ).json()["access_token"]
     bearer = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
-    response = api.post(f"/api/v1/projects/{project.pk}/app-instances",
-                        {"app": "jupyterlab", "allocation_id": str(active_allocation.pk)}, format="json", **bearer)
+    response = api.post(
+        f"/api/v1/projects/{project.pk}/app-instances",
+        {"app": "jupyterlab", "allocation_id": str(active_allocation.pk)},
+        format="json",
+        **bearer,
+    )
     assert response.status_code == 202, response.content
     instance = AppInstance.objects.get(pk=response.json()["instance_id"])
     assert instance.created_by == "sa:ci-bot" and instance.owner is None
@@ -160,9 +183,9 @@ def test_service_account_launches_and_stops_with_its_token(api, allocator, proje
     assert stop.status_code == 202
 
 
-def test_instances_are_private_until_shared_and_never_across_projects(api, allocator, project, other_project,
-                                                                      other_tenant_project, jupyterlab,
-                                                                      active_allocation):
+def test_instances_are_private_until_shared_and_never_across_projects(
+    api, allocator, project, other_project, other_tenant_project, jupyterlab, active_allocation
+):
     api.force_login(allocator)
     instance_id = launch(api, project, active_allocation).json()["instance_id"]
     url = f"/api/v1/projects/{project.pk}/app-instances/{instance_id}"
@@ -173,7 +196,9 @@ def test_instances_are_private_until_shared_and_never_across_projects(api, alloc
         api.force_login(outsider)
         assert api.get(url).status_code == 404
     api.force_login(allocator)
-    shared = api.post(f"{url}/share", {"with_project": True, "usernames": [colleague.username]}, format="json")
+    shared = api.post(
+        f"{url}/share", {"with_project": True, "usernames": [colleague.username]}, format="json"
+    )
     assert shared.status_code == 200, shared.content
     api.force_login(viewer)
     assert api.get(url).status_code == 200
@@ -197,7 +222,12 @@ def test_no_secret_in_any_response(api, allocator, project, jupyterlab, active_a
     assert token not in str(task.spec)  # the task references the secret, never carries it
     agent_finishes(instance)
     base = f"/api/v1/projects/{project.pk}/app-instances"
-    for path in (base, f"{base}/{instance.pk}", f"{base}/{instance.pk}/events", f"/api/v1/operations/{body['operation_id']}"):
+    for path in (
+        base,
+        f"{base}/{instance.pk}",
+        f"{base}/{instance.pk}/events",
+        f"/api/v1/operations/{body['operation_id']}",
+    ):
         assert token not in api.get(path).content.decode()
 
 
@@ -209,8 +239,9 @@ def test_node_without_an_agent_is_refused_at_launch(api, allocator, project, jup
     assert "No node agent has enrolled" in response.json()["error"]["message"]
 
 
-def test_a_claim_the_agent_never_reports_fails_after_the_timeout(api, allocator, project, jupyterlab,
-                                                                 active_allocation):
+def test_a_claim_the_agent_never_reports_fails_after_the_timeout(
+    api, allocator, project, jupyterlab, active_allocation
+):
     from datetime import timedelta
 
     from django.utils import timezone

@@ -28,8 +28,13 @@ def instance_of(slug: str, parameters: dict) -> AppInstance:
     manifest = json.loads((SHIPPED / f"{slug}.json").read_text())
     cleaned, errors = clean_parameters(manifest, parameters)
     assert not errors
-    return AppInstance(id=INSTANCE_ID, project_id=PROJECT_ID, parameters=cleaned, app=App(slug=slug),
-                       app_version=AppVersion(manifest=manifest))
+    return AppInstance(
+        id=INSTANCE_ID,
+        project_id=PROJECT_ID,
+        parameters=cleaned,
+        app=App(slug=slug),
+        app_version=AppVersion(manifest=manifest),
+    )
 
 
 def check_golden(name: str, spec: dict) -> None:
@@ -58,9 +63,11 @@ def test_rendered_tasks_are_safe(slug):
     spec = rendering.start_spec(instance_of(slug, {}))
     text = json.dumps(spec)
     assert "privileged" not in text and "volumes" not in text and "/var/run/docker.sock" not in text
-    images = [spec["container"]["image"]] if "container" in spec else [
-        service["image"] for service in spec["compose"]["document"]["services"].values()
-    ]
+    images = (
+        [spec["container"]["image"]]
+        if "container" in spec
+        else [service["image"] for service in spec["compose"]["document"]["services"].values()]
+    )
     assert all("@sha256:" in image for image in images)
     assert "{{ params." not in text and "{{ proxy." not in text and "{{ instance." not in text
     for reference in ("{{ secret.token }}",):

@@ -36,18 +36,23 @@ class FakeMaas:
             def _authorized(self) -> bool:
                 header = self.headers.get("Authorization", "")
                 fields = dict(_OAUTH.findall(header))
-                return (header.startswith("OAuth ")
-                        and fields.get("oauth_signature_method") == "PLAINTEXT"
-                        and fields.get("oauth_consumer_key") == fake.consumer_key
-                        and fields.get("oauth_token") == fake.token_key
-                        and fields.get("oauth_signature") == f"&{fake.token_secret}"
-                        and fields.get("oauth_nonce") and fields.get("oauth_timestamp"))
+                return (
+                    header.startswith("OAuth ")
+                    and fields.get("oauth_signature_method") == "PLAINTEXT"
+                    and fields.get("oauth_consumer_key") == fake.consumer_key
+                    and fields.get("oauth_token") == fake.token_key
+                    and fields.get("oauth_signature") == f"&{fake.token_secret}"
+                    and fields.get("oauth_nonce")
+                    and fields.get("oauth_timestamp")
+                )
 
             def _handle(self, method):
                 url = urlparse(self.path)
                 op = parse_qs(url.query).get("op", [None])[0]
                 length = int(self.headers.get("Content-Length") or 0)
-                form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()} if length else {}
+                form = (
+                    {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()} if length else {}
+                )
                 fake.calls.append((method, url.path, op, form))
                 if not self._authorized():
                     return self._reply(401, {"error": "Authorization required"})
@@ -75,13 +80,21 @@ class FakeMaas:
                 if op == "deploy":
                     if machine["status_name"] != "Allocated":
                         return self._reply(409, {"error": f"cannot deploy from {machine['status_name']}"})
-                    machine.update(status_name="Deploying", power_state="on", distro_series=form.get("distro_series"),
-                                   user_data=form.get("user_data"), done_at=time.monotonic() + fake.deploy_seconds,
-                                   then="Deployed")
+                    machine.update(
+                        status_name="Deploying",
+                        power_state="on",
+                        distro_series=form.get("distro_series"),
+                        user_data=form.get("user_data"),
+                        done_at=time.monotonic() + fake.deploy_seconds,
+                        then="Deployed",
+                    )
                 elif op == "release":
                     erase = form.get("erase") == "true"
-                    machine.update(status_name="Disk erasing" if erase else "Releasing",
-                                   done_at=time.monotonic() + fake.deploy_seconds, then="Ready")
+                    machine.update(
+                        status_name="Disk erasing" if erase else "Releasing",
+                        done_at=time.monotonic() + fake.deploy_seconds,
+                        then="Ready",
+                    )
                 elif op in ("power_on", "power_off"):
                     machine["power_state"] = op.removeprefix("power_")
                 else:
@@ -102,8 +115,12 @@ class FakeMaas:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/MAAS"
 
     def add_machine(self, hostname: str, system_id: str) -> None:
-        self.machines[system_id] = {"system_id": system_id, "hostname": hostname, "status_name": "Ready",
-                                    "power_state": "off"}
+        self.machines[system_id] = {
+            "system_id": system_id,
+            "hostname": hostname,
+            "status_name": "Ready",
+            "power_state": "off",
+        }
 
     def view(self, machine: dict) -> dict:
         if machine.get("done_at") and time.monotonic() >= machine["done_at"]:
@@ -111,8 +128,11 @@ class FakeMaas:
             machine.pop("done_at")
             if machine["status_name"] == "Ready":
                 machine["power_state"] = "off"
-        return {k: v for k, v in machine.items() if k in ("system_id", "hostname", "status_name", "power_state",
-                                                          "distro_series")}
+        return {
+            k: v
+            for k, v in machine.items()
+            if k in ("system_id", "hostname", "status_name", "power_state", "distro_series")
+        }
 
     def close(self) -> None:
         self.server.shutdown()

@@ -53,7 +53,9 @@ class FakeNdfc:
                     return self._reply(200, {"status": "success"})
                 if self.path == f"{prefix}/vrfs/deployments":
                     fake.deployed.append(body["vrfNames"])
-                    return self._reply(200, {"status": "Deployment of VRF(s) has been initiated successfully"})
+                    return self._reply(
+                        200, {"status": "Deployment of VRF(s) has been initiated successfully"}
+                    )
                 return self._reply(404, {"message": "not found"})
 
             def log_message(self, *args):

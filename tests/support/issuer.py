@@ -47,8 +47,9 @@ class FakeIssuer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         # A short poll interval: close() (shutdown) returns in ~50 ms instead of 500 ms.
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
         port = self.server.server_address[1]
         self.issuer = f"http://127.0.0.1:{port}/realms/ccp"
@@ -63,11 +64,24 @@ class FakeIssuer:
         """Publish a new key and stop publishing the old one."""
         self.keys = [_Key()]
 
-    def token(self, claims: dict | None = None, *, headers: dict | None = None, key: _Key | None = None,
-              algorithm: str = "RS256", lifetime: int = 300) -> str:
+    def token(
+        self,
+        claims: dict | None = None,
+        *,
+        headers: dict | None = None,
+        key: _Key | None = None,
+        algorithm: str = "RS256",
+        lifetime: int = 300,
+    ) -> str:
         now = int(time.time())
-        body = {"iss": self.issuer, "sub": uuid.uuid4().hex, "aud": self.audience, "iat": now, "exp": now + lifetime,
-                "azp": "ccp-portal"}
+        body = {
+            "iss": self.issuer,
+            "sub": uuid.uuid4().hex,
+            "aud": self.audience,
+            "iat": now,
+            "exp": now + lifetime,
+            "azp": "ccp-portal",
+        }
         body.update(claims or {})
         key = key or self.keys[0]
         header = {"kid": key.kid}

@@ -16,10 +16,14 @@ def free_port() -> int:
 
 
 class ThreadedUvicorn:
-    def __init__(self, app: str = "gpuaas.asgi:application", host: str = "127.0.0.1", port: int | None = None):
+    def __init__(
+        self, app: str = "gpuaas.asgi:application", host: str = "127.0.0.1", port: int | None = None
+    ):
         self.host = host
         self.port = port or free_port()
-        config = uvicorn.Config(app, host=host, port=self.port, log_config=None, lifespan="off", ws="websockets-sansio")
+        config = uvicorn.Config(
+            app, host=host, port=self.port, log_config=None, lifespan="off", ws="websockets-sansio"
+        )
         self.server = uvicorn.Server(config)
         self.server.install_signal_handlers = lambda: None  # not the main thread
         self.thread = threading.Thread(target=self.server.run, name=f"uvicorn-{self.port}", daemon=True)

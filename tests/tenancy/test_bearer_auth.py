@@ -74,15 +74,24 @@ def hs256_token(header: dict, claims: dict, secret: bytes) -> str:
 
 
 def public_pem(public_key) -> bytes:
-    return public_key.public_bytes(serialization.Encoding.PEM,
-                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+    return public_key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
 
 
 def ccp_claims(issuer: FakeIssuer, **extra) -> dict:
     now = int(time.time())
-    claims = {"iss": issuer.issuer, "sub": uuid.uuid4().hex, "aud": issuer.audience, "iat": now,
-              "exp": now + 300, "azp": "ccp-portal", "domain_id": "acme", "project_id": "cell-1",
-              "roles": ["Cell Viewer"]}
+    claims = {
+        "iss": issuer.issuer,
+        "sub": uuid.uuid4().hex,
+        "aud": issuer.audience,
+        "iat": now,
+        "exp": now + 300,
+        "azp": "ccp-portal",
+        "domain_id": "acme",
+        "project_id": "cell-1",
+        "roles": ["Cell Viewer"],
+    }
     claims.update(extra)
     return claims
 
@@ -106,10 +115,17 @@ def service_account(project):
 
 
 def sa_token(api, issued) -> str:
-    response = api.post("/api/v1/auth/token",
-                         urlencode({"grant_type": "client_credentials", "client_id": issued.account.client_id,
-                                    "client_secret": issued.client_secret}),
-                         content_type="application/x-www-form-urlencoded")
+    response = api.post(
+        "/api/v1/auth/token",
+        urlencode(
+            {
+                "grant_type": "client_credentials",
+                "client_id": issued.account.client_id,
+                "client_secret": issued.client_secret,
+            }
+        ),
+        content_type="application/x-www-form-urlencoded",
+    )
     assert response.status_code == 200, response.content
     return response.json()["access_token"]
 
@@ -155,8 +171,16 @@ def test_missing_token_is_rejected(api, project):
         "{token}",
         "Bearer {token} {token}",
     ],
-    ids=["garbage", "three-garbage-segments", "bearer-alone", "bearer-blank", "basic-scheme", "wrong-scheme",
-         "no-scheme", "two-tokens"],
+    ids=[
+        "garbage",
+        "three-garbage-segments",
+        "bearer-alone",
+        "bearer-blank",
+        "basic-scheme",
+        "wrong-scheme",
+        "no-scheme",
+        "two-tokens",
+    ],
 )
 def test_malformed_authorization_is_rejected(api, ccp_issuer, project, header):
     value = header.format(token=project_viewer_token(ccp_issuer))
@@ -172,8 +196,15 @@ def test_alg_none_from_trusted_issuer_is_rejected(api, ccp_issuer, project):
 def test_alg_none_claiming_platform_issuer_is_rejected(api, service_account):
     kid = platform_jwks(api)["keys"][0]["kid"]
     now = int(time.time())
-    claims = {"iss": settings.ISSUER, "aud": settings.ISSUER, "sub": f"sa:{service_account.account.pk}",
-              "sa": str(service_account.account.pk), "iat": now, "nbf": now, "exp": now + 300}
+    claims = {
+        "iss": settings.ISSUER,
+        "aud": settings.ISSUER,
+        "sub": f"sa:{service_account.account.pk}",
+        "sa": str(service_account.account.pk),
+        "iat": now,
+        "nbf": now,
+        "exp": now + 300,
+    }
     token = hand_made_token({"alg": "none", "typ": "JWT", "kid": kid}, claims)
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
 
@@ -191,24 +222,38 @@ def test_hs256_signed_with_platform_public_key_is_rejected(api, service_account)
     jwk = platform_jwks(api)["keys"][0]
     secret = public_pem(RSAAlgorithm.from_jwk(json.dumps(jwk)))
     now = int(time.time())
-    claims = {"iss": settings.ISSUER, "aud": settings.ISSUER, "sub": f"sa:{service_account.account.pk}",
-              "sa": str(service_account.account.pk), "iat": now, "nbf": now, "exp": now + 300}
+    claims = {
+        "iss": settings.ISSUER,
+        "aud": settings.ISSUER,
+        "sub": f"sa:{service_account.account.pk}",
+        "sa": str(service_account.account.pk),
+        "iat": now,
+        "nbf": now,
+        "exp": now + 300,
+    }
     token = hs256_token({"alg": "HS256", "typ": "JWT", "kid": jwk["kid"]}, claims, secret)
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
 
 
 def test_algorithm_not_pinned_for_issuer_is_rejected(api, ccp_issuer, project):
     """Correctly signed with the issuer's key, but RS384 is not an algorithm configured for it."""
-    token = ccp_issuer.token({"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"]},
-                             algorithm="RS384")
+    token = ccp_issuer.token(
+        {"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"]}, algorithm="RS384"
+    )
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
 
 
 def test_untrusted_issuer_is_rejected(api, ccp_issuer, project):
     stranger = FakeIssuer()
     try:
-        token = stranger.token({"aud": ccp_issuer.audience, "domain_id": "acme", "project_id": "cell-1",
-                                "roles": ["Tenant Administrator"]})
+        token = stranger.token(
+            {
+                "aud": ccp_issuer.audience,
+                "domain_id": "acme",
+                "project_id": "cell-1",
+                "roles": ["Tenant Administrator"],
+            }
+        )
         assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
         assert stranger.jwks_requests == 0  # an untrusted issuer's keys are never fetched
     finally:
@@ -219,16 +264,21 @@ def test_trusted_issuer_claim_signed_by_foreign_key_is_rejected(api, ccp_issuer,
     """``iss`` and ``kid`` of the trusted issuer, signature by someone else's key."""
     stranger = FakeIssuer()
     try:
-        token = ccp_issuer.token({"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"]},
-                                 key=stranger.keys[0], headers={"kid": ccp_issuer.keys[0].kid})
+        token = ccp_issuer.token(
+            {"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"]},
+            key=stranger.keys[0],
+            headers={"kid": ccp_issuer.keys[0].kid},
+        )
         assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
     finally:
         stranger.close()
 
 
 def test_unknown_kid_is_rejected(api, ccp_issuer, project):
-    token = ccp_issuer.token({"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"]},
-                             headers={"kid": "no-such-kid"})
+    token = ccp_issuer.token(
+        {"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"]},
+        headers={"kid": "no-such-kid"},
+    )
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
 
 
@@ -253,8 +303,11 @@ def test_kid_of_a_non_rsa_key_is_rejected(api, ccp_issuer, project):
             return data
 
     ccp_issuer.keys.append(EcKey())
-    token = ccp_issuer.token({"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"]},
-                             key=ccp_issuer.keys[0], headers={"kid": EcKey.kid})
+    token = ccp_issuer.token(
+        {"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"]},
+        key=ccp_issuer.keys[0],
+        headers={"kid": EcKey.kid},
+    )
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
 
 
@@ -275,19 +328,22 @@ def test_not_yet_valid_token_is_rejected(api, ccp_issuer, project, claim):
 def test_token_without_exp_is_rejected(api, ccp_issuer, project):
     claims = ccp_claims(ccp_issuer)
     del claims["exp"]
-    token = jwt.encode(claims, ccp_issuer.keys[0].private, algorithm="RS256",
-                       headers={"kid": ccp_issuer.keys[0].kid})
+    token = jwt.encode(
+        claims, ccp_issuer.keys[0].private, algorithm="RS256", headers={"kid": ccp_issuer.keys[0].kid}
+    )
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
 
 
-@pytest.mark.parametrize("aud", ["someone-else", ["someone-else", "another"], None],
-                         ids=["other", "list", "missing"])
+@pytest.mark.parametrize(
+    "aud", ["someone-else", ["someone-else", "another"], None], ids=["other", "list", "missing"]
+)
 def test_wrong_audience_is_rejected(api, ccp_issuer, project, aud):
     claims = ccp_claims(ccp_issuer, aud=aud)
     if aud is None:
         del claims["aud"]
-    token = jwt.encode(claims, ccp_issuer.keys[0].private, algorithm="RS256",
-                       headers={"kid": ccp_issuer.keys[0].kid})
+    token = jwt.encode(
+        claims, ccp_issuer.keys[0].private, algorithm="RS256", headers={"kid": ccp_issuer.keys[0].kid}
+    )
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
 
 
@@ -303,8 +359,12 @@ def test_unknown_domain_id_is_rejected_on_normal_endpoints(api, ccp_issuer, proj
 
 def test_unknown_domain_id_is_accepted_for_onboarding(api, ccp_issuer, db):
     token = ccp_issuer.token({"domain_id": "newco", "roles": ["GPUaaS Platform Integration"]})
-    response = api.post("/api/tenants", {"tenant_id": "newco", "name": "NewCo", "realm_name": "newco"},
-                        format="json", **bearer(token))
+    response = api.post(
+        "/api/tenants",
+        {"tenant_id": "newco", "name": "NewCo", "realm_name": "newco"},
+        format="json",
+        **bearer(token),
+    )
     assert response.status_code == 201, response.content
     assert Tenant.objects.filter(tenant_id="newco").exists()
 
@@ -321,9 +381,16 @@ def test_revoked_service_account_token_stops_working_at_once(api, service_accoun
 def test_platform_issuer_signed_by_foreign_key_is_rejected(api, service_account, ccp_issuer):
     """``iss`` is the platform's own, the signature is not (foreign kid, then the platform's kid)."""
     now = int(time.time())
-    claims = {"iss": settings.ISSUER, "aud": settings.ISSUER, "sub": f"sa:{service_account.account.pk}",
-              "sa": str(service_account.account.pk), "iat": now, "nbf": now, "exp": now + 300,
-              "client_id": service_account.account.client_id}
+    claims = {
+        "iss": settings.ISSUER,
+        "aud": settings.ISSUER,
+        "sub": f"sa:{service_account.account.pk}",
+        "sa": str(service_account.account.pk),
+        "iat": now,
+        "nbf": now,
+        "exp": now + 300,
+        "client_id": service_account.account.client_id,
+    }
     foreign = ccp_issuer.keys[0]
     platform_kid = platform_jwks(api)["keys"][0]["kid"]
     for kid in (foreign.kid, platform_kid):
@@ -398,8 +465,9 @@ def role_token(issuer: FakeIssuer, role: str) -> str:
 
 
 def test_default_role_map_is_the_contract_table():
-    assert {name: (str(role), str(limit)) for name, (role, limit) in DEFAULT_CCP_ROLE_MAP.items()} == \
-        CONTRACT_ROLE_TABLE
+    assert {
+        name: (str(role), str(limit)) for name, (role, limit) in DEFAULT_CCP_ROLE_MAP.items()
+    } == CONTRACT_ROLE_TABLE
     assert set(ROLE_EXPECTATIONS) == set(CONTRACT_ROLE_TABLE)
 
 
@@ -424,8 +492,12 @@ def test_role_lists_members(api, ccp_issuer, scene, role):
 @pytest.mark.parametrize("role", CCP_ROLES)
 def test_role_creates_service_accounts(api, ccp_issuer, scene, role):
     token = role_token(ccp_issuer, role)
-    response = api.post(f"{PROJECTS}/{scene['cell-1'].pk}/service-accounts",
-                        {"name": "bot", "role": "viewer"}, format="json", **bearer(token))
+    response = api.post(
+        f"{PROJECTS}/{scene['cell-1'].pk}/service-accounts",
+        {"name": "bot", "role": "viewer"},
+        format="json",
+        **bearer(token),
+    )
     expected = ROLE_EXPECTATIONS[role].create_sa
     assert response.status_code == expected, response.content
     if expected == 403:
@@ -435,8 +507,12 @@ def test_role_creates_service_accounts(api, ccp_issuer, scene, role):
 
 @pytest.mark.parametrize("role", CCP_ROLES)
 def test_role_onboards_tenants(api, ccp_issuer, scene, role):
-    response = api.post("/api/tenants", {"tenant_id": "initech", "name": "Initech", "realm_name": "initech"},
-                        format="json", **bearer(role_token(ccp_issuer, role)))
+    response = api.post(
+        "/api/tenants",
+        {"tenant_id": "initech", "name": "Initech", "realm_name": "initech"},
+        format="json",
+        **bearer(role_token(ccp_issuer, role)),
+    )
     assert response.status_code == ROLE_EXPECTATIONS[role].onboard, response.content
     assert Tenant.objects.filter(tenant_id="initech").exists() == (response.status_code == 201)
 
@@ -447,8 +523,11 @@ def test_role_allocation_manage(ccp_issuer, scene, role):
     request = Request(APIRequestFactory().get(PROJECTS, **bearer(role_token(ccp_issuer, role))))
     user, principal = BearerTokenAuthentication().authenticate(request)
     assert user.is_authenticated and principal.kind == "federated"
-    allowed = {ccp_id for ccp_id, obj in scene.items()
-               if principal.can(Perm.ALLOCATION_MANAGE, obj.tenant_id, obj.pk)}
+    allowed = {
+        ccp_id
+        for ccp_id, obj in scene.items()
+        if principal.can(Perm.ALLOCATION_MANAGE, obj.tenant_id, obj.pk)
+    }
     assert allowed == ROLE_EXPECTATIONS[role].allocation_manage
 
 
@@ -456,8 +535,12 @@ def test_project_role_acts_only_on_the_token_project(api, ccp_issuer, scene):
     token = role_token(ccp_issuer, "Cell Administrator")
     other = scene["cell-2"]
     assert api.get(f"{PROJECTS}/{other.pk}/members", **bearer(token)).status_code == 404
-    response = api.post(f"{PROJECTS}/{other.pk}/service-accounts", {"name": "bot", "role": "viewer"},
-                        format="json", **bearer(token))
+    response = api.post(
+        f"{PROJECTS}/{other.pk}/service-accounts",
+        {"name": "bot", "role": "viewer"},
+        format="json",
+        **bearer(token),
+    )
     assert response.status_code == 404
     assert not ServiceAccount.objects.filter(project=other).exists()
 
@@ -465,11 +548,19 @@ def test_project_role_acts_only_on_the_token_project(api, ccp_issuer, scene):
 def test_tenant_role_acts_on_every_project_of_its_tenant(api, ccp_issuer, scene):
     token = role_token(ccp_issuer, "Tenant Administrator")
     for ccp_id in ("cell-1", "cell-2"):
-        response = api.post(f"{PROJECTS}/{scene[ccp_id].pk}/service-accounts", {"name": f"bot-{ccp_id}",
-                            "role": "viewer"}, format="json", **bearer(token))
+        response = api.post(
+            f"{PROJECTS}/{scene[ccp_id].pk}/service-accounts",
+            {"name": f"bot-{ccp_id}", "role": "viewer"},
+            format="json",
+            **bearer(token),
+        )
         assert response.status_code == 201, response.content
-    response = api.post(f"{PROJECTS}/{scene['g-1'].pk}/service-accounts", {"name": "bot-g", "role": "viewer"},
-                        format="json", **bearer(token))
+    response = api.post(
+        f"{PROJECTS}/{scene['g-1'].pk}/service-accounts",
+        {"name": "bot-g", "role": "viewer"},
+        format="json",
+        **bearer(token),
+    )
     assert response.status_code == 404
 
 
@@ -482,8 +573,9 @@ def test_billing_admin_cannot_see_members(api, ccp_issuer, scene):
 
 
 def test_project_role_with_unknown_project_gets_nothing(api, ccp_issuer, scene):
-    token = ccp_issuer.token({"domain_id": "acme", "project_id": "no-such-cell",
-                              "roles": ["Cell Administrator"]})
+    token = ccp_issuer.token(
+        {"domain_id": "acme", "project_id": "no-such-cell", "roles": ["Cell Administrator"]}
+    )
     response = api.get(PROJECTS, **bearer(token))
     assert response.status_code == 200
     assert response.json()["results"] == []

@@ -112,12 +112,18 @@ def test_key_fetched_by_another_process_is_used_at_once(api, ccp_issuer, project
     assert get(api, viewer_token(ccp_issuer)).status_code == 200
     ccp_issuer.rotate()
 
-    script = ("import django; django.setup(); "
-              "from apps.tenancy.tasks import refresh_trusted_jwks; refresh_trusted_jwks()")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "GPUAAS_TRUSTED_ISSUERS": json.dumps(settings.TRUSTED_ISSUERS)}
-    subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120,
-                   capture_output=True)
+    script = (
+        "import django; django.setup(); "
+        "from apps.tenancy.tasks import refresh_trusted_jwks; refresh_trusted_jwks()"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "GPUAAS_TRUSTED_ISSUERS": json.dumps(settings.TRUSTED_ISSUERS),
+    }
+    subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120, capture_output=True
+    )
     assert ccp_issuer.jwks_requests == 2
 
     assert get(api, viewer_token(ccp_issuer)).status_code == 200

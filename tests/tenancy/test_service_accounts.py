@@ -28,9 +28,11 @@ def bearer(token: str) -> dict:
 
 
 def request_token(api, client_id: str, client_secret: str, grant_type: str = "client_credentials"):
-    return api.post(TOKEN_URL, urlencode({"grant_type": grant_type, "client_id": client_id,
-                                          "client_secret": client_secret}),
-                    content_type="application/x-www-form-urlencoded")
+    return api.post(
+        TOKEN_URL,
+        urlencode({"grant_type": grant_type, "client_id": client_id, "client_secret": client_secret}),
+        content_type="application/x-www-form-urlencoded",
+    )
 
 
 def access_token(api, credentials: dict) -> str:
@@ -58,8 +60,9 @@ def admin_api(api, tenant_admin):
 @pytest.fixture
 def sa(admin_api, project):
     """A project_admin service account of cell-1, created through the API."""
-    response = admin_api.post(f"{PROJECTS}/{project.pk}/service-accounts",
-                              {"name": "ci", "role": "project_admin"}, format="json")
+    response = admin_api.post(
+        f"{PROJECTS}/{project.pk}/service-accounts", {"name": "ci", "role": "project_admin"}, format="json"
+    )
     assert response.status_code == 201, response.content
     body = response.json()
     admin_api.logout()
@@ -95,8 +98,13 @@ def test_token_endpoint_issues_short_lived_rs256_token(api, sa):
     assert header["kid"] in published
     assert all("d" not in key and "p" not in key for key in jwks["keys"])  # public halves only
 
-    claims = jwt.decode(body["access_token"], RSAAlgorithm.from_jwk(json.dumps(published[header["kid"]])),
-                        algorithms=["RS256"], audience=settings.ISSUER, issuer=settings.ISSUER)
+    claims = jwt.decode(
+        body["access_token"],
+        RSAAlgorithm.from_jwk(json.dumps(published[header["kid"]])),
+        algorithms=["RS256"],
+        audience=settings.ISSUER,
+        issuer=settings.ISSUER,
+    )
     assert claims["exp"] - claims["iat"] == body["expires_in"]
     assert claims["client_id"] == sa["client_id"]
     assert claims["sa"] == sa["id"]
@@ -108,8 +116,13 @@ def test_jwks_publishes_a_key_before_any_token_is_issued(api, db):
 
 
 def test_credentials_in_the_query_string_are_not_accepted(api, sa):
-    query = urlencode({"grant_type": "client_credentials", "client_id": sa["client_id"],
-                       "client_secret": sa["client_secret"]})
+    query = urlencode(
+        {
+            "grant_type": "client_credentials",
+            "client_id": sa["client_id"],
+            "client_secret": sa["client_secret"],
+        }
+    )
     response = api.post(f"{TOKEN_URL}?{query}")
     assert response.status_code in (400, 415), response.content
 
@@ -137,8 +150,9 @@ def test_other_grant_types_are_refused(api, sa):
     assert "grant_type" in response.json()["error"]["details"]
 
 
-def test_token_works_only_within_the_service_account_project(api, sa, project, other_project,
-                                                              other_tenant_project):
+def test_token_works_only_within_the_service_account_project(
+    api, sa, project, other_project, other_tenant_project
+):
     token = access_token(api, sa)
     listed = api.get(PROJECTS, **bearer(token))
     assert listed.status_code == 200
@@ -148,8 +162,12 @@ def test_token_works_only_within_the_service_account_project(api, sa, project, o
     for outside in (other_project, other_tenant_project):
         assert api.get(f"{PROJECTS}/{outside.pk}", **bearer(token)).status_code == 404
         assert api.get(f"{PROJECTS}/{outside.pk}/members", **bearer(token)).status_code == 404
-        response = api.post(f"{PROJECTS}/{outside.pk}/service-accounts", {"name": "x", "role": "viewer"},
-                            format="json", **bearer(token))
+        response = api.post(
+            f"{PROJECTS}/{outside.pk}/service-accounts",
+            {"name": "x", "role": "viewer"},
+            format="json",
+            **bearer(token),
+        )
         assert response.status_code == 404
         assert response.json()["error"]["code"] == "not_found"
 
@@ -181,8 +199,12 @@ def test_command_creates_platform_integration_account(api, db):
     account = ServiceAccount.objects.get(client_id=credentials["client_id"])
     assert account.role == "platform_integration" and account.project is None
     token = access_token(api, credentials)
-    response = api.post("/api/tenants", {"tenant_id": "acme2", "name": "Acme 2", "realm_name": "acme2"},
-                        format="json", **bearer(token))
+    response = api.post(
+        "/api/tenants",
+        {"tenant_id": "acme2", "name": "Acme 2", "realm_name": "acme2"},
+        format="json",
+        **bearer(token),
+    )
     assert response.status_code == 201, response.content
 
 
@@ -207,8 +229,16 @@ def test_command_refuses_project_without_role(project):
 
 def test_command_refuses_unknown_project(db):
     with pytest.raises(CommandError):
-        call_command("create_service_account", "--name", "x", "--project", "nowhere", "--role", "viewer",
-                     stdout=StringIO())
+        call_command(
+            "create_service_account",
+            "--name",
+            "x",
+            "--project",
+            "nowhere",
+            "--role",
+            "viewer",
+            stdout=StringIO(),
+        )
 
 
 # --- revocation --------------------------------------------------------------
@@ -242,8 +272,9 @@ def test_revoking_twice_is_harmless(api, tenant_admin, sa, project):
 
 def test_viewer_service_account_cannot_revoke(api, tenant_admin, sa, project):
     api.force_login(tenant_admin)
-    viewer = api.post(f"{PROJECTS}/{project.pk}/service-accounts", {"name": "ro", "role": "viewer"},
-                      format="json").json()
+    viewer = api.post(
+        f"{PROJECTS}/{project.pk}/service-accounts", {"name": "ro", "role": "viewer"}, format="json"
+    ).json()
     api.logout()
     viewer_token = access_token(api, viewer)
     response = api.delete(f"{PROJECTS}/{project.pk}/service-accounts/{sa['id']}", **bearer(viewer_token))

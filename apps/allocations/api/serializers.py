@@ -49,8 +49,20 @@ class AllocationStatusSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Allocation
-        fields = ["node_id", "allocation_id", "state", "step", "progress", "tenant_id", "project_id", "flavor",
-                  "os_image", "failure_reason", "created_at", "updated_at"]
+        fields = [
+            "node_id",
+            "allocation_id",
+            "state",
+            "step",
+            "progress",
+            "tenant_id",
+            "project_id",
+            "flavor",
+            "os_image",
+            "failure_reason",
+            "created_at",
+            "updated_at",
+        ]
 
 
 class StepSerializer(serializers.ModelSerializer):
@@ -67,9 +79,25 @@ class AllocationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Allocation
-        fields = ["id", "node_id", "hostname", "project", "flavor", "gpus", "os_image", "network_id", "state", "step",
-                  "progress", "failure_reason", "requested_by", "created_at", "updated_at", "activated_at",
-                  "finished_at"]
+        fields = [
+            "id",
+            "node_id",
+            "hostname",
+            "project",
+            "flavor",
+            "gpus",
+            "os_image",
+            "network_id",
+            "state",
+            "step",
+            "progress",
+            "failure_reason",
+            "requested_by",
+            "created_at",
+            "updated_at",
+            "activated_at",
+            "finished_at",
+        ]
 
 
 class AllocationDetailSerializer(AllocationSerializer):

@@ -10,8 +10,14 @@ ccp_urlpatterns = [
 ]
 
 v1_urlpatterns = [
-    path("projects/<uuid:project_pk>/allocations", views.ProjectAllocationListView.as_view(),
-         name="allocation-list"),
-    path("projects/<uuid:project_pk>/allocations/<uuid:pk>", views.ProjectAllocationDetailView.as_view(),
-         name="allocation-detail"),
+    path(
+        "projects/<uuid:project_pk>/allocations",
+        views.ProjectAllocationListView.as_view(),
+        name="allocation-list",
+    ),
+    path(
+        "projects/<uuid:project_pk>/allocations/<uuid:pk>",
+        views.ProjectAllocationDetailView.as_view(),
+        name="allocation-detail",
+    ),
 ]

@@ -37,24 +37,33 @@ class FlavorListView(BaseListAPIView):
 
 
 class AllocateView(BaseAPIView):
-    @extend_schema(request=s.AllocateSerializer,
-                   responses={202: s.AllocationStatusSerializer, 200: s.AllocationPlanSerializer},
-                   summary="Allocate bare-metal GPU node(s) to a project (CCP)")
+    @extend_schema(
+        request=s.AllocateSerializer,
+        responses={202: s.AllocationStatusSerializer, 200: s.AllocationPlanSerializer},
+        summary="Allocate bare-metal GPU node(s) to a project (CCP)",
+    )
     @idempotent
     def post(self, request):
         data = s.AllocateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        project = policy.get_object(Project.objects.select_related("tenant"), self.principal, Perm.PROJECT_VIEW,
-                                    tenant__tenant_id=values["tenant_id"], project_id=values["project_id"])
+        project = policy.get_object(
+            Project.objects.select_related("tenant"),
+            self.principal,
+            Perm.PROJECT_VIEW,
+            tenant__tenant_id=values["tenant_id"],
+            project_id=values["project_id"],
+        )
         return _allocate(self.principal, project, values)
 
 
 class ProjectAllocationListView(ProjectScopedMixin, BaseListAPIView):
     serializer_class = s.AllocationSerializer
 
-    @extend_schema(parameters=[OpenApiParameter("state", str, description="filter by state")],
-                   summary="The project's allocations (placement source of truth for apps)")
+    @extend_schema(
+        parameters=[OpenApiParameter("state", str, description="filter by state")],
+        summary="The project's allocations (placement source of truth for apps)",
+    )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
@@ -65,9 +74,11 @@ class ProjectAllocationListView(ProjectScopedMixin, BaseListAPIView):
             allocations = allocations.filter(state=self.request.query_params["state"].upper())
         return allocations
 
-    @extend_schema(request=s.ProjectAllocateSerializer,
-                   responses={202: s.AllocationStatusSerializer, 200: s.AllocationPlanSerializer},
-                   summary="Allocate node(s) to this project")
+    @extend_schema(
+        request=s.ProjectAllocateSerializer,
+        responses={202: s.AllocationStatusSerializer, 200: s.AllocationPlanSerializer},
+        summary="Allocate node(s) to this project",
+    )
     @idempotent
     def post(self, request, project_pk):
         data = s.ProjectAllocateSerializer(data=request.data)
@@ -88,22 +99,31 @@ class ProjectAllocationDetailView(ProjectScopedMixin, BaseAPIView):
     def get(self, request, project_pk, pk):
         project = self.project(Perm.ALLOCATION_VIEW)
         allocation = policy.get_object(
-            Allocation.objects.filter(project=project).select_related("node", "flavor").prefetch_related("steps"),
-            self.principal, Perm.ALLOCATION_VIEW, pk=pk,
+            Allocation.objects.filter(project=project)
+            .select_related("node", "flavor")
+            .prefetch_related("steps"),
+            self.principal,
+            Perm.ALLOCATION_VIEW,
+            pk=pk,
         )
         return Response(s.AllocationDetailSerializer(allocation).data)
 
 
 class NodeStatusView(BaseAPIView):
-    @extend_schema(responses=s.AllocationStatusSerializer, summary="Provisioning status of the caller's allocation")
+    @extend_schema(
+        responses=s.AllocationStatusSerializer, summary="Provisioning status of the caller's allocation"
+    )
     def get(self, request, node_id):
         allocation = services.for_node(self.principal, node_id)
         return Response(s.AllocationStatusSerializer(allocation).data)
 
 
 class NodeReleaseView(BaseAPIView):
-    @extend_schema(request=s.ReleaseSerializer, responses={202: s.AllocationStatusSerializer},
-                   summary="Release the node (drain, undo provisioning, back to the pool)")
+    @extend_schema(
+        request=s.ReleaseSerializer,
+        responses={202: s.AllocationStatusSerializer},
+        summary="Release the node (drain, undo provisioning, back to the pool)",
+    )
     @idempotent
     def post(self, request, node_id):
         data = s.ReleaseSerializer(data=request.data)

@@ -17,10 +17,13 @@ class Ndfc(Protocol):
 
 
 def driver() -> Ndfc:
-    return load("ndfc", {
-        "simulated": "apps.networking.drivers.ndfc.SimulatedNdfc",
-        "real": "apps.networking.drivers.ndfc.HttpNdfc",
-    })
+    return load(
+        "ndfc",
+        {
+            "simulated": "apps.networking.drivers.ndfc.SimulatedNdfc",
+            "real": "apps.networking.drivers.ndfc.HttpNdfc",
+        },
+    )
 
 
 class SimulatedNdfc:
@@ -58,13 +61,21 @@ class HttpNdfc:
 
     def _login(self) -> str:
         try:
-            response = httpx.post(f"{self.base}/login", json={
-                "userName": settings.NDFC_USER, "userPasswd": settings.NDFC_PASSWORD, "domain": "local",
-            }, timeout=settings.DRIVER_HTTP_TIMEOUT)
+            response = httpx.post(
+                f"{self.base}/login",
+                json={
+                    "userName": settings.NDFC_USER,
+                    "userPasswd": settings.NDFC_PASSWORD,
+                    "domain": "local",
+                },
+                timeout=settings.DRIVER_HTTP_TIMEOUT,
+            )
         except httpx.HTTPError as exc:
             raise DriverError(f"NDFC unreachable: {exc.__class__.__name__}") from exc
         if response.status_code != 200:
-            raise DriverError(f"NDFC login failed: {response.status_code}", transient=response.status_code >= 500)
+            raise DriverError(
+                f"NDFC login failed: {response.status_code}", transient=response.status_code >= 500
+            )
         return response.json()["jwttoken"]
 
     def _call(self, method: str, path: str, body) -> httpx.Response:
@@ -72,9 +83,16 @@ class HttpNdfc:
             if self._token is None:
                 self._token = self._login()
             try:
-                response = httpx.request(method, f"{self.base}{self.API}/{self.fabric}{path}", json=body, headers={
-                    "Authorization": f"Bearer {self._token}", **correlation.outbound_headers(),
-                }, timeout=settings.DRIVER_HTTP_TIMEOUT)
+                response = httpx.request(
+                    method,
+                    f"{self.base}{self.API}/{self.fabric}{path}",
+                    json=body,
+                    headers={
+                        "Authorization": f"Bearer {self._token}",
+                        **correlation.outbound_headers(),
+                    },
+                    timeout=settings.DRIVER_HTTP_TIMEOUT,
+                )
             except httpx.HTTPError as exc:
                 raise DriverError(f"NDFC unreachable: {exc.__class__.__name__}") from exc
             if response.status_code == 401 and attempt == 0:
@@ -83,24 +101,40 @@ class HttpNdfc:
             if response.status_code >= 500:
                 raise DriverError(f"NDFC answered {response.status_code} to {path}")
             if response.status_code >= 400:
-                raise DriverError(f"NDFC refused {path}: {response.status_code} {response.text[:200]}",
-                                  transient=False)
+                raise DriverError(
+                    f"NDFC refused {path}: {response.status_code} {response.text[:200]}", transient=False
+                )
             return response
         raise DriverError("NDFC rejected our credentials", transient=False)
 
     @staticmethod
     def _switch(node) -> tuple[str, str]:
         if not node.switch_serial or not node.switch_port:
-            raise DriverError(f"{node.hostname} has no leaf switch port recorded", transient=False, hardware=True)
+            raise DriverError(
+                f"{node.hostname} has no leaf switch port recorded", transient=False, hardware=True
+            )
         return node.switch_serial, node.switch_port
 
     def _attachment(self, node, vrf_name: str, vlan: int, deploy: bool) -> list[dict]:
         serial, interface = self._switch(node)
-        return [{"vrfName": vrf_name, "lanAttachList": [{
-            "fabric": self.fabric, "vrfName": vrf_name, "serialNumber": serial, "vlan": vlan,
-            "deployment": deploy, "instanceValues": "", "freeformConfig": "",
-            "extensionValues": "", "torPorts": interface,
-        }]}]
+        return [
+            {
+                "vrfName": vrf_name,
+                "lanAttachList": [
+                    {
+                        "fabric": self.fabric,
+                        "vrfName": vrf_name,
+                        "serialNumber": serial,
+                        "vlan": vlan,
+                        "deployment": deploy,
+                        "instanceValues": "",
+                        "freeformConfig": "",
+                        "extensionValues": "",
+                        "torPorts": interface,
+                    }
+                ],
+            }
+        ]
 
     def attach(self, node, vrf_name: str, vlans: dict[str, int]) -> dict:
         self._call("POST", "/vrfs/attachments", self._attachment(node, vrf_name, vlans["gpu_worker"], True))

@@ -19,14 +19,28 @@ from apps.runtime.agent import executors, runner
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m apps.runtime.agent", description="GPUaaS node agent")
-    parser.add_argument("--url", default=os.environ.get("GPUAAS_URL"),
-                        required="GPUAAS_URL" not in os.environ, help="the platform's base URL")
-    parser.add_argument("--node", default=os.environ.get("GPUAAS_NODE"),
-                        required="GPUAAS_NODE" not in os.environ, help="this node's hostname on the platform")
-    parser.add_argument("--bootstrap-token", default=os.environ.get("GPUAAS_BOOTSTRAP_TOKEN"),
-                        help="one-time enrollment token, used when no credential is saved yet")
-    parser.add_argument("--state-dir", type=Path,
-                        default=Path(os.environ.get("GPUAAS_AGENT_STATE_DIR", "/var/lib/gpuaas-agent")))
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("GPUAAS_URL"),
+        required="GPUAAS_URL" not in os.environ,
+        help="the platform's base URL",
+    )
+    parser.add_argument(
+        "--node",
+        default=os.environ.get("GPUAAS_NODE"),
+        required="GPUAAS_NODE" not in os.environ,
+        help="this node's hostname on the platform",
+    )
+    parser.add_argument(
+        "--bootstrap-token",
+        default=os.environ.get("GPUAAS_BOOTSTRAP_TOKEN"),
+        help="one-time enrollment token, used when no credential is saved yet",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(os.environ.get("GPUAAS_AGENT_STATE_DIR", "/var/lib/gpuaas-agent")),
+    )
     parser.add_argument("--executor", choices=executors.KINDS, default="auto")
     parser.add_argument("--heartbeat-seconds", type=float, default=runner.HEARTBEAT_SECONDS)
     return parser.parse_args(argv)
@@ -34,11 +48,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return runner.run_agent(url=options.url, node=options.node, state_dir=options.state_dir,
-                            executor=options.executor, bootstrap_token=options.bootstrap_token,
-                            heartbeat_seconds=options.heartbeat_seconds)
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return runner.run_agent(
+        url=options.url,
+        node=options.node,
+        state_dir=options.state_dir,
+        executor=options.executor,
+        bootstrap_token=options.bootstrap_token,
+        heartbeat_seconds=options.heartbeat_seconds,
+    )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ class Unauthorized(ApiError):
 
 class AgentClient:
     def __init__(self, url: str, credential: str | None = None):
-        self._http = httpx.Client(base_url=f"{url.rstrip('/')}/api/agent/v1/",
-                                  timeout=httpx.Timeout(30.0, connect=5.0))
+        self._http = httpx.Client(
+            base_url=f"{url.rstrip('/')}/api/agent/v1/", timeout=httpx.Timeout(30.0, connect=5.0)
+        )
         self.credential = credential
 
     def close(self) -> None:
@@ -43,8 +44,12 @@ class AgentClient:
 
     def enroll(self, hostname: str, bootstrap_token: str) -> str:
         """Spend the one-time bootstrap token; returns the node's own credential."""
-        body = self._call("POST", "enroll", json={"hostname": hostname, "bootstrap_token": bootstrap_token},
-                          authenticated=False)
+        body = self._call(
+            "POST",
+            "enroll",
+            json={"hostname": hostname, "bootstrap_token": bootstrap_token},
+            authenticated=False,
+        )
         return body["credential"]
 
     def heartbeat(self, running: list[str]) -> None:
@@ -60,8 +65,11 @@ class AgentClient:
 
     def report(self, task_id: str, *, error: str | None = None, endpoints: list[dict] = ()) -> None:
         """``error`` None reports success."""
-        body = {"status": "succeeded", "endpoints": list(endpoints)} if error is None else {
-            "status": "failed", "error": error[:4000]}
+        body = (
+            {"status": "succeeded", "endpoints": list(endpoints)}
+            if error is None
+            else {"status": "failed", "error": error[:4000]}
+        )
         self._call("POST", f"tasks/{task_id}/report", json=body)
 
     def _call(self, method: str, path: str, *, authenticated: bool = True, **kwargs):
@@ -79,14 +87,15 @@ class AgentClient:
                     raise _api_error(response)
                 problem = f"HTTP {response.status_code}"
             delay = _backoff(attempt)
-            logger.warning("agent API %s %s failed (%s); retrying in %.1f s", method, _route(path), problem,
-                           delay)
+            logger.warning(
+                "agent API %s %s failed (%s); retrying in %.1f s", method, _route(path), problem, delay
+            )
             time.sleep(delay)
             attempt += 1
 
 
 def _backoff(attempt: int) -> float:
-    return min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** attempt) * random.uniform(0.5, 1.0)
+    return min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2**attempt) * random.uniform(0.5, 1.0)
 
 
 def _route(path: str) -> str:

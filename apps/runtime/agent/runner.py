@@ -26,8 +26,14 @@ EXIT_UNAUTHORIZED = 2
 
 
 class Runner:
-    def __init__(self, client: AgentClient, executor: Executor, *,
-                 heartbeat_seconds: float = HEARTBEAT_SECONDS, poll_seconds: float = POLL_SECONDS):
+    def __init__(
+        self,
+        client: AgentClient,
+        executor: Executor,
+        *,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
+        poll_seconds: float = POLL_SECONDS,
+    ):
         self.client, self.executor = client, executor
         self.heartbeat_seconds, self.poll_seconds = heartbeat_seconds, poll_seconds
         self.stopping = threading.Event()
@@ -42,8 +48,10 @@ class Runner:
     def run(self) -> int:
         # First of all: the platform learns which workloads survived before any new task.
         self._guarded(self._heartbeat)
-        loops = [threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True),
-                 threading.Thread(target=self._tasks, name="tasks", daemon=True)]
+        loops = [
+            threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True),
+            threading.Thread(target=self._tasks, name="tasks", daemon=True),
+        ]
         for loop in loops:
             loop.start()
         while not self.stopping.wait(1.0):
@@ -116,8 +124,10 @@ class Runner:
         try:
             work()
         except Unauthorized:
-            logger.error("the platform does not accept this node's credential; to enroll again, remove "
-                         "the saved credential and start the agent with a new bootstrap token")
+            logger.error(
+                "the platform does not accept this node's credential; to enroll again, remove "
+                "the saved credential and start the agent with a new bootstrap token"
+            )
             self.exit_code = EXIT_UNAUTHORIZED
             self.stopping.set()
         except ApiError as exc:
@@ -128,8 +138,15 @@ class Runner:
             time.sleep(1.0)
 
 
-def run_agent(*, url: str, node: str, state_dir: Path, executor: str = "auto",
-              bootstrap_token: str | None = None, heartbeat_seconds: float = HEARTBEAT_SECONDS) -> int:
+def run_agent(
+    *,
+    url: str,
+    node: str,
+    state_dir: Path,
+    executor: str = "auto",
+    bootstrap_token: str | None = None,
+    heartbeat_seconds: float = HEARTBEAT_SECONDS,
+) -> int:
     """Enroll or load the credential, then run until SIGTERM/SIGINT; the exit code."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every long-poll at INFO
     state_dir = Path(state_dir)

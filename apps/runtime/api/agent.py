@@ -5,6 +5,7 @@ heartbeats, task fetch (long-poll), task results and the secrets of a claimed ta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -169,10 +170,8 @@ async def fetch_tasks(request):
         try:
             tasks = await sync_to_async(services.claim_tasks)(node)  # one may have arrived while subscribing
             if not tasks:
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(layer.receive(channel), timeout=wait)
-                except TimeoutError:
-                    pass
                 tasks = await sync_to_async(services.claim_tasks)(node)
         finally:
             await layer.group_discard(events.agent_group(node.pk), channel)

@@ -24,7 +24,9 @@ class ProjectSerializer(serializers.ModelSerializer):
 
 
 class ProjectCreateSerializer(serializers.Serializer):
-    tenant = serializers.UUIDField(required=False, help_text="Platform tenant UUID; defaults to the caller's only tenant.")
+    tenant = serializers.UUIDField(
+        required=False, help_text="Platform tenant UUID; defaults to the caller's only tenant."
+    )
     project_id = serializers.CharField(max_length=64, validators=[ccp_identifier])
     name = serializers.CharField(max_length=200)
 
@@ -38,8 +40,19 @@ class TenantSerializer(serializers.ModelSerializer):
     class Meta:
         model = Tenant
         fields = [
-            "id", "tenant_id", "name", "realm_name", "tier", "status", "status_reason",
-            "projects", "network", "storage", "quota", "created_at", "updated_at",
+            "id",
+            "tenant_id",
+            "name",
+            "realm_name",
+            "tier",
+            "status",
+            "status_reason",
+            "projects",
+            "network",
+            "storage",
+            "quota",
+            "created_at",
+            "updated_at",
         ]
 
     def get_quota(self, tenant) -> dict[str, int]:
@@ -51,16 +64,24 @@ class TenantSerializer(serializers.ModelSerializer):
         if not vrfs:
             return None
         vrf = vrfs[0]
-        return {"vrf": vrf.name, "vni": vrf.vni,
-                "vlans": [{"purpose": vlan.purpose, "vlan_id": vlan.vlan_id} for vlan in vrf.vlans.all()],
-                "vpcs": [other.vpc_id for other in vrfs if other.vpc_id]}
+        return {
+            "vrf": vrf.name,
+            "vni": vrf.vni,
+            "vlans": [{"purpose": vlan.purpose, "vlan_id": vlan.vlan_id} for vlan in vrf.vlans.all()],
+            "vpcs": [other.vpc_id for other in vrfs if other.vpc_id],
+        }
 
     def get_storage(self, tenant) -> dict | None:
         storage = getattr(tenant, "storage", None)
         if storage is None:
             return None
-        return {"path": storage.path, "nodemap": storage.nodemap, "pkey": storage.pkey,
-                "quota_gb": storage.quota_gb, "status": storage.status}
+        return {
+            "path": storage.path,
+            "nodemap": storage.nodemap,
+            "pkey": storage.pkey,
+            "quota_gb": storage.quota_gb,
+            "status": storage.status,
+        }
 
 
 class OnboardProjectSerializer(serializers.Serializer):
@@ -110,8 +131,19 @@ class ServiceAccountSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ServiceAccount
-        fields = ["id", "name", "client_id", "role", "limit", "project", "active", "revoked_at",
-                  "last_token_at", "created_by", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "client_id",
+            "role",
+            "limit",
+            "project",
+            "active",
+            "revoked_at",
+            "last_token_at",
+            "created_by",
+            "created_at",
+        ]
 
 
 class ServiceAccountCreateSerializer(serializers.Serializer):
@@ -145,5 +177,18 @@ class AuditEventSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = AuditEvent
-        fields = ["id", "occurred_at", "actor", "actor_type", "action", "target_type", "target_id",
-                  "tenant", "project", "outcome", "correlation_id", "source_ip", "details"]
+        fields = [
+            "id",
+            "occurred_at",
+            "actor",
+            "actor_type",
+            "action",
+            "target_type",
+            "target_id",
+            "tenant",
+            "project",
+            "outcome",
+            "correlation_id",
+            "source_ip",
+            "details",
+        ]

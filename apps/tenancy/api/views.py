@@ -30,8 +30,11 @@ def _tenants(principal):
 class CcpTenantListView(BaseAPIView):
     allow_unknown_tenant = True  # the token's domain_id names the tenant being onboarded
 
-    @extend_schema(request=s.OnboardTenantSerializer, responses={201: s.TenantSerializer, 200: s.TenantSerializer},
-                   summary="Onboard a tenant (CCP)")
+    @extend_schema(
+        request=s.OnboardTenantSerializer,
+        responses={201: s.TenantSerializer, 200: s.TenantSerializer},
+        summary="Onboard a tenant (CCP)",
+    )
     @idempotent
     def post(self, request):
         # Refused before validation: the body's errors are no business of other callers.
@@ -46,18 +49,23 @@ class CcpTenantListView(BaseAPIView):
 class CcpTenantDetailView(BaseAPIView):
     @extend_schema(responses=s.TenantSerializer, summary="A tenant by CCP tenant id")
     def get(self, request, tenant_id):
-        tenant = policy.get_object(_tenants(self.principal), self.principal, Perm.TENANT_VIEW,
-                                   tenant_id=tenant_id)
+        tenant = policy.get_object(
+            _tenants(self.principal), self.principal, Perm.TENANT_VIEW, tenant_id=tenant_id
+        )
         return Response(s.TenantSerializer(tenant).data)
 
 
 class CcpTenantProjectsView(BaseAPIView):
-    @extend_schema(request=s.OnboardProjectSerializer, responses={201: s.ProjectSerializer, 200: s.ProjectSerializer},
-                   summary="Add a project (CCP cell) to a tenant")
+    @extend_schema(
+        request=s.OnboardProjectSerializer,
+        responses={201: s.ProjectSerializer, 200: s.ProjectSerializer},
+        summary="Add a project (CCP cell) to a tenant",
+    )
     @idempotent
     def post(self, request, tenant_id):
-        tenant = policy.get_object(Tenant.objects.all(), self.principal, Perm.TENANT_VIEW, Perm.PROJECT_CREATE,
-                                   tenant_id=tenant_id)
+        tenant = policy.get_object(
+            Tenant.objects.all(), self.principal, Perm.TENANT_VIEW, Perm.PROJECT_CREATE, tenant_id=tenant_id
+        )
         data = s.OnboardProjectSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = services.create_project(self.principal, tenant, **data.validated_data)
@@ -80,15 +88,22 @@ class ProjectListView(BaseListAPIView):
     def get_queryset(self):
         return policy.restrict(Project.objects.select_related("tenant"), self.principal, Perm.PROJECT_VIEW)
 
-    @extend_schema(request=s.ProjectCreateSerializer, responses={201: s.ProjectSerializer, 200: s.ProjectSerializer},
-                   summary="Create a project in a tenant")
+    @extend_schema(
+        request=s.ProjectCreateSerializer,
+        responses={201: s.ProjectSerializer, 200: s.ProjectSerializer},
+        summary="Create a project in a tenant",
+    )
     @idempotent
     def post(self, request):
         data = s.ProjectCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         tenant = self._tenant(data.validated_data.get("tenant"))
-        result = services.create_project(self.principal, tenant, project_id=data.validated_data["project_id"],
-                                         name=data.validated_data["name"])
+        result = services.create_project(
+            self.principal,
+            tenant,
+            project_id=data.validated_data["project_id"],
+            name=data.validated_data["name"],
+        )
         return Response(s.ProjectSerializer(result.obj).data, status=201 if result.created else 200)
 
     def _tenant(self, tenant_pk) -> Tenant:
@@ -103,7 +118,9 @@ class ProjectListView(BaseListAPIView):
 class ProjectDetailView(BaseAPIView):
     @extend_schema(responses=s.ProjectSerializer, summary="A project")
     def get(self, request, pk):
-        project = policy.get_object(Project.objects.select_related("tenant"), self.principal, Perm.PROJECT_VIEW, pk=pk)
+        project = policy.get_object(
+            Project.objects.select_related("tenant"), self.principal, Perm.PROJECT_VIEW, pk=pk
+        )
         return Response(s.ProjectSerializer(project).data)
 
 
@@ -113,7 +130,9 @@ class ProjectScopedMixin:
     def project(self, action_perm: str | None = None) -> Project:
         if not hasattr(self, "_project"):
             self._project = policy.get_object(
-                Project.objects.select_related("tenant"), self.principal, Perm.PROJECT_VIEW,
+                Project.objects.select_related("tenant"),
+                self.principal,
+                Perm.PROJECT_VIEW,
                 pk=self.kwargs["project_pk"],
             )
         if action_perm:
@@ -128,8 +147,11 @@ class MemberListView(ProjectScopedMixin, BaseListAPIView):
         project = self.project(Perm.MEMBER_VIEW)
         return Membership.objects.filter(project=project).select_related("user")
 
-    @extend_schema(request=s.MembershipCreateSerializer, responses={201: s.MembershipSerializer},
-                   summary="Add a member to the project")
+    @extend_schema(
+        request=s.MembershipCreateSerializer,
+        responses={201: s.MembershipSerializer},
+        summary="Add a member to the project",
+    )
     @idempotent
     def post(self, request, project_pk):
         project = self.project(Perm.MEMBER_MANAGE)
@@ -157,8 +179,11 @@ class ServiceAccountListView(ProjectScopedMixin, BaseListAPIView):
         project = self.project(Perm.SERVICE_ACCOUNT_VIEW)
         return ServiceAccount.objects.filter(project=project)
 
-    @extend_schema(request=s.ServiceAccountCreateSerializer, responses={201: s.ServiceAccountCreatedSerializer},
-                   summary="Create a project service account (the secret is returned once)")
+    @extend_schema(
+        request=s.ServiceAccountCreateSerializer,
+        responses={201: s.ServiceAccountCreatedSerializer},
+        summary="Create a project service account (the secret is returned once)",
+    )
     @idempotent
     def post(self, request, project_pk):
         project = self.project(Perm.SERVICE_ACCOUNT_MANAGE)
@@ -176,7 +201,9 @@ class ServiceAccountDetailView(ProjectScopedMixin, BaseAPIView):
         project = self.project(Perm.SERVICE_ACCOUNT_VIEW)
         return Response(s.ServiceAccountSerializer(self._account(project, pk)).data)
 
-    @extend_schema(responses={204: None}, summary="Revoke a service account (its tokens stop working at once)")
+    @extend_schema(
+        responses={204: None}, summary="Revoke a service account (its tokens stop working at once)"
+    )
     def delete(self, request, project_pk, pk):
         project = self.project(Perm.SERVICE_ACCOUNT_MANAGE)
         services.revoke_service_account(self.principal, self._account(project, pk))
@@ -194,14 +221,21 @@ class TokenView(BaseAPIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
 
-    @extend_schema(request={"application/x-www-form-urlencoded": s.TokenRequestSerializer},
-                   responses=s.TokenSerializer, summary="Service-account token (client credentials)")
+    @extend_schema(
+        request={"application/x-www-form-urlencoded": s.TokenRequestSerializer},
+        responses=s.TokenSerializer,
+        summary="Service-account token (client credentials)",
+    )
     def post(self, request):
         data = s.TokenRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        token, lifetime = services.issue_token(data.validated_data["client_id"], data.validated_data["client_secret"])
-        return Response({"access_token": token, "token_type": "Bearer", "expires_in": lifetime},
-                        headers={"Cache-Control": "no-store", "Pragma": "no-cache"})
+        token, lifetime = services.issue_token(
+            data.validated_data["client_id"], data.validated_data["client_secret"]
+        )
+        return Response(
+            {"access_token": token, "token_type": "Bearer", "expires_in": lifetime},
+            headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
+        )
 
 
 class JwksView(BaseAPIView):
@@ -221,8 +255,11 @@ class AuditListView(BaseListAPIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("action", str), OpenApiParameter("outcome", str), OpenApiParameter("actor", str),
-            OpenApiParameter("project", str), OpenApiParameter("from", str, description="RFC 3339"),
+            OpenApiParameter("action", str),
+            OpenApiParameter("outcome", str),
+            OpenApiParameter("actor", str),
+            OpenApiParameter("project", str),
+            OpenApiParameter("from", str, description="RFC 3339"),
             OpenApiParameter("to", str, description="RFC 3339"),
         ],
         summary="The audit trail of the caller's tenants",
@@ -232,4 +269,3 @@ class AuditListView(BaseListAPIView):
 
     def get_queryset(self):
         return services.list_audit_events(self.principal, self.request.query_params)
-

@@ -161,7 +161,8 @@ def federated_principal(request, issuer: str, claims: dict) -> Principal:
     return Principal(
         kind="federated",
         key=f"jwt:{issuer}:{subject}",
-        name=claims.get("preferred_username") or f"{claims.get('azp') or claims.get('client_id') or 'ccp'}:{subject}",
+        name=claims.get("preferred_username")
+        or f"{claims.get('azp') or claims.get('client_id') or 'ccp'}:{subject}",
         grants=grants,
         claims=claims,
     )

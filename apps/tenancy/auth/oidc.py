@@ -197,7 +197,10 @@ def sync_memberships(user, claims) -> None:
         current[key].delete()
     for tenant_pk, project_pk, role, limit in wanted - current.keys():
         Membership.objects.get_or_create(
-            user=user, tenant_id=tenant_pk, project_id=project_pk, role=role,
+            user=user,
+            tenant_id=tenant_pk,
+            project_id=project_pk,
+            role=role,
             defaults={"limit": limit, "source": "idp"},
         )
 

@@ -45,7 +45,9 @@ def _load() -> None:
     _cache["public"] = {key.kid: RSAAlgorithm.from_jwk(json.dumps(key.public_jwk)) for key in keys}
     newest = keys[0]
     # Loaded once: parsing and validating the PEM costs ~50 ms of CPU per token otherwise.
-    private_key = serialization.load_pem_private_key(crypto.decrypt(newest.private_key).encode(), password=None)
+    private_key = serialization.load_pem_private_key(
+        crypto.decrypt(newest.private_key).encode(), password=None
+    )
     _cache["signing"] = (newest.kid, private_key)
     _cache["at"] = time.monotonic()
 

@@ -56,7 +56,9 @@ def _cache_key(issuer: str) -> str:
 
 def fetch(issuer: Issuer) -> dict:
     """Fetch and publish the issuer's key set; returns ``{kid: jwk}``."""
-    response = httpx.get(issuer.jwks_uri, timeout=FETCH_TIMEOUT_SECONDS, headers=correlation.outbound_headers())
+    response = httpx.get(
+        issuer.jwks_uri, timeout=FETCH_TIMEOUT_SECONDS, headers=correlation.outbound_headers()
+    )
     response.raise_for_status()
     keys = {key["kid"]: key for key in response.json().get("keys", []) if key.get("kid")}
     cache.set(_cache_key(issuer.issuer), json.dumps(keys), timeout=SHARED_TTL_SECONDS)

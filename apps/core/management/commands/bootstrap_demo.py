@@ -26,4 +26,6 @@ class Command(BaseCommand):
                 continue
             with transaction.atomic():
                 module.bootstrap(self.stdout)
-        self.stdout.write(self.style.SUCCESS("demo ready: sign in as demo/demo (tenant admin) or admin/admin"))
+        self.stdout.write(
+            self.style.SUCCESS("demo ready: sign in as demo/demo (tenant admin) or admin/admin")
+        )

@@ -38,12 +38,27 @@ class Command(BaseCommand):
                 f"GPUaaS portal (embedded default) on http://{host}:{port}/ - sign in as demo/demo"
             )
             try:
-                uvicorn.run("gpuaas.asgi:application", host=host, port=port, log_config=None,
-                            ws="websockets-sansio", proxy_headers=False, lifespan="off")
+                uvicorn.run(
+                    "gpuaas.asgi:application",
+                    host=host,
+                    port=port,
+                    log_config=None,
+                    ws="websockets-sansio",
+                    proxy_headers=False,
+                    lifespan="off",
+                )
             finally:
                 embedded.stop_local_agent(agent)
         else:
             # Behind nginx: X-Forwarded-For/-Proto are honoured only from the addresses
             # in FORWARDED_ALLOW_IPS (uvicorn's variable; default 127.0.0.1).
-            uvicorn.run("gpuaas.asgi:application", host=host, port=port, workers=workers, log_config=None,
-                        ws="websockets-sansio", proxy_headers=True, lifespan="off")
+            uvicorn.run(
+                "gpuaas.asgi:application",
+                host=host,
+                port=port,
+                workers=workers,
+                log_config=None,
+                ws="websockets-sansio",
+                proxy_headers=True,
+                lifespan="off",
+            )

@@ -23,7 +23,9 @@ class Command(BaseCommand):
         if count < 1 or not 2 <= first_vlan <= 4095 - 4 * count:
             raise CommandError("count must be positive and every VLAN id between 2 and 4094")
         try:
-            created = services.load_pool(prefix=prefix, count=count, first_vni=first_vni, first_vlan=first_vlan)
+            created = services.load_pool(
+                prefix=prefix, count=count, first_vni=first_vni, first_vlan=first_vlan
+            )
         except IntegrityError as exc:
             raise CommandError(f"a VNI or VLAN id in that range is already used: {exc}") from exc
         self.stdout.write(f"{created} VRF(s) added; {services.free_vrf_count()} free")

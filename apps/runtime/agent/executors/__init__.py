@@ -27,7 +27,14 @@ def engine_answers(docker: str = "docker") -> bool:
     if shutil.which(docker) is None:
         return False
     try:
-        return subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True,
-                              timeout=15, check=False).returncode == 0
+        return (
+            subprocess.run(
+                [docker, "info", "--format", "{{.ServerVersion}}"],
+                capture_output=True,
+                timeout=15,
+                check=False,
+            ).returncode
+            == 0
+        )
     except subprocess.TimeoutExpired:
         return False

@@ -31,8 +31,20 @@ DIGEST_PINNED = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PUBLISHED_PORT = re.compile(r"^127\.0\.0\.1:\{\{\s*port\.[A-Za-z0-9_-]+\s*\}\}:\d+$")
 CONTAINER_FIELDS = {"image", "args", "env", "gpus"}
-SERVICE_FIELDS = {"image", "command", "environment", "labels", "restart", "read_only", "security_opt",
-                  "cap_drop", "ports", "deploy", "depends_on", "volumes"}
+SERVICE_FIELDS = {
+    "image",
+    "command",
+    "environment",
+    "labels",
+    "restart",
+    "read_only",
+    "security_opt",
+    "cap_drop",
+    "ports",
+    "deploy",
+    "depends_on",
+    "volumes",
+}
 DOCUMENT_FIELDS = {"name", "services", "volumes"}
 
 
@@ -66,8 +78,9 @@ class DockerExecutor:
             self._docker(["rm", "--force", "--volumes", spec["name"]], missing_ok=True)
 
     def running(self) -> list[str]:
-        listed = self._docker(["ps", "--filter", f"label={INSTANCE_LABEL}",
-                               "--format", f'{{{{.Label "{INSTANCE_LABEL}"}}}}'])
+        listed = self._docker(
+            ["ps", "--filter", f"label={INSTANCE_LABEL}", "--format", f'{{{{.Label "{INSTANCE_LABEL}"}}}}']
+        )
         return sorted(set(listed.split()))
 
     def _run(self, spec: dict, ports: dict[str, int], secrets: dict[str, str]) -> None:
@@ -85,15 +98,24 @@ class DockerExecutor:
     def _compose_up(self, spec: dict, ports: dict[str, int], secrets: dict[str, str]) -> None:
         document = compose_document(spec, ports, secrets)
         variables = {_secret_variable(name): value for name, value in secrets.items()}
-        self._docker(compose_up_command(spec)[1:], stdin=json.dumps(document),
-                     env={**os.environ, **variables})
+        self._docker(
+            compose_up_command(spec)[1:], stdin=json.dumps(document), env={**os.environ, **variables}
+        )
 
-    def _docker(self, args: list[str], *, missing_ok: bool = False, stdin: str | None = None,
-                env: dict | None = None) -> str:
+    def _docker(
+        self, args: list[str], *, missing_ok: bool = False, stdin: str | None = None, env: dict | None = None
+    ) -> str:
         feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
         try:
-            done = subprocess.run([self.docker, *args], env=env, capture_output=True, text=True,
-                                  timeout=COMMAND_TIMEOUT_SECONDS, check=False, **feed)
+            done = subprocess.run(
+                [self.docker, *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_TIMEOUT_SECONDS,
+                check=False,
+                **feed,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise TaskFailed(f"docker {args[0]} did not complete: {exc}") from None
         if done.returncode and not (missing_ok and "No such container" in done.stderr):
@@ -136,8 +158,12 @@ def compose_document(spec: dict, ports: dict[str, int], secrets: dict[str, str])
 
     def fill(value):
         if isinstance(value, str):
-            return resolve(value.replace("$", "$$"), ports, secrets,
-                           secret_value=lambda name, _: f"${{{_secret_variable(name)}}}")
+            return resolve(
+                value.replace("$", "$$"),
+                ports,
+                secrets,
+                secret_value=lambda name, _: f"${{{_secret_variable(name)}}}",
+            )
         if isinstance(value, list):
             return [fill(item) for item in value]
         if isinstance(value, dict):
@@ -148,8 +174,7 @@ def compose_document(spec: dict, ports: dict[str, int], secrets: dict[str, str])
 
 
 def _secret_env(env: dict[str, str], ports: dict[str, int], secrets: dict[str, str]) -> dict[str, str]:
-    return {name: resolve(value, ports, secrets) for name, value in env.items()
-            if _has_secret(value)}
+    return {name: resolve(value, ports, secrets) for name, value in env.items() if _has_secret(value)}
 
 
 def _has_secret(value: str) -> bool:
@@ -187,8 +212,11 @@ def _container_problems(container: dict) -> list[str]:
     problems += _image_problems(container.get("image", ""))
     if any(_has_secret(arg) for arg in container.get("args", [])):
         problems.append("a secret in the container's arguments would show in the node's process list")
-    problems += [f"{name!r} is not an environment variable name" for name in container.get("env", {})
-                 if not ENV_NAME.match(name)]
+    problems += [
+        f"{name!r} is not an environment variable name"
+        for name in container.get("env", {})
+        if not ENV_NAME.match(name)
+    ]
     return problems
 
 
@@ -207,8 +235,11 @@ def _document_problems(document: dict) -> list[str]:
 def _service_problems(service: dict) -> list[str]:
     problems = _field_problems("it", service, SERVICE_FIELDS)
     problems += _image_problems(service.get("image", ""))
-    problems += [f"publishes {port!r} (only 127.0.0.1:<agent port>:<container port>)"
-                 for port in service.get("ports", []) if not PUBLISHED_PORT.match(str(port))]
+    problems += [
+        f"publishes {port!r} (only 127.0.0.1:<agent port>:<container port>)"
+        for port in service.get("ports", [])
+        if not PUBLISHED_PORT.match(str(port))
+    ]
     problems += [problem for volume in service.get("volumes", []) if (problem := _volume_problem(volume))]
     if set(service.get("security_opt", [])) - {"no-new-privileges:true"}:
         problems.append("security_opt may only set no-new-privileges:true")

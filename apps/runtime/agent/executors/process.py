@@ -38,8 +38,13 @@ RECORD = "workload.json"
 class ProcessExecutor:
     name = "process"
 
-    def __init__(self, state_dir: Path, *, ready_timeout: float = READY_TIMEOUT_SECONDS,
-                 stop_grace: float = STOP_GRACE_SECONDS):
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        ready_timeout: float = READY_TIMEOUT_SECONDS,
+        stop_grace: float = STOP_GRACE_SECONDS,
+    ):
         self.root = Path(state_dir) / "instances"
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.ready_timeout = ready_timeout
@@ -51,8 +56,10 @@ class ProcessExecutor:
     def start(self, spec: dict, secrets: dict[str, str]) -> list[dict]:
         process = spec.get("process")
         if process is None:
-            raise TaskFailed(f"this node's agent has no container engine, and this {spec['execution']} app "
-                             "has no variant that runs as a local process")
+            raise TaskFailed(
+                f"this node's agent has no container engine, and this {spec['execution']} app "
+                "has no variant that runs as a local process"
+            )
         instance_id = _instance_id(spec)
         self._terminate(instance_id)  # a start replaces whatever still runs (a restart after a failure)
         ports = free_ports([endpoint["name"] for endpoint in spec["endpoints"]])
@@ -63,8 +70,9 @@ class ProcessExecutor:
         self._children[instance_id] = popen
         _write_record(directory, {"pid": popen.pid, "started": _start_time(popen.pid)})
         try:
-            self._wait_ready(popen, command[0], next(iter(ports.values())), process["ready_path"],
-                             secrets.get("token"))
+            self._wait_ready(
+                popen, command[0], next(iter(ports.values())), process["ready_path"], secrets.get("token")
+            )
         except TaskFailed:
             self._terminate(instance_id)
             raise
@@ -89,8 +97,9 @@ class ProcessExecutor:
         directory.chmod(0o700)
         return directory
 
-    def _wait_ready(self, popen: subprocess.Popen, program: str, port: int, ready_path: str,
-                    token: str | None) -> None:
+    def _wait_ready(
+        self, popen: subprocess.Popen, program: str, port: int, ready_path: str, token: str | None
+    ) -> None:
         url = f"http://{LOOPBACK}:{port}{ready_path}"
         # The app's own token (secret ``token``) goes in the header the platform's
         # auth bridge will send, so "ready" also means "accepts the bridge".
@@ -102,8 +111,10 @@ class ProcessExecutor:
             if _answers(url, headers):
                 return
             time.sleep(0.25)
-        raise TaskFailed(f"{program} was not ready after {self.ready_timeout:g} s "
-                         f"({ready_path} on port {port} did not answer)")
+        raise TaskFailed(
+            f"{program} was not ready after {self.ready_timeout:g} s "
+            f"({ready_path} on port {port} did not answer)"
+        )
 
     def _terminate(self, instance_id: str) -> None:
         """SIGTERM the workload's group, SIGKILL it after the grace period; returns once it is gone."""
@@ -141,8 +152,15 @@ def _spawn(directory: Path, command: list[str], env: dict[str, str]) -> subproce
     work = directory / "work"
     with open(directory / "output.log", "ab") as output:  # the child keeps its own descriptor
         try:
-            return subprocess.Popen(command, cwd=work, env=_environment(work, env), stdin=subprocess.DEVNULL,
-                                    stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+            return subprocess.Popen(
+                command,
+                cwd=work,
+                env=_environment(work, env),
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as exc:
             raise TaskFailed(f"cannot run {command[0]}: {exc.strerror}") from None
 

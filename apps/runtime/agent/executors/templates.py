@@ -13,8 +13,12 @@ from apps.runtime.agent.executors.base import TaskFailed
 REFERENCE = re.compile(r"\{\{\s*(port|secret)\.([A-Za-z0-9_-]+)\s*\}\}")
 
 
-def resolve(text: str, ports: dict[str, int], secrets: dict[str, str],
-            secret_value: Callable[[str, str], str] | None = None) -> str:
+def resolve(
+    text: str,
+    ports: dict[str, int],
+    secrets: dict[str, str],
+    secret_value: Callable[[str, str], str] | None = None,
+) -> str:
     """``text`` with every reference replaced. ``secret_value(name, value)`` lets
     an executor substitute something else for a secret (a variable reference)."""
 

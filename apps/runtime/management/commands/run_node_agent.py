@@ -39,8 +39,14 @@ class Command(BaseCommand):
             credentials.forget(state_dir)
             token = nodes.issue_bootstrap_token(found)
         connections.close_all()  # from here on the agent speaks only HTTP, like on a real node
-        code = runner.run_agent(url=url, node=node, state_dir=state_dir, executor=executor,
-                                bootstrap_token=token, heartbeat_seconds=heartbeat_seconds)
+        code = runner.run_agent(
+            url=url,
+            node=node,
+            state_dir=state_dir,
+            executor=executor,
+            bootstrap_token=token,
+            heartbeat_seconds=heartbeat_seconds,
+        )
         if code:
             sys.exit(code)
 

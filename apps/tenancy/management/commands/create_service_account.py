@@ -14,7 +14,9 @@ from apps.tenancy.models import Project
 from apps.tenancy.principal import Grant, Principal
 from apps.tenancy.roles import Role
 
-OPERATOR = Principal(kind="operator", key="operator:cli", name="operator (manage.py)", grants=[Grant(Role.PLATFORM_ADMIN)])
+OPERATOR = Principal(
+    kind="operator", key="operator:cli", name="operator (manage.py)", grants=[Grant(Role.PLATFORM_ADMIN)]
+)
 
 
 class Command(BaseCommand):
@@ -34,10 +36,14 @@ class Command(BaseCommand):
             else:
                 if not role:
                     raise CommandError("--role is required with --project")
-                issued = services.create_service_account(OPERATOR, self._project(project), name=name, role=role)
+                issued = services.create_service_account(
+                    OPERATOR, self._project(project), name=name, role=role
+                )
         except ValidationFailed as exc:
             raise CommandError(f"{exc.message} {exc.details}") from exc
-        self.stdout.write(json.dumps({"client_id": issued.account.client_id, "client_secret": issued.client_secret}))
+        self.stdout.write(
+            json.dumps({"client_id": issued.account.client_id, "client_secret": issued.client_secret})
+        )
 
     @staticmethod
     def _project(value: str) -> Project:
