@@ -19,29 +19,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
-import secrets
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import httpx
 
-import httpx  # noqa: E402
-import psycopg  # noqa: E402
-from cryptography.fernet import Fernet  # noqa: E402
+# harness puts the repository root on sys.path: imported before apps, gpuaas and tests.
+from harness import (
+    Result,
+    Server,
+    configure_environment,
+    drop_database,
+    free_port,
+    group_cpu_seconds,
+    load_average,
+    machine,
+    print_table,
+    recreate_database,
+)
 
-from tests.support.issuer import FakeIssuer  # noqa: E402
-
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+from tests.support.issuer import FakeIssuer
 
 
 def parse_args() -> argparse.Namespace:
@@ -67,46 +67,7 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-# --- database ----------------------------------------------------------------
-
-
-def recreate_database(name: str) -> None:
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def drop_database(name: str) -> None:
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def configure_environment(args, issuer: FakeIssuer, port: int, var_dir: str) -> dict[str, str]:
-    env = {
-        "DJANGO_SETTINGS_MODULE": "gpuaas.settings",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{args.db_name}",
-        "REDIS_URL": args.redis_url,
-        "GPUAAS_SECRET_KEY": secrets.token_urlsafe(50),
-        "GPUAAS_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
-        "GPUAAS_DEBUG": "false",
-        "GPUAAS_HTTPS": "false",
-        "GPUAAS_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "GPUAAS_ISSUER": f"http://127.0.0.1:{port}",
-        "GPUAAS_TRUSTED_ISSUERS": json.dumps([issuer.config]),
-        "GPUAAS_VAR_DIR": var_dir,
-        "GPUAAS_LOG_LEVEL": "WARNING",
-        # The per-principal limit (1200/min by default) would answer 429 within a
-        # second; the throttle still runs on every request, it just never trips.
-        "GPUAAS_API_RATE_LIMIT": "100000000/min",
-    }
-    os.environ.update(env)
-    return env
+# --- data --------------------------------------------------------------------
 
 
 def seed(args) -> dict:
@@ -172,50 +133,6 @@ def seed(args) -> dict:
     }
 
 
-# --- server ------------------------------------------------------------------
-
-
-class Server:
-    def __init__(self, port: int, env: dict[str, str], workers: int, log_path: Path):
-        self.url = f"http://127.0.0.1:{port}"
-        self.log_path = log_path
-        self.log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        command = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)]
-        if workers > 1:
-            command += ["--workers", str(workers)]
-        self.process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited with {self.process.returncode}; see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"server not ready after {timeout:.0f} s; see {self.log_path}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)  # its own session: uvicorn and any workers
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        self.log.close()
-
-
 # --- load --------------------------------------------------------------------
 
 
@@ -227,32 +144,6 @@ class Scenario:
     headers: dict
     body: dict | None = None
     expect_count: int | None = None
-
-
-@dataclass
-class Result:
-    name: str
-    requests: int
-    errors: int
-    seconds: float
-    latencies_ms: list[float]
-    server_cpu_s: float = 0.0
-
-    @property
-    def rps(self) -> float:
-        return self.requests / self.seconds
-
-    @property
-    def cpu_ms_per_request(self) -> float:
-        """Server CPU per request: unlike req/s, barely moved by other load on the machine."""
-        return self.server_cpu_s * 1000 / self.requests if self.requests else float("nan")
-
-    def percentile(self, p: float) -> float:
-        if not self.latencies_ms:
-            return float("nan")
-        ordered = sorted(self.latencies_ms)
-        index = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))
-        return ordered[index]
 
 
 async def _drive(base_url: str, scenario: Scenario, seconds: float, concurrency: int) -> Result:
@@ -303,22 +194,6 @@ def cold_start_burst(base_url: str, headers: dict, count: int) -> list[int]:
     return asyncio.run(_burst(base_url, "/api/v1/projects", headers, count))
 
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def group_cpu_seconds(pgid: int) -> float:
-    """User+system CPU of every process in the server's process group (uvicorn and its workers)."""
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # exited meanwhile
-        if int(fields[2]) == pgid:  # pgrp
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / _CLOCK_TICKS
-
-
 def run_load(base_url: str, scenario: Scenario, args, server_pgid: int) -> Result:
     response = httpx.request(
         scenario.method, base_url + scenario.path, headers=scenario.headers, data=scenario.body
@@ -365,53 +240,6 @@ def explain_platform_page(page: int, size: int) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF) {sql}", params)
         return [row[0] for row in cursor.fetchall()]
-
-
-# --- report ------------------------------------------------------------------
-
-
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        pg = cursor.fetchone()[0]
-    import django
-
-    return (
-        f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, Django {django.get_version()}, "
-        f"PostgreSQL {pg}"
-    )
-
-
-def load_average() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
-
-
-def print_table(headers: list[str], rows: list[list]) -> None:
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in cells:
-        print(
-            "| "
-            + " | ".join(
-                c.rjust(w) if c[:1].isdigit() else c.ljust(w) for c, w in zip(row, widths, strict=False)
-            )
-            + " |"
-        )
 
 
 def main() -> int:

@@ -1,0 +1,334 @@
+"""What the benchmark scripts share: a throw-away PostgreSQL database, the
+production-mode environment, the server (``manage.py serve``) and Celery worker
+subprocesses, latency percentiles, CPU accounting and the report helpers.
+
+Importing this module puts the repository root on ``sys.path``, so a script in
+``benchmarks/`` can import ``apps``, ``gpuaas`` and ``tests.support`` after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+from cryptography.fernet import Fernet  # noqa: E402
+
+PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+# --- database ----------------------------------------------------------------
+
+
+def recreate_database(name: str) -> None:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_database(name: str) -> None:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def configure_environment(args, issuer, port: int, var_dir: str, **extra: str) -> dict[str, str]:
+    """Production mode (PostgreSQL ``args.db_name``, Redis ``args.redis_url``, debug off),
+    trusting ``issuer`` (a ``tests.support.issuer.FakeIssuer``); ``extra`` adds or
+    overrides variables. Set in this process too, and returned for subprocesses."""
+    env = {
+        "DJANGO_SETTINGS_MODULE": "gpuaas.settings",
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{args.db_name}",
+        "REDIS_URL": args.redis_url,
+        "GPUAAS_SECRET_KEY": secrets.token_urlsafe(50),
+        "GPUAAS_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+        "GPUAAS_DEBUG": "false",
+        "GPUAAS_HTTPS": "false",
+        "GPUAAS_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "GPUAAS_ISSUER": f"http://127.0.0.1:{port}",
+        "GPUAAS_TRUSTED_ISSUERS": json.dumps([issuer.config]),
+        "GPUAAS_VAR_DIR": var_dir,
+        "GPUAAS_LOG_LEVEL": "WARNING",
+        # The per-principal limit (1200/min by default) would answer 429 within a
+        # second; the throttle still runs on every request, it just never trips.
+        "GPUAAS_API_RATE_LIMIT": "100000000/min",
+        **extra,
+    }
+    os.environ.update(env)
+    return env
+
+
+# --- subprocesses --------------------------------------------------------------
+
+
+class Background:
+    """A command in its own session (process group), output to ``log_path``;
+    ``stop`` ends the whole group: the command and every child it started."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log_path: Path):
+        self.log_path = log_path
+        self.log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pgid(self) -> int:
+        return self.process.pid
+
+    def check_alive(self, what: str) -> None:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {self.process.returncode}; see {self.log_path}")
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        if not self.log.closed:
+            self.log.close()
+
+
+class Server(Background):
+    """``manage.py serve`` (uvicorn; ``workers`` processes) on 127.0.0.1:``port``."""
+
+    def __init__(self, port: int, env: dict[str, str], workers: int, log_path: Path):
+        self.url = f"http://127.0.0.1:{port}"
+        command = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        if workers > 1:
+            command += ["--workers", str(workers)]
+        super().__init__(command, env, log_path)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive("server")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"server not ready after {timeout:.0f} s; see {self.log_path}")
+
+
+class CeleryWorker(Background):
+    """``celery -A gpuaas worker`` with ``concurrency`` slots of ``pool`` (prefork,
+    threads), consuming ``queue``; named ``name@<host>``."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        concurrency: int,
+        pool: str = "prefork",
+        queue: str = "celery",
+        name: str = "bench",
+    ):
+        self.concurrency, self.pool, self.queue = concurrency, pool, queue
+        self.hostname = f"{name}@{socket.gethostname()}"
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpuaas",
+            "worker",
+            "--loglevel",
+            "WARNING",
+            "--concurrency",
+            str(concurrency),
+            "-P",
+            pool,
+            "-Q",
+            queue,
+            "--hostname",
+            self.hostname,
+            "--without-mingle",
+            "--without-gossip",
+        ]
+        super().__init__(command, env, log_path)
+
+    def wait_ready(self, app, timeout: float = 60.0) -> None:
+        """Until the worker answers a broadcast ping (its pool is up by then)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive("celery worker")
+            replies = app.control.ping(destination=[self.hostname], timeout=1.0)
+            if any(self.hostname in reply for reply in replies):
+                return
+        raise RuntimeError(f"celery worker not ready after {timeout:.0f} s; see {self.log_path}")
+
+
+class RedisServer(Background):
+    """A private ``redis-server`` on 127.0.0.1:``port``, nothing persisted.
+
+    The shared Redis is emptied by test runs (``FLUSHDB`` when a test clears the
+    cache) at any moment; a Celery broker in it loses its queued tasks and
+    kombu's queue bindings, and the run waits forever for work that is gone.
+    """
+
+    def __init__(self, port: int, log_path: Path, workdir: str):
+        self.url = f"redis://127.0.0.1:{port}/0"
+        command = [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+        ]
+        super().__init__(command, {}, log_path)
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("redis-server") is not None
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        import redis
+
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                self.check_alive("redis-server")
+                try:
+                    if client.ping():
+                        return
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+        finally:
+            client.close()
+        raise RuntimeError(f"redis-server not ready after {timeout:.0f} s; see {self.log_path}")
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """User+system CPU of every process in the process group (uvicorn and its workers)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[2]) == pgid:  # pgrp
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _CLOCK_TICKS
+
+
+# --- figures -----------------------------------------------------------------
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (NaN for no values)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))
+    return ordered[index]
+
+
+@dataclass
+class Result:
+    name: str
+    requests: int
+    errors: int
+    seconds: float
+    latencies_ms: list[float]
+    server_cpu_s: float = 0.0
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        """Server CPU per request: unlike req/s, barely moved by other load on the machine."""
+        return self.server_cpu_s * 1000 / self.requests if self.requests else float("nan")
+
+    def percentile(self, p: float) -> float:
+        return percentile(self.latencies_ms, p)
+
+
+# --- report ------------------------------------------------------------------
+
+
+def machine() -> str:
+    """Cores, CPU model, Python, Django and PostgreSQL versions (needs Django set up)."""
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        pg = cursor.fetchone()[0]
+    import django
+
+    return (
+        f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, Django {django.get_version()}, "
+        f"PostgreSQL {pg}"
+    )
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def print_table(headers: list[str], rows: list[list]) -> None:
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in cells:
+        print(
+            "| "
+            + " | ".join(
+                c.rjust(w) if c[:1].isdigit() else c.ljust(w) for c, w in zip(row, widths, strict=False)
+            )
+            + " |"
+        )

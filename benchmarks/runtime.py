@@ -1,0 +1,259 @@
+"""Launch-to-running of JupyterLab through the node agent.
+
+Serves the portal in production mode (``manage.py serve``, PostgreSQL, Redis
+channel layer), runs a real node agent (``python -m apps.runtime.agent``,
+process executor) for one node, and launches JupyterLab through the API with a
+project service account's token, again and again. For each launch it prints
+the time from the API call to ``running`` split into the app's own start (the
+agent's work: spawn Jupyter and wait until it answers) and the platform's
+overhead (everything else: API, task hand-off, report), and the agent's task
+fetch latency (task created -> claimed by the long-polling agent) over every
+task of the run.
+
+    .venv/bin/python benchmarks/runtime.py            # 5 launches
+    .venv/bin/python benchmarks/runtime.py --quick    # 1 launch, CI smoke
+
+Needs PostgreSQL and Redis (``make services``) and JupyterLab installed
+(``pip install -e .[dev]``). Compare figures only within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from benchmarks.harness import (  # noqa: E402
+    Background,
+    Server,
+    configure_environment,
+    drop_database,
+    free_port,
+    load_average,
+    machine,
+    percentile,
+    print_table,
+    recreate_database,
+)
+from tests.support.issuer import FakeIssuer  # noqa: E402
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="one launch (CI smoke)")
+    parser.add_argument("--launches", type=int, default=5)
+    parser.add_argument("--db-name", default="gpuaas_bench_runtime")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
+    args = parser.parse_args()
+    if args.quick:
+        args.launches = 1
+    return args
+
+
+def seed() -> dict:
+    """A tenant with an ACTIVE allocation of one node, JupyterLab published, a project service account."""
+    import json
+
+    from django.core.management import call_command
+
+    from apps.allocations.models import Allocation, Node
+    from apps.catalog import services as catalog
+    from apps.catalog.models import App, Flavor
+    from apps.metering import services as metering
+    from apps.tenancy import services as tenancy
+    from apps.tenancy.models import Project, Tenant
+    from apps.tenancy.principal import Grant, Principal
+
+    call_command("migrate", verbosity=0, interactive=False)
+    tenant = Tenant.objects.create(tenant_id="bench", name="Bench", status=Tenant.Status.ACTIVE)
+    project = Project.objects.create(tenant=tenant, project_id="bench", name="Bench")
+    metering.set_quota(tenant, {"gpus": 8, "nodes": 1})
+    flavor = Flavor.objects.create(
+        name="h100-1x", gpu_model="H100", gpus_per_node=1, cpu_cores=16, memory_gb=256
+    )
+    node = Node.objects.create(
+        hostname="bench-node-1", flavor=flavor, state=Node.State.ALLOCATED, approved=True
+    )
+    allocation = Allocation.objects.create(
+        node=node,
+        tenant=tenant,
+        project=project,
+        flavor=flavor,
+        gpus=1,
+        os_image="ubuntu-22.04",
+        state=Allocation.State.ACTIVE,
+        progress=100,
+        requested_by="benchmark",
+    )
+    manifest = json.loads((ROOT / "apps/catalog/shipped/jupyterlab.json").read_text())
+    app = App.objects.create(slug="jupyterlab", name="JupyterLab", entitled_to_all=True)
+    catalog.publish_version(None, app, version="1.0.0", manifest=manifest)
+    operator = Principal(
+        kind="operator", key="operator:bench", name="benchmark", grants=[Grant("platform_admin")]
+    )
+    issued = tenancy.create_service_account(operator, project, name="bench", role="project_admin")
+    return {
+        "project": project,
+        "node": node,
+        "allocation": allocation,
+        "client_id": issued.account.client_id,
+        "client_secret": issued.client_secret,
+    }
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def launch_once(client: httpx.Client, data: dict) -> dict:
+    from apps.runtime.models import AgentTask, AppInstance
+
+    base = f"/api/v1/projects/{data['project'].pk}/app-instances"
+    started = time.perf_counter()
+    response = client.post(base, json={"app": "jupyterlab", "allocation_id": str(data["allocation"].pk)})
+    response.raise_for_status()
+    accepted = time.perf_counter()
+    instance_id = response.json()["instance_id"]
+    wait_for(
+        lambda: client.get(f"{base}/{instance_id}").json()["state"] in ("running", "failed"), 180, "running"
+    )
+    running = time.perf_counter()
+    instance = AppInstance.objects.get(pk=instance_id)
+    if instance.state != "running":
+        raise RuntimeError(f"launch failed: {instance.state_reason}")
+    task = AgentTask.objects.get(instance_id=instance_id, action="start")
+    total = running - started
+    app_start = (task.finished_at - task.claimed_at).total_seconds()
+    # Free the node's GPU for the next launch, and time those tasks' hand-off too.
+    client.delete(f"{base}/{instance_id}").raise_for_status()
+    wait_for(lambda: client.get(f"{base}/{instance_id}").json()["state"] == "deleted", 60, "deleted")
+    return {
+        "total_s": total,
+        "accept_ms": (accepted - started) * 1000,
+        "app_start_s": app_start,
+        "platform_s": total - app_start,
+    }
+
+
+def main() -> int:
+    args = parse_args()
+    port = free_port()
+    issuer = FakeIssuer()
+    recreate_database(args.db_name)
+    server = agent = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="gpuaas-bench-runtime-") as var_dir:
+            env = configure_environment(args, issuer, port, var_dir)
+            Path(var_dir, "static").mkdir()
+            import django
+
+            django.setup()
+            data = seed()
+            from apps.allocations import nodes
+            from apps.runtime.models import AgentTask
+
+            print(f"# {machine()}")
+            print(f"# load average before: {load_average()}; {args.launches} launch(es) of JupyterLab")
+            server = Server(port, env, 1, Path(var_dir) / "server.log")
+            server.wait_ready()
+            token = nodes.issue_bootstrap_token(data["node"])
+            agent = Background(
+                [
+                    sys.executable,
+                    "-m",
+                    "apps.runtime.agent",
+                    "--url",
+                    server.url,
+                    "--node",
+                    "bench-node-1",
+                    "--state-dir",
+                    str(Path(var_dir) / "agent"),
+                    "--executor",
+                    "process",
+                ],
+                {**env, "GPUAAS_BOOTSTRAP_TOKEN": token},
+                Path(var_dir) / "agent.log",
+            )
+            wait_for(
+                lambda: (
+                    type(data["node"]).objects.filter(pk=data["node"].pk, credential_hash__gt="").exists()
+                ),
+                60,
+                "the agent to enroll",
+            )
+            form = {
+                "grant_type": "client_credentials",
+                "client_id": data["client_id"],
+                "client_secret": data["client_secret"],
+            }
+            access = httpx.post(
+                f"{server.url}/api/v1/auth/token",
+                content=urlencode(form),
+                headers={"Content-Type": "application/x-www-form-urlencoded"},
+            ).json()["access_token"]
+            with httpx.Client(
+                base_url=server.url, headers={"Authorization": f"Bearer {access}"}, timeout=30
+            ) as client:
+                runs = [launch_once(client, data) for _ in range(args.launches)]
+            fetch = [
+                (t.claimed_at - t.created_at).total_seconds() * 1000
+                for t in AgentTask.objects.exclude(claimed_at=None)
+            ]
+            print()
+            print("Launch to running, JupyterLab through the agent (process executor):")
+            print()
+            print_table(
+                ["launch", "API accept ms", "app start s", "platform overhead s", "total s"],
+                [
+                    [
+                        i + 1,
+                        f"{r['accept_ms']:.0f}",
+                        f"{r['app_start_s']:.2f}",
+                        f"{r['platform_s']:.2f}",
+                        f"{r['total_s']:.2f}",
+                    ]
+                    for i, r in enumerate(runs)
+                ],
+            )
+            print()
+            print(
+                f"median: total {statistics.median(r['total_s'] for r in runs):.2f} s = app start "
+                f"{statistics.median(r['app_start_s'] for r in runs):.2f} s + platform "
+                f"{statistics.median(r['platform_s'] for r in runs):.2f} s"
+            )
+            print(
+                f"agent task fetch latency over {len(fetch)} tasks: p50 {percentile(fetch, 50):.0f} ms, "
+                f"p95 {percentile(fetch, 95):.0f} ms, max {max(fetch):.0f} ms"
+            )
+            print(f"# load average after: {load_average()}")
+            from django.db import connections
+
+            connections.close_all()
+            return 0
+    finally:
+        for process in (agent, server):
+            if process is not None:
+                process.stop()
+        issuer.close()
+        drop_database(args.db_name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
