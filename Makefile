@@ -29,8 +29,11 @@ browser:
 node-deps:
 	cd tests/e2e/oidc_provider && npm ci --silent --no-audit --no-fund
 
+# Browser tests run on their own after the rest: Playwright keeps an event loop in
+# the test thread, which the other tests' synchronous channel-layer sends cannot share.
 test: install services browser node-deps
-	$(PY) -m pytest -n auto -p no:cacheprovider
+	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e
+	$(PY) -m pytest -n 2 -p no:cacheprovider tests/e2e
 
 e2e: install services browser node-deps
 	$(PY) -m pytest tests/e2e -p no:cacheprovider

@@ -7,6 +7,7 @@ import threading
 import time
 
 import uvicorn
+from channels.layers import channel_layers
 
 
 def free_port() -> int:
@@ -33,6 +34,9 @@ class ThreadedUvicorn:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> ThreadedUvicorn:
+        # A channel layer receives on the event loop that first used it: give each
+        # server its own, so one stopped earlier (with receives pending) is not in the way.
+        channel_layers.backends.clear()
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
