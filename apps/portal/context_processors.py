@@ -7,6 +7,14 @@ from django.conf import settings
 from apps.tenancy.roles import Perm
 
 SESSION_PROJECT = "portal.current_project"
+
+
+def remember_project(request, project) -> None:
+    """Opening a project's pages makes it the switcher's current project."""
+    if request.session.get(SESSION_PROJECT) != str(project.pk):
+        request.session[SESSION_PROJECT] = str(project.pk)
+
+
 SWITCHER_LIMIT = 100
 
 

@@ -57,3 +57,16 @@ def render_fragment(request: HttpRequest, template: str, context: dict, *, statu
         "portal/partials/messages.html", {"messages": get_messages(request), "oob": True}, request=request
     )
     return HttpResponse(body, status=status)
+
+
+def refreshing(request: HttpRequest, target: str) -> bool:
+    """An htmx request for one part of the page (filters, pagination, a live refresh)."""
+    return htmx_partial(request) and request.htmx.target == target
+
+
+def quiet_fragment(request: HttpRequest, template: str, context: dict) -> HttpResponse:
+    """A fragment without the out-of-band message area, which would wipe the
+    messages the page shows each time the live script refreshes a part of it."""
+    response = HttpResponse(render_to_string(template, context, request=request))
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response

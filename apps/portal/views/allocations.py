@@ -16,11 +16,8 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import HttpResponse
 from django.shortcuts import render
-from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.allocations import services
@@ -28,9 +25,16 @@ from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
 from apps.metering.services import warning_level
-from apps.portal.context_processors import SESSION_PROJECT
+from apps.portal.context_processors import remember_project
 from apps.portal.forms import AllocationForm, ReleaseForm, add_api_error
-from apps.portal.htmx import htmx_partial, hx_redirect, render_fragment, render_page_or_fragment
+from apps.portal.htmx import (
+    htmx_partial,
+    hx_redirect,
+    quiet_fragment,
+    refreshing,
+    render_fragment,
+    render_page_or_fragment,
+)
 from apps.portal.views.base import portal_view
 from apps.portal.views.project_detail import _tabs
 from apps.tenancy import policy
@@ -78,12 +82,6 @@ def _allocation(principal: Principal, project: Project, pk, action_perm: str | N
     )
 
 
-def _remember(request, project: Project) -> None:
-    """Opening a project's allocations makes it the switcher's current project."""
-    if request.session.get(SESSION_PROJECT) != str(project.pk):
-        request.session[SESSION_PROJECT] = str(project.pk)
-
-
 def _can_manage(principal: Principal, project: Project) -> bool:
     return principal.can(Perm.ALLOCATION_MANAGE, project.tenant_id, project.pk)
 
@@ -98,19 +96,6 @@ def _decorate(allocation: Allocation) -> Allocation:
     return allocation
 
 
-def _refreshing(request, target: str) -> bool:
-    """An htmx request for one part of the page (filters, pagination, the live script's refresh)."""
-    return htmx_partial(request) and request.htmx.target == target
-
-
-def _quiet_fragment(request, template: str, context: dict) -> HttpResponse:
-    # Not ``render_fragment``: its out-of-band message area would wipe the messages
-    # the page is showing each time the live script refreshes a part of it.
-    response = HttpResponse(render_to_string(template, context, request=request))
-    patch_vary_headers(response, ("HX-Request", "HX-Target"))
-    return response
-
-
 # --- list ----------------------------------------------------------------------
 
 
@@ -118,7 +103,7 @@ def _quiet_fragment(request, template: str, context: dict) -> HttpResponse:
 @portal_view
 def allocation_list(request, principal, pk):
     project = _project(principal, pk)
-    _remember(request, project)
+    remember_project(request, project)
     state = request.GET.get("state", "").upper()
     if state not in State.values:
         state = ""
@@ -141,8 +126,8 @@ def allocation_list(request, principal, pk):
         "can_manage": _can_manage(principal, project),
         **_live(project),
     }
-    if _refreshing(request, TABLE_TARGET):
-        return _quiet_fragment(request, "portal/partials/allocation_table.html", context)
+    if refreshing(request, TABLE_TARGET):
+        return quiet_fragment(request, "portal/partials/allocation_table.html", context)
     return render_page_or_fragment(
         request, "portal/project_detail.html", "portal/partials/project_tabs.html", context
     )
@@ -155,7 +140,7 @@ def allocation_list(request, principal, pk):
 @portal_view
 def allocation_detail(request, principal, pk, allocation_pk):
     project = _project(principal, pk)
-    _remember(request, project)
+    remember_project(request, project)
     allocation = _allocation(principal, project, allocation_pk)
     context = {
         "project": project,
@@ -165,8 +150,8 @@ def allocation_detail(request, principal, pk, allocation_pk):
         "abortable": allocation.state in ABORTABLE and not allocation.abort_requested,
         **_live(project),
     }
-    if _refreshing(request, BODY_TARGET):
-        return _quiet_fragment(request, "portal/partials/allocation_detail_body.html", context)
+    if refreshing(request, BODY_TARGET):
+        return quiet_fragment(request, "portal/partials/allocation_detail_body.html", context)
     return render(request, "portal/allocation_detail.html", context)
 
 
@@ -264,7 +249,7 @@ def _step(percent: float) -> int:
 @portal_view
 def allocation_create(request, principal, pk):
     project = _project(principal, pk, Perm.ALLOCATION_MANAGE)
-    _remember(request, project)
+    remember_project(request, project)
     flavors = _flavors()
     status = 200
     if request.method == "POST":

@@ -15,18 +15,16 @@ import json
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import Http404, HttpResponse
+from django.http import Http404
 from django.shortcuts import render
-from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from guardian.shortcuts import get_users_with_perms
 
 from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
-from apps.portal.context_processors import SESSION_PROJECT
+from apps.portal.context_processors import remember_project
 from apps.portal.forms import ShareForm
-from apps.portal.htmx import htmx_partial, hx_redirect, render_fragment
+from apps.portal.htmx import htmx_partial, hx_redirect, quiet_fragment, refreshing, render_fragment
 from apps.portal.views.base import portal_view
 from apps.runtime import routes, services
 from apps.runtime.models import AppInstance
@@ -88,11 +86,6 @@ def _project(principal: Principal, pk) -> Project:
     )
 
 
-def _remember(request, project: Project) -> None:
-    if request.session.get(SESSION_PROJECT) != str(project.pk):
-        request.session[SESSION_PROJECT] = str(project.pk)
-
-
 def _instance(principal: Principal, pk, instance_pk) -> AppInstance:
     """An instance the caller may see (404 otherwise), with what every page shows of it.
     Someone it was shared with by name may have no role in its project."""
@@ -123,18 +116,6 @@ def _live(project: Project) -> dict:
     return {"ws_url": f"/ws/projects/{project.pk}/instances/", "tones_json": TONES_JSON}
 
 
-def _refreshing(request, target: str) -> bool:
-    return htmx_partial(request) and request.htmx.target == target
-
-
-def _quiet_fragment(request, template: str, context: dict) -> HttpResponse:
-    # Not ``render_fragment``: its out-of-band message area would wipe the page's
-    # messages each time the live script refreshes a part of it.
-    response = HttpResponse(render_to_string(template, context, request=request))
-    patch_vary_headers(response, ("HX-Request", "HX-Target"))
-    return response
-
-
 # --- list ----------------------------------------------------------------------
 
 
@@ -142,7 +123,7 @@ def _quiet_fragment(request, template: str, context: dict) -> HttpResponse:
 @portal_view
 def instance_list(request, principal, pk):
     project = _project(principal, pk)
-    _remember(request, project)
+    remember_project(request, project)
     state = request.GET.get("state", "").lower()
     if state not in State.values:
         state = ""
@@ -166,8 +147,8 @@ def instance_list(request, principal, pk):
         "can_launch": principal.can(Perm.INSTANCE_MANAGE, project.tenant_id, project.pk),
         **_live(project),
     }
-    if _refreshing(request, TABLE_TARGET):
-        return _quiet_fragment(request, "portal/partials/instance_table.html", context)
+    if refreshing(request, TABLE_TARGET):
+        return quiet_fragment(request, "portal/partials/instance_table.html", context)
     return render(request, "portal/instances.html", context)
 
 
@@ -235,10 +216,10 @@ def _sharing_context(principal: Principal, instance: AppInstance, form: ShareFor
 def instance_detail(request, principal, pk, instance_pk):
     instance = _instance(principal, pk, instance_pk)
     context = _detail_context(principal, instance)
-    if _refreshing(request, BODY_TARGET):
-        return _quiet_fragment(request, "portal/partials/instance_detail_body.html", context)
+    if refreshing(request, BODY_TARGET):
+        return quiet_fragment(request, "portal/partials/instance_detail_body.html", context)
     if context["can_view_project"]:
-        _remember(request, instance.project)
+        remember_project(request, instance.project)
     context.update(_sharing_context(principal, instance))
     return render(request, "portal/instance_detail.html", context)
 

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from apps.core import crypto
 from apps.core.errors import ApiError, Forbidden, NotFound
 from apps.portal import queries
-from apps.portal.context_processors import SESSION_PROJECT
+from apps.portal.context_processors import remember_project
 from apps.portal.forms import MemberForm, ServiceAccountForm, add_api_error
 from apps.portal.htmx import htmx_partial, hx_redirect, render_fragment, render_page_or_fragment
 from apps.portal.views.base import portal_view
@@ -91,9 +91,7 @@ def _accounts_page(request, principal, project):
 
 
 def _render(request, principal, project, tab, section_context, status=200):
-    # Opening a project makes it the switcher's current project.
-    if request.session.get(SESSION_PROJECT) != str(project.pk):
-        request.session[SESSION_PROJECT] = str(project.pk)
+    remember_project(request, project)
     context = {"project": project, "tab": tab, "tabs": _tabs(principal, project), **section_context}
     return render_page_or_fragment(
         request, "portal/project_detail.html", "portal/partials/project_tabs.html", context, status=status
