@@ -10,6 +10,8 @@ from importlib import import_module
 from django.conf import settings
 from django.core.cache import cache
 
+from apps.core import counters
+
 logger = logging.getLogger(__name__)
 _warned: set[str] = set()
 
@@ -68,12 +70,7 @@ class CircuitBreaker:
 
     def record_failure(self) -> None:
         bucket = self._key(f"failures:{int(time.time() // self.window)}")
-        cache.add(bucket, 0, timeout=self.window * 2)
-        try:
-            failures = cache.incr(bucket)
-        except ValueError:
-            cache.set(bucket, 1, timeout=self.window * 2)
-            failures = 1
+        failures = counters.increment(bucket, self.window * 2)
         if failures >= self.threshold:
             cache.set(self._key("open"), time.time(), timeout=self.window)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import time
 
-from django.core.cache import cache
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
+
+from apps.core import counters
 
 _PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600}
 
@@ -32,12 +33,7 @@ class PrincipalRateThrottle(BaseThrottle):
         now = time.time()
         window = int(now // self.period)
         key = f"ratelimit:{ident}:{window}"
-        cache.add(key, 0, timeout=self.period + 1)
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.set(key, 1, timeout=self.period + 1)
-            count = 1
+        count = counters.increment(key, self.period + 1)
         if count > self.limit:
             self._wait = (window + 1) * self.period - now
             return False
