@@ -3,7 +3,7 @@ pipeline timeline, the allocate form with its live quota check, and release /
 abort. Thin views over ``apps.allocations.services``, which check the policy,
 write the audit trail and start the pipeline.
 
-Live updates come over the project's WebSocket (``static/js/allocations-live.js``);
+Live updates come over the project's WebSocket (``static/js/live.js``);
 these views render the fragments it refreshes, picked by the ``HX-Target`` the
 page asks for.
 """

@@ -3,7 +3,7 @@ mode, members, sharing, the events timeline), stop / start / delete behind a
 confirmation page, and sharing. Thin views over ``apps.runtime.services``, which
 decides who sees (``visible_instances``, ``get_instance``) and who manages.
 
-Live updates come over the project's instance socket (``static/js/instances-live.js``,
+Live updates come over the project's instance socket (``static/js/live.js``,
 messages ``{"instance_id", "state"}``); these views render the fragments it
 refreshes, picked by the ``HX-Target`` the page asks for.
 """

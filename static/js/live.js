@@ -1,0 +1,265 @@
+// Live state over a project's WebSocket, for allocations (apps/allocations/consumers.py)
+// and app instances (apps/runtime/consumers.py): one mechanism, one call per kind below.
+//
+// A root element marked data-<kind>s-live names the socket (data-ws-url, a
+// same-origin path) and holds views: elements with data-<kind>-id whose
+// [data-field] children are updated in place from each message {"<kind>_id",
+// "state", and for allocations "step", "progress"}: the state badge (text and
+// tone class, from data-tones), the step, the <progress> bar and its text.
+// Whatever the message does not carry (timelines, actions, a new row) is
+// re-rendered by the server: the root's data-refresh element is fetched again
+// with htmx from its data-refresh-url, on every message about a shown item
+// (data-refresh-on="any", detail pages) or when a state changes or an unknown
+// item appears (data-refresh-on="state", lists). The server applies visibility
+// to what it renders: the sockets carry ids and states only.
+//
+// Sockets reconnect with exponential backoff and jitter; after a reconnect (or on
+// first open when something is in flight) the views are refreshed, since
+// messages sent while the socket was closed are lost. No inline styles (CSP):
+// only text, classes, attributes and the <progress> value change.
+(function () {
+  "use strict";
+
+  var BACKOFF_MS = 1000;
+  var BACKOFF_MAX_MS = 30000;
+  var REFRESH_DELAY_MS = 250;
+  var ID = /^[0-9a-f-]{36}$/;
+
+  function live(kind, STATE) {
+    var ROOTS = "[data-" + kind + "s-live]";
+    var ID_ATTRIBUTE = "data-" + kind + "-id";
+    var ID_FIELD = kind + "_id";
+    var sockets = {}; // ws path -> {ws, attempts, opened, timer, stopped, known: {id: last state}}
+    var refreshes = {}; // refresh target selector -> {timer, running, again}
+
+    function socketUrl(path) {
+      return (window.location.protocol === "https:" ? "wss://" : "ws://") + window.location.host + path;
+    }
+
+    function rootsFor(path) {
+      return Array.prototype.filter.call(document.querySelectorAll(ROOTS), function (root) {
+        return root.getAttribute("data-ws-url") === path;
+      });
+    }
+
+    function setStatus(path, state, text) {
+      rootsFor(path).forEach(function (root) {
+        // The indicator may sit outside the root (the detail page's header).
+        var scope = root.closest("main") || document;
+        Array.prototype.forEach.call(scope.querySelectorAll("[data-live-status]"), function (status) {
+          status.setAttribute("data-state", state);
+          status.textContent = text;
+          status.title = state === "live" ? "Changes appear as they happen." : "Live updates are paused; retrying.";
+        });
+      });
+    }
+
+    // --- the socket ------------------------------------------------------------
+
+    function scan() {
+      var wanted = {};
+      Array.prototype.forEach.call(document.querySelectorAll(ROOTS), function (root) {
+        var path = root.getAttribute("data-ws-url");
+        if (path && path.charAt(0) === "/") wanted[path] = true;
+      });
+      Object.keys(wanted).forEach(function (path) {
+        if (!sockets[path]) connect(path);
+        else if (sockets[path].opened && sockets[path].ws.readyState === 1) setStatus(path, "live", "Live");
+      });
+      Object.keys(sockets).forEach(function (path) {
+        if (!wanted[path]) stop(path);
+      });
+    }
+
+    function connect(path) {
+      var entry = sockets[path] || (sockets[path] = { attempts: 0, opened: false, stopped: false, known: {} });
+      entry.timer = null;
+      setStatus(path, entry.opened ? "reconnecting" : "connecting", entry.opened ? "Reconnecting\u2026" : "Connecting\u2026");
+      var ws;
+      try {
+        ws = new WebSocket(socketUrl(path));
+      } catch (error) {
+        retry(path, entry);
+        return;
+      }
+      entry.ws = ws;
+      ws.addEventListener("open", function () {
+        var reconnected = entry.opened;
+        entry.opened = true;
+        entry.attempts = 0;
+        setStatus(path, "live", "Live");
+        rootsFor(path).forEach(function (root) {
+          if (reconnected || root.querySelector("[data-inflight]")) scheduleRefresh(root, 0);
+        });
+      });
+      ws.addEventListener("message", function (event) {
+        var message;
+        try {
+          message = JSON.parse(event.data);
+        } catch (error) {
+          return;
+        }
+        if (message && ID.test(String(message[ID_FIELD])) && STATE.test(String(message.state))) {
+          apply(path, message);
+        }
+      });
+      ws.addEventListener("close", function () {
+        if (entry.stopped || sockets[path] !== entry) return;
+        retry(path, entry);
+      });
+    }
+
+    function retry(path, entry) {
+      setStatus(path, "reconnecting", "Reconnecting\u2026");
+      var delay = Math.min(BACKOFF_MAX_MS, BACKOFF_MS * Math.pow(2, entry.attempts));
+      entry.attempts += 1;
+      // Jitter: many pages reconnecting after a server restart do not arrive at once.
+      entry.timer = window.setTimeout(function () {
+        if (!entry.stopped) connect(path);
+      }, delay * (0.5 + Math.random() / 2));
+    }
+
+    function stop(path) {
+      var entry = sockets[path];
+      delete sockets[path];
+      if (!entry) return;
+      entry.stopped = true;
+      if (entry.timer) window.clearTimeout(entry.timer);
+      if (entry.ws && entry.ws.readyState <= 1) entry.ws.close(1000);
+    }
+
+    // --- applying a message ----------------------------------------------------
+
+    function tones(root) {
+      try {
+        return JSON.parse(root.getAttribute("data-tones") || "{}");
+      } catch (error) {
+        return {};
+      }
+    }
+
+    function apply(path, message) {
+      var entry = sockets[path];
+      var known = entry ? entry.known : {};
+      var id = message[ID_FIELD];
+      var previous = known[id];
+      known[id] = message.state;
+      rootsFor(path).forEach(function (root) {
+        var views = root.querySelectorAll("[" + ID_ATTRIBUTE + '="' + id + '"]');
+        if (root.getAttribute(ID_ATTRIBUTE) === id) {
+          views = [root].concat(Array.prototype.slice.call(views));
+        }
+        var stateChanged = false;
+        Array.prototype.forEach.call(views, function (view) {
+          if (view.getAttribute("data-state") !== message.state) stateChanged = true;
+          update(view, message, tones(root));
+        });
+        var on = root.getAttribute("data-refresh-on");
+        if (on === "any" && views.length) {
+          scheduleRefresh(root, REFRESH_DELAY_MS);
+        } else if (on === "state" && (stateChanged || (!views.length && previous !== message.state))) {
+          // A state change may move the row out of the filter or change the counts; an
+          // item not shown is new, on another page, filtered out or not visible to this
+          // user: refresh when its state changes (the server decides what the table
+          // shows), not for each step of its progress.
+          scheduleRefresh(root, REFRESH_DELAY_MS);
+        }
+      });
+    }
+
+    function retone(element, prefix, tone) {
+      var pattern = new RegExp("\\b" + prefix + "-(ok|info|warn|bad|muted)\\b", "g");
+      element.setAttribute("class", (element.getAttribute("class") || "").replace(pattern, "").trim() + " " + prefix + "-" + tone);
+    }
+
+    function update(view, message, toneMap) {
+      var tone = toneMap[message.state] || "muted";
+      view.setAttribute("data-state", message.state);
+      each(view, "state", function (badge) {
+        badge.textContent = message.state;
+        retone(badge, "badge", tone);
+      });
+      if (!("progress" in message)) return; // instances carry their state only
+      each(view, "step", function (step) {
+        step.textContent = message.step || "\u2013";
+      });
+      var progress = Math.max(0, Math.min(100, Number(message.progress) || 0));
+      each(view, "progress", function (bar) {
+        bar.value = progress;
+        retone(bar, "bar", tone);
+        bar.textContent = progress + "%";
+      });
+      each(view, "progress-text", function (text) {
+        text.textContent = progress + "%";
+      });
+    }
+
+    function each(view, field, fn) {
+      Array.prototype.forEach.call(view.querySelectorAll('[data-field="' + field + '"]'), fn);
+    }
+
+    // --- re-rendering from the server ------------------------------------------
+
+    function scheduleRefresh(root, delay) {
+      var selector = root.getAttribute("data-refresh");
+      if (!selector || !window.htmx) return;
+      var job = refreshes[selector] || (refreshes[selector] = { timer: null, running: false, again: false });
+      if (job.running) {
+        job.again = true; // one more after the one in flight: its answer may predate this message
+        return;
+      }
+      if (job.timer) window.clearTimeout(job.timer);
+      job.timer = window.setTimeout(function () {
+        job.timer = null;
+        refresh(root, selector, job);
+      }, delay);
+    }
+
+    function refresh(root, selector, job) {
+      var target = document.querySelector(selector);
+      var source = root.hasAttribute("data-refresh-url") ? root : root.querySelector("[data-refresh-url]");
+      if (!target || !source || !document.body.contains(root)) return;
+      job.running = true;
+      var done = function () {
+        job.running = false;
+        if (job.again) {
+          job.again = false;
+          scheduleRefresh(root, REFRESH_DELAY_MS);
+        }
+      };
+      window.htmx
+        .ajax("GET", source.getAttribute("data-refresh-url"), { target: selector, swap: "innerHTML" })
+        .then(done, done);
+    }
+
+    // --- wiring ------------------------------------------------------------------
+
+    function start() {
+      scan();
+      // Tabs and filters swap content in with htmx: open or close sockets to match.
+      document.body.addEventListener("htmx:afterSettle", scan);
+      // Back to a pushed tab or filter: htmx restores a snapshot, which may be stale.
+      document.body.addEventListener("htmx:historyRestore", function () {
+        scan();
+        Array.prototype.forEach.call(document.querySelectorAll(ROOTS), function (root) {
+          scheduleRefresh(root, 0);
+        });
+      });
+      window.addEventListener("pagehide", function () {
+        Object.keys(sockets).forEach(stop);
+      });
+      window.addEventListener("pageshow", function (event) {
+        if (event.persisted) scan(); // back/forward cache: the sockets were closed
+      });
+    }
+
+    if (document.readyState === "loading") {
+      document.addEventListener("DOMContentLoaded", start);
+    } else {
+      start();
+    }
+  }
+
+  live("allocation", /^[A-Z_]{1,32}$/);
+  live("instance", /^[a-z_]{1,32}$/);
+})();
