@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "apps.webhooks",
     "apps.runtime",
     "apps.metering",
+    "apps.proxy",
     "apps.portal",
 ]
 
@@ -370,3 +371,15 @@ LAUNCH_LIMIT_PER_NODE = env.integer("GPUAAS_LAUNCH_LIMIT_PER_NODE", 3)
 AGENT_OFFLINE_AFTER_SECONDS = env.integer("GPUAAS_AGENT_OFFLINE_AFTER_SECONDS", 45)
 AGENT_POLL_SECONDS = 25
 AGENT_TASK_TIMEOUT_SECONDS = env.integer("GPUAAS_AGENT_TASK_TIMEOUT_SECONDS", 900)
+
+# --- Platform proxy ----------------------------------------------------------------
+# Hard limits that manifests, pools and tenant policy can only lower (seed 003 "Protection Model").
+PROXY_MAX_CONNECTIONS_PER_INSTANCE = env.integer("GPUAAS_PROXY_MAX_CONNECTIONS_PER_INSTANCE", 200)
+PROXY_MAX_CONNECTIONS_PER_USER = env.integer("GPUAAS_PROXY_MAX_CONNECTIONS_PER_USER", 64)
+PROXY_IDLE_TIMEOUT_SECONDS = env.integer("GPUAAS_PROXY_IDLE_TIMEOUT_SECONDS", 3600)
+PROXY_TICKET_SECONDS = 60
+PROXY_SESSION_SECONDS = env.integer("GPUAAS_PROXY_SESSION_SECONDS", 8 * 3600)
+# How long a request's authorization decision is reused (invalidated early on logout,
+# revocation and stop).
+PROXY_AUTHZ_CACHE_SECONDS = 5
+PROXY_UPSTREAM_CONNECT_SECONDS = 5.0

@@ -52,18 +52,3 @@ def _send(group: str, message: dict) -> None:
     layer = get_channel_layer()
     if layer is not None:
         async_to_sync(layer.group_send)(group, message)
-
-
-def ui_mode_for(manifest: dict) -> tuple[str, str]:
-    """Exposure mode from the manifest's capability (seed 002): ``native`` without a
-    proxied web endpoint, ``embedded`` only when the app declares it safe, else ``link_out``."""
-    proxied = [e for e in manifest["endpoints"] if "platform_proxy" in e["exposure_modes"]]
-    if not proxied:
-        return "native", "no endpoint is exposed through the platform proxy"
-    ui = manifest.get("ui", {})
-    supported = ui.get("mode_supported", ["link_out"])
-    if "embedded" in supported and ui.get("same_origin_proxy_safe") and ui.get("path_prefix_safe", True):
-        return "embedded", "the app declares it safe behind the same-origin proxy"
-    if "link_out" in supported:
-        return "link_out", "the app does not declare itself safe to embed"
-    return "native", "the app supports neither embedding nor link-out"

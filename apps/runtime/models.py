@@ -50,6 +50,8 @@ class AppInstance(UUIDModel):
     shared_with_project = models.BooleanField(default=False)
     ui_mode = models.CharField(max_length=10, choices=UiMode.choices, default=UiMode.NATIVE)
     ui_mode_reason = models.CharField(max_length=255, blank=True)
+    # An operator's choice that wins over the platform's decision (seed 002); blank: none.
+    ui_mode_override = models.CharField(max_length=10, choices=UiMode.choices, blank=True)
     last_activity_at = models.DateTimeField(null=True, blank=True)
 
     tenant_path = "tenant_id"

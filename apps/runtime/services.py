@@ -22,6 +22,9 @@ from apps.catalog import services as catalog
 from apps.catalog.models import App, AppVersion
 from apps.core import audit, crypto
 from apps.core.errors import Conflict, InvalidState, NotFound, RateLimited, ValidationFailed
+from apps.proxy import exposure
+from apps.proxy import routes as proxy_routes
+from apps.proxy import sessions as proxy_sessions
 from apps.runtime import events, rendering
 from apps.runtime.models import (
     AgentTask,
@@ -165,6 +168,7 @@ def launch(
     cleaned, errors = manifests.clean_parameters(manifest, parameters)
     if errors:
         raise ValidationFailed("Some parameters are not valid.", details={"parameters": errors})
+    decision = exposure.decide(manifest)
     with transaction.atomic():
         allocation = _placement(project, allocation_id)
         Node.objects.select_for_update().filter(pk=allocation.node_id).first()  # serializes launches per node
@@ -181,8 +185,8 @@ def launch(
             created_by=principal.name,
             parameters=cleaned,
             gpus=manifests.gpu_count(manifest["resources"]["gpus"], cleaned),
-            ui_mode=events.ui_mode_for(manifest)[0],
-            ui_mode_reason=events.ui_mode_for(manifest)[1],
+            ui_mode=decision.mode,
+            ui_mode_reason=decision.reason,
         )
         InstanceMember.objects.create(instance=instance, node=allocation.node)
         Endpoint.objects.bulk_create(
@@ -194,6 +198,7 @@ def launch(
             )
             for e in manifest["endpoints"]
         )
+        proxy_routes.plan(instance, manifest, decision.route_mode)
         for secret in rendering.start_spec(instance)["secrets"]:
             RuntimeSecret.objects.create(
                 instance=instance, name=secret, value_encrypted=crypto.encrypt(crypto.new_secret())
@@ -329,6 +334,7 @@ def share(
                 "revoked": list(revoke_usernames),
             },
         )
+        transaction.on_commit(lambda: proxy_sessions.invalidate_instance(instance.pk))
     instance.refresh_from_db()
     return instance
 
@@ -357,6 +363,7 @@ def _transition(
             to_state=new_state,
             actor=actor,
         )
+        proxy_routes.sync(instance)
     return bool(changed)
 
 

@@ -50,6 +50,8 @@ class Project(UUIDModel):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="projects")
     project_id = models.CharField("CCP project id", max_length=64, validators=[ccp_identifier])
     name = models.CharField(max_length=200)
+    # Project policy keys chosen within the tenant's bounds (e.g. ``proxy.scope``).
+    policy = models.JSONField(default=dict, blank=True)
 
     tenant_path = "tenant_id"
     project_path = "id"

@@ -52,6 +52,7 @@ class Perm(models.TextChoices):
     NODE_MANAGE = "node.manage"
     CATALOG_VIEW = "catalog.view"
     CATALOG_MANAGE = "catalog.manage"
+    PROXY_MANAGE = "proxy.manage"
 
 
 _VIEW = {
@@ -70,6 +71,7 @@ _PROJECT_ADMIN = _VIEW | {
     Perm.SERVICE_ACCOUNT_MANAGE,
     Perm.ALLOCATION_MANAGE,
     Perm.INSTANCE_MANAGE,
+    Perm.PROXY_MANAGE,
 }
 _TENANT_ADMIN = _PROJECT_ADMIN | {Perm.PROJECT_CREATE, Perm.AUDIT_VIEW}
 

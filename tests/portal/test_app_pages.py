@@ -215,7 +215,7 @@ def test_app_detail_shows_versions_endpoints_ui_and_launch(as_user, admin, viewe
     assert f'href="{launch_url(project)}?version=1.1.0"' in body and f"Launch in {project.name}" in body
     assert "1.0.0" in body and "1.1.0" in body and "latest" in body
     assert (
-        'data-ui-mode="embedded"' in body and "the app declares it safe behind the same-origin proxy" in body
+        'data-ui-mode="embedded"' in body and "it satisfies the gateway contract" in body
     )
     assert "through the platform proxy" in body and "/lab" in body
     assert "Stop when idle (minutes)" in body and "5&ndash;1440" in body

@@ -24,7 +24,7 @@ from apps.portal.forms import LaunchForm
 from apps.portal.htmx import htmx_partial, hx_redirect, render_page_or_fragment
 from apps.portal.queries import visible_projects
 from apps.portal.views.base import portal_view
-from apps.runtime import events
+from apps.proxy import exposure
 from apps.runtime import services as runtime
 from apps.runtime.models import AppInstance
 from apps.tenancy import policy
@@ -80,7 +80,8 @@ def gpu_needs(manifest: dict) -> dict:
 def manifest_summary(manifest: dict) -> dict:
     """What the app page and the launch form say about a version."""
     ui = manifest.get("ui", {})
-    mode, reason = events.ui_mode_for(manifest)
+    decision = exposure.decide(manifest)
+    mode, reason = decision.mode, decision.reason
     return {
         "gpus": gpu_needs(manifest),
         "resources": manifest["resources"],

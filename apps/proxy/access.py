@@ -1,0 +1,198 @@
+"""What the data plane asks the control plane, per request, and cheaply.
+
+``resolve`` maps a request's host and path to a ``Target`` (the route, its
+upstream, its adapter, its limits); targets are kept in process for two seconds.
+``authorize`` checks the route cookie against the platform's decision, cached for
+a few seconds and invalidated by generation (see ``sessions``). Both are async:
+the ASGI proxy calls them before any byte goes upstream.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from apps.proxy import sessions
+from apps.proxy.adapters import Adapter
+
+_TTL = 2.0
+_ACTIVITY_EVERY = 15.0
+_targets: dict[tuple, tuple[float, Target | None]] = {}
+_activity: dict[str, float] = {}
+
+
+@dataclass(frozen=True)
+class Target:
+    route_id: str
+    instance_id: str
+    slug: str
+    mode: str  # "subdomain" | "path_prefix"
+    state: str  # "active" | "pending" | "removed"
+    state_message: str
+    upstream: tuple[str, int] | None
+    public_prefix: str  # "/w/{iid}/{ep}/" (path_prefix) or "/" (subdomain)
+    upstream_prefix: str  # the prefix the app serves under: "/w/{iid}/{ep}/" or "/"
+    origin: str  # scheme://host[:port] the browser uses for this route
+    portal_url: str  # the instance's page in the portal, for error pages
+    bridge_headers: tuple[tuple[str, str], ...]
+    redact: tuple[bytes, ...]  # values that must never reach the browser (the bridged secret)
+    frame_ancestors: str
+    websocket: bool
+    auth: str
+    entry_path: str
+    limit_per_instance: int
+    limit_per_user: int
+
+    def upstream_path(self, path: str) -> str:
+        """The path sent upstream for a browser path under this route."""
+        if self.mode == "path_prefix":
+            rest = path[len(self.public_prefix) :]
+            return self.upstream_prefix + rest
+        if self.upstream_prefix != "/" and not path.startswith(self.upstream_prefix):
+            return self.upstream_prefix + path.lstrip("/")
+        return path
+
+    def public_path(self, upstream_path: str) -> str:
+        """The browser path for a path the app emitted (redirects, cookie paths)."""
+        if self.mode == "path_prefix" and self.upstream_prefix == "/":
+            return self.public_prefix + upstream_path.lstrip("/")
+        return upstream_path
+
+
+def is_proxied(host: str, path: str) -> bool:
+    """Whether a request belongs to the proxy at all; no database, no cache."""
+    if path.startswith(("/w/", "/_gpuaas/")):
+        return True
+    domain = settings.APPS_DOMAIN
+    return bool(domain) and host.split(":", 1)[0].endswith("." + domain)
+
+
+def _key(host: str, path: str) -> tuple | None:
+    hostname = host.split(":", 1)[0]
+    domain = settings.APPS_DOMAIN
+    if domain and hostname.endswith("." + domain):
+        return ("slug", hostname[: -len(domain) - 1])
+    if path.startswith("/w/"):
+        parts = path.split("/", 4)
+        if len(parts) >= 4 and parts[2] and parts[3]:
+            return ("path", parts[2], parts[3])
+    return None
+
+
+async def resolve(host: str, path: str) -> Target | None:
+    key = _key(host, path)
+    if key is None:
+        return None
+    now = time.monotonic()
+    cached = _targets.get(key)
+    if cached and cached[0] > now:
+        return cached[1]
+    target = await sync_to_async(_load, thread_sensitive=False)(key)
+    _targets[key] = (now + _TTL, target)
+    if len(_targets) > 10_000:
+        _targets.clear()
+    return target
+
+
+def forget() -> None:
+    """Drop the in-process cache (tests, and a route change made in this process)."""
+    _targets.clear()
+
+
+def _load(key: tuple) -> Target | None:
+    from django.db import close_old_connections
+
+    from apps.proxy.models import ProxyRoute
+    from apps.runtime.rendering import base_path
+    from apps.runtime.services import runtime_secret
+
+    close_old_connections()
+    routes = ProxyRoute.objects.select_related("instance")
+    if key[0] == "slug":
+        route = routes.filter(slug=key[1], mode="subdomain").first()
+    else:
+        try:
+            route = routes.filter(instance_id=key[1], endpoint_name=key[2], mode="path_prefix").first()
+        except Exception:  # not a UUID
+            return None
+    if route is None or route.instance is None:
+        return None
+    adapter = Adapter.from_policy(route.policy)
+    instance = route.instance
+    base = base_path(instance.pk, route.endpoint_name)
+    headers, redact = (), ()
+    if adapter.auth == "upstream_token_bridge" and route.status == "active":
+        secret = runtime_secret(instance, adapter.bridge_secret) or ""
+        if secret:
+            value = f"{adapter.bridge_scheme} {secret}".strip()
+            headers, redact = ((adapter.bridge_header, value),), (secret.encode(),)
+    limits = route.policy.get("limits", {})
+    issuer = urlsplit(settings.ISSUER)
+    portal_origin = f"{issuer.scheme}://{issuer.netloc}"
+    return Target(
+        route_id=str(route.pk),
+        instance_id=str(instance.pk),
+        slug=route.slug,
+        mode=route.mode,
+        state=route.status,
+        state_message=route.status_reason or f"the app is {instance.state}",
+        upstream=(route.upstream_host, route.upstream_port) if route.status == "active" else None,
+        public_prefix=base if route.mode == "path_prefix" else "/",
+        upstream_prefix=base if adapter.base_url == "platform_path" else "/",
+        origin="/".join(route.public_url.split("/", 3)[:3]),
+        portal_url=f"{settings.ISSUER}/apps/instances/{instance.pk}/",
+        bridge_headers=headers,
+        redact=redact,
+        frame_ancestors=portal_origin if route.policy.get("embedded") else "'none'",
+        websocket=adapter.websocket,
+        auth=adapter.auth,
+        entry_path=urlsplit(sessions.entry_url(route)).path,
+        limit_per_instance=limits.get("per_instance", settings.PROXY_MAX_CONNECTIONS_PER_INSTANCE),
+        limit_per_user=limits.get("per_user", settings.PROXY_MAX_CONNECTIONS_PER_USER),
+    )
+
+
+async def authorize(target: Target, cookie: str | None, channel: str = "http") -> sessions.Decision:
+    """May the holder of this route cookie reach this target now?"""
+    payload = sessions.read_cookie(cookie)
+    if payload is None or payload.get("r") != target.route_id:
+        decision = sessions.Decision(False, 401, "no session for this app")
+        await sync_to_async(_deny, thread_sensitive=False)(target, decision, None, channel)
+        return decision
+    decision, generations = await sync_to_async(sessions.cached_decision, thread_sensitive=False)(
+        target.route_id, target.instance_id, payload
+    )
+    if decision is None:
+        decision = await sync_to_async(sessions.decide, thread_sensitive=False)(
+            target.route_id, target.instance_id, payload, generations
+        )
+    if not decision.allowed:
+        await sync_to_async(_deny, thread_sensitive=False)(target, decision, payload, channel)
+    return decision
+
+
+def _deny(target: Target, decision: sessions.Decision, payload: dict | None, channel: str) -> None:
+    from apps.runtime.models import AppInstance
+
+    who = decision.username or (f"user:{payload['u']}" if payload else "")
+    instance = AppInstance.objects.filter(pk=target.instance_id).first()
+    sessions.record_denial(target.route_id, instance, who, decision.reason, channel)
+
+
+async def exchange(ticket: str, host: str) -> sessions.Exchanged:
+    return await sync_to_async(sessions.exchange, thread_sensitive=False)(ticket, host)
+
+
+async def touch(target: Target) -> None:
+    """Traffic on a route: written through at most every few seconds per process."""
+    now = time.monotonic()
+    if _activity.get(target.route_id, 0) > now:
+        return
+    _activity[target.route_id] = now + _ACTIVITY_EVERY
+    from apps.proxy.routes import touch as write
+
+    await sync_to_async(write, thread_sensitive=False)(target.route_id)
