@@ -8,6 +8,7 @@ from apps.catalog.api import CatalogAppDetailView, CatalogAppListView, CatalogVe
 from apps.core import views as core_views
 from apps.metering.api import QuotaView
 from apps.networking.api import VpcView
+from apps.proxy.api import ProjectProxyView, UiSessionView
 from apps.storage.api import TenantStorageView
 from apps.tenancy.api import urls as tenancy_api
 from apps.tenancy.api.views import JwksView
@@ -35,6 +36,8 @@ urlpatterns = [
     path("api/v1/", include(tenancy_api.v1_urlpatterns)),
     path("api/v1/", include(allocations_api.v1_urlpatterns)),
     path("api/v1/", include("apps.runtime.api.urls")),
+    path("api/v1/workloads/<uuid:iid>/ui/session", UiSessionView.as_view(), name="workload-ui-session"),
+    path("api/v1/projects/<uuid:project_pk>/proxy", ProjectProxyView.as_view(), name="project-proxy"),
     path("api/v1/catalog/apps", CatalogAppListView.as_view(), name="catalog-apps"),
     path("api/v1/catalog/apps/<slug:slug>", CatalogAppDetailView.as_view(), name="catalog-app"),
     path(

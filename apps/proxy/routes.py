@@ -66,9 +66,13 @@ def _request_pool(scope: str, tenant, owner: dict) -> ProxyPool:
         return pool
     limit_key = {"tenant": "proxy.max_tenant_pools", "project": "proxy.max_project_pools"}.get(scope)
     if limit_key:
-        existing = ProxyPool.objects.filter(scope=scope, tenant=tenant).exclude(status=ProxyPool.Status.DELETED)
+        existing = ProxyPool.objects.filter(scope=scope, tenant=tenant).exclude(
+            status=ProxyPool.Status.DELETED
+        )
         if existing.count() >= int((tenant.policy or {}).get(limit_key, 1)):
-            raise Forbidden(f"The tenant has no {scope} proxy pool left ({limit_key}).", code="proxy_pool_limit")
+            raise Forbidden(
+                f"The tenant has no {scope} proxy pool left ({limit_key}).", code="proxy_pool_limit"
+            )
     name = owner.pop("name", None) or f"{scope}-{(owner.get('project') or tenant).pk}"
     # One data plane serves every pool here; a pool is the unit of limits and hostname.
     return ProxyPool.objects.create(name=name, scope=scope, status=ProxyPool.Status.ACTIVE, **owner)
@@ -84,7 +88,9 @@ def set_project_scope(principal, project, scope: str) -> None:
     if scope not in SCOPES:
         raise ValidationFailed("Unknown proxy scope.", details={"scope": [f"one of {', '.join(SCOPES)}"]})
     if scope not in allowed_scopes(project.tenant):
-        audit.record(principal, "proxy.scope.change", target=project, outcome="denied", details={"scope": scope})
+        audit.record(
+            principal, "proxy.scope.change", target=project, outcome="denied", details={"scope": scope}
+        )
         raise Forbidden(
             f"Proxy scope {scope!r} is not allowed for this tenant.",
             code="proxy_scope_denied",
@@ -120,12 +126,15 @@ def _limits(adapter: Adapter, pool: ProxyPool, tenant) -> dict:
     }
 
 
-def idle_timeout(adapter: Adapter, tenant) -> int:
-    """The manifest's wish, capped by the tenant's policy and the platform's default."""
-    tenant_policy = tenant.policy or {}
+def idle_timeout(adapter: Adapter, instance) -> int:
+    """The launcher's ``idle_minutes`` parameter when the app offers one, else the
+    manifest's ``idle_timeout_seconds``, capped by the tenant's policy and the platform."""
+    tenant_policy = instance.tenant.policy or {}
     cap = int(tenant_policy.get("proxy.max_idle_timeout_seconds", settings.PROXY_IDLE_TIMEOUT_SECONDS))
     default = int(tenant_policy.get("proxy.default_idle_timeout_seconds", cap))
-    return min(adapter.idle_timeout_seconds or default, cap)
+    minutes = instance.parameters.get("idle_minutes")
+    wish = minutes * 60 if isinstance(minutes, int) else adapter.idle_timeout_seconds
+    return min(wish or default, cap)
 
 
 def public_url(pool: ProxyPool, mode: str, slug: str, instance_id, endpoint_name: str) -> str:
@@ -157,7 +166,7 @@ def plan(instance, manifest: dict, route_mode: str | None) -> list[ProxyRoute]:
                 policy={
                     "adapter": adapter.as_dict(),
                     "limits": _limits(adapter, pool, instance.tenant),
-                    "idle_timeout_seconds": idle_timeout(adapter, instance.tenant),
+                    "idle_timeout_seconds": idle_timeout(adapter, instance),
                     "embedded": instance.ui_mode == exposure.EMBEDDED,
                 },
             )
@@ -176,15 +185,19 @@ def sync(instance) -> None:
             status, reason = ProxyRoute.Status.ACTIVE, ""
             host, port = endpoint.host, endpoint.port
         else:
-            status = ProxyRoute.Status.PENDING if instance.state in ("requested", "starting") else (
-                ProxyRoute.Status.REMOVED
+            status = (
+                ProxyRoute.Status.PENDING
+                if instance.state in ("requested", "starting")
+                else (ProxyRoute.Status.REMOVED)
             )
             reason = instance.state_reason or f"the app is {instance.state}"
             host, port = "", None
         if (route.status, route.upstream_host, route.upstream_port) != (status, host, port):
             route.status, route.status_reason = status, reason[:255]
             route.upstream_host, route.upstream_port = host, port
-            route.save(update_fields=["status", "status_reason", "upstream_host", "upstream_port", "updated_at"])
+            route.save(
+                update_fields=["status", "status_reason", "upstream_host", "upstream_port", "updated_at"]
+            )
     transaction.on_commit(lambda: sessions.invalidate_instance(instance.pk))
 
 
@@ -219,3 +232,33 @@ def touch(route_id, when=None) -> None:
         return
     ProxyRoute.objects.filter(pk=route_id).update(last_activity_at=when)
     AppInstance.objects.filter(pk=route.instance_id).update(last_activity_at=when)
+
+
+def set_ui_mode(principal, instance, override: str) -> None:
+    """An operator's exposure override (seed 002: operator-controlled decisions are audited)."""
+    from apps.core import audit
+    from apps.core.errors import ValidationFailed
+
+    if not principal.is_platform_admin:
+        raise Forbidden("Only platform operators choose how an app's UI is exposed.")
+    if override not in ("", exposure.NATIVE, exposure.EMBEDDED, exposure.LINK_OUT):
+        raise ValidationFailed(details={"ui_mode_override": ["one of native, embedded, link_out, or blank"]})
+    decision = exposure.decide(instance.app_version.manifest, override)
+    previous = instance.ui_mode
+    type(instance).objects.filter(pk=instance.pk).update(
+        ui_mode_override=override, ui_mode=decision.mode, ui_mode_reason=decision.reason[:255]
+    )
+    instance.ui_mode_override, instance.ui_mode, instance.ui_mode_reason = (
+        override,
+        decision.mode,
+        decision.reason,
+    )
+    for route in instance.proxy_routes.all():
+        route.policy = {**route.policy, "embedded": decision.mode == exposure.EMBEDDED}
+        route.save(update_fields=["policy", "updated_at"])
+    audit.record(
+        principal,
+        "instance.ui_mode.change",
+        target=instance,
+        details={"override": override, "from": previous, "to": decision.mode, "reason": decision.reason},
+    )

@@ -83,7 +83,10 @@ def mint(principal, instance, endpoint_name: str, session) -> dict:
         settings.PROXY_TICKET_SECONDS,
     )
     audit.record(
-        principal, "proxy.session.issue", target=instance, details={"endpoint": endpoint_name, "route": route.slug}
+        principal,
+        "proxy.session.issue",
+        target=instance,
+        details={"endpoint": endpoint_name, "route": route.slug},
     )
     origin = route.public_url.split("/", 3)
     origin = "/".join(origin[:3])
@@ -123,7 +126,9 @@ def exchange(ticket: str, host: str) -> Exchanged:
     key = _ticket_key(ticket or "")
     data = cache.get(key)
     if data is None or not cache.delete(key):
-        raise Unauthenticated("This app link has expired or was already used; open the app again from the portal.")
+        raise Unauthenticated(
+            "This app link has expired or was already used; open the app again from the portal."
+        )
     route = ProxyRoute.objects.filter(pk=data["route"]).first()
     if route is None or route_host(route) != host:
         raise Unauthenticated("This app link belongs to another app.")
@@ -177,7 +182,11 @@ class Decision:
 def cached_decision(route_id: str, instance_id: str, payload: dict) -> tuple[Decision | None, tuple]:
     """The cached decision if still current, and the generations it must carry."""
     user_id, session = payload["u"], payload["s"]
-    keys = [_gen_key("user", user_id), _gen_key("inst", instance_id), f"proxy:dec:{route_id}:{user_id}:{session}"]
+    keys = [
+        _gen_key("user", user_id),
+        _gen_key("inst", instance_id),
+        f"proxy:dec:{route_id}:{user_id}:{session}",
+    ]
     if session:
         keys.append(f"proxy:ended:{session}")
     found = cache.get_many(keys)

@@ -260,8 +260,8 @@ _ALREADY = {
 }
 
 
-def change(principal: Principal, instance: AppInstance, action: str) -> Operation:
-    """``stop``, ``start`` or ``decommission`` through the agent."""
+def change(principal: Principal, instance: AppInstance, action: str, why: str = "") -> Operation:
+    """``stop``, ``start`` or ``decommission`` through the agent; ``why`` goes in the event."""
     if not may_manage(principal, instance):
         policy.require(principal, Perm.INSTANCE_MANAGE, instance)
     allowed, in_progress, agent_action = ACTIONS[action]
@@ -279,7 +279,7 @@ def change(principal: Principal, instance: AppInstance, action: str) -> Operatio
         operation = _operation(principal, current, action)
         previous = current.state
         _transition(
-            current, in_progress, reason="", actor=principal.name, message=f"{principal.name}: {action}"
+            current, in_progress, reason=why, actor=principal.name, message=why or f"{principal.name}: {action}"
         )
         AgentTask.objects.filter(instance=current, status=AgentTask.Status.PENDING).update(
             status=AgentTask.Status.FAILED, error=f"superseded by {action}", finished_at=timezone.now()

@@ -1,0 +1,103 @@
+"""``POST /api/v1/workloads/{iid}/ui/session`` and the project's proxy scope."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from apps.core.api import BaseAPIView
+from apps.core.errors import NotFound, ValidationFailed
+from apps.proxy import routes, sessions
+from apps.runtime.services import visible_instances
+from apps.tenancy.api.views import ProjectScopedMixin
+from apps.tenancy.roles import Perm
+
+UiSessionResponse = inline_serializer(
+    "UiSession",
+    {
+        "open_url": serializers.URLField(),
+        "expires_at": serializers.DateTimeField(),
+        "mode": serializers.ChoiceField(["native", "embedded", "link_out"]),
+        "route_mode": serializers.ChoiceField(["subdomain", "path_prefix"]),
+        "exchange_url": serializers.URLField(allow_null=True),
+        "ticket": serializers.CharField(allow_null=True),
+    },
+)
+
+
+class UiSessionView(BaseAPIView):
+    @extend_schema(
+        request=inline_serializer("UiSessionRequest", {"endpoint": serializers.CharField(required=False)}),
+        responses={201: UiSessionResponse},
+        summary="A browser session on one of the workload's app routes",
+        description=(
+            "On a path_prefix route the answer sets the route cookie itself and open_url can be opened "
+            "at once. On a subdomain route the browser must first POST the single-use ticket "
+            "(form field `ticket`) to exchange_url within 60 seconds; that sets the cookie on the "
+            "route's origin and redirects to open_url."
+        ),
+    )
+    def post(self, request, iid):
+        instance = visible_instances(self.principal).filter(pk=iid).select_related("tenant").first()
+        if instance is None:
+            raise NotFound()
+        endpoint = request.data.get("endpoint") or _first_proxied(instance)
+        if not isinstance(endpoint, str):
+            raise ValidationFailed(details={"endpoint": ["must be an endpoint name"]})
+        minted = sessions.mint(self.principal, instance, endpoint, getattr(request, "session", None))
+        body = {
+            "open_url": minted["open_url"],
+            "expires_at": minted["expires_at"],
+            "mode": minted["mode"],
+            "route_mode": minted["route_mode"],
+            "exchange_url": minted["exchange_url"],
+            "ticket": minted["ticket"],
+        }
+        response = Response(body, status=201)
+        if minted["route_mode"] == "path_prefix":
+            # Same origin as the portal: redeem the ticket now and set the route cookie here.
+            exchanged = sessions.exchange(minted["ticket"], sessions.route_host(minted["route"]))
+            body["exchange_url"] = body["ticket"] = None
+            response.set_cookie(
+                sessions.COOKIE,
+                exchanged.cookie,
+                max_age=exchanged.max_age,
+                path=exchanged.cookie_path,
+                httponly=True,
+                samesite="Lax",
+                secure=settings.SESSION_COOKIE_SECURE,
+            )
+        return response
+
+
+def _first_proxied(instance) -> str:
+    route = instance.proxy_routes.order_by("endpoint_name").first()
+    if route is None:
+        raise NotFound("This app has no UI behind the platform proxy.")
+    return route.endpoint_name
+
+
+class ProjectProxyView(ProjectScopedMixin, BaseAPIView):
+    @extend_schema(
+        request=inline_serializer("ProxyScope", {"scope": serializers.CharField()}),
+        responses={
+            200: inline_serializer(
+                "ProxyScopeState",
+                {"scope": serializers.CharField(), "allowed_scopes": serializers.ListField()},
+            )
+        },
+        summary="The proxy scope of the project's new app routes, within the tenant's policy",
+    )
+    def put(self, request, project_pk):
+        project = self.project(Perm.PROJECT_VIEW)
+        routes.set_project_scope(self.principal, project, request.data.get("scope"))
+        return self.get(request, project_pk)
+
+    @extend_schema(exclude=True)
+    def get(self, request, project_pk):
+        project = self.project(Perm.PROJECT_VIEW)
+        return Response(
+            {"scope": routes.desired_scope(project), "allowed_scopes": routes.allowed_scopes(project.tenant)}
+        )
