@@ -373,7 +373,8 @@ AGENT_POLL_SECONDS = 25
 AGENT_TASK_TIMEOUT_SECONDS = env.integer("GPUAAS_AGENT_TASK_TIMEOUT_SECONDS", 900)
 
 # --- Platform proxy ----------------------------------------------------------------
-# Hard limits (and the longest idle timeout) that manifests, pools and tenant policy can only lower (seed 003 "Protection Model").
+# Hard limits (and the longest idle timeout) that manifests, pools and tenant policy
+# can only lower (seed 003 "Protection Model").
 PROXY_MAX_CONNECTIONS_PER_INSTANCE = env.integer("GPUAAS_PROXY_MAX_CONNECTIONS_PER_INSTANCE", 200)
 PROXY_MAX_CONNECTIONS_PER_USER = env.integer("GPUAAS_PROXY_MAX_CONNECTIONS_PER_USER", 64)
 PROXY_IDLE_TIMEOUT_SECONDS = env.integer("GPUAAS_PROXY_IDLE_TIMEOUT_SECONDS", 24 * 3600)

@@ -279,7 +279,11 @@ def change(principal: Principal, instance: AppInstance, action: str, why: str = 
         operation = _operation(principal, current, action)
         previous = current.state
         _transition(
-            current, in_progress, reason=why, actor=principal.name, message=why or f"{principal.name}: {action}"
+            current,
+            in_progress,
+            reason=why,
+            actor=principal.name,
+            message=why or f"{principal.name}: {action}",
         )
         AgentTask.objects.filter(instance=current, status=AgentTask.Status.PENDING).update(
             status=AgentTask.Status.FAILED, error=f"superseded by {action}", finished_at=timezone.now()

@@ -20,8 +20,7 @@ from apps.catalog.models import App
 from apps.proxy import access, sessions
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
-from tests.runtime.conftest import SHIPPED, active_allocation  # noqa: F401
-from tests.runtime.conftest import allocator, flavor, nodes, ready_tenant  # noqa: F401
+from tests.runtime.conftest import SHIPPED, active_allocation, allocator, flavor, nodes, ready_tenant  # noqa: F401  # noqa: F401
 
 
 def proxied_manifest(**proxy) -> dict:
@@ -56,7 +55,9 @@ def start_instance(user, project, allocation, app: App, *, host: str, port: int)
     instance = operation.instance
     node = allocation.node
     for task in runtime.claim_tasks(node):
-        runtime.report_task(node, task.pk, succeeded=True, endpoints=[{"name": "web", "host": host, "port": port}])
+        runtime.report_task(
+            node, task.pk, succeeded=True, endpoints=[{"name": "web", "host": host, "port": port}]
+        )
     instance.refresh_from_db()
     assert instance.state == "running"
     access.forget()
