@@ -48,6 +48,11 @@ urlpatterns = [
         name="instance_detail",
     ),
     path(
+        "projects/<uuid:pk>/instances/<uuid:instance_pk>/open/<slug:endpoint>/",
+        instances.instance_open,
+        name="instance_open",
+    ),
+    path(
         "projects/<uuid:pk>/instances/<uuid:instance_pk>/share/",
         instances.instance_share,
         name="instance_share",

@@ -144,7 +144,7 @@ def _load(key: tuple) -> Target | None:
         public_prefix=base if route.mode == "path_prefix" else "/",
         upstream_prefix=base if adapter.base_url == "platform_path" else "/",
         origin="/".join(route.public_url.split("/", 3)[:3]),
-        portal_url=f"{settings.ISSUER}/apps/instances/{instance.pk}/",
+        portal_url=f"{settings.ISSUER}/projects/{instance.project_id}/instances/{instance.pk}/",
         bridge_headers=headers,
         redact=redact,
         frame_ancestors=portal_origin if route.policy.get("embedded") else "'none'",

@@ -73,7 +73,7 @@ class UiSessionView(BaseAPIView):
 
 
 def _first_proxied(instance) -> str:
-    route = instance.proxy_routes.order_by("endpoint_name").first()
+    route = routes.first_route(instance)
     if route is None:
         raise NotFound("This app has no UI behind the platform proxy.")
     return route.endpoint_name

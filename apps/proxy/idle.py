@@ -32,7 +32,7 @@ def cull_idle(now=None) -> list:
         timeout = max(r.policy.get("idle_timeout_seconds") or 0 for r in instance.proxy_routes.all())
         if not timeout or now - idle_since(instance) < timedelta(seconds=timeout):
             continue
-        why = f"stopped after {_duration(timeout)} without use through the platform proxy"
+        why = f"stopped after {human_duration(timeout)} without use through the platform proxy"
         try:
             runtime.change(runtime.SYSTEM, instance, "stop", why=why)
         except ApiError:
@@ -41,7 +41,8 @@ def cull_idle(now=None) -> list:
     return stopped
 
 
-def _duration(seconds: int) -> str:
+def human_duration(seconds: int) -> str:
+    """``1 hour``, ``90 minutes``: how the shell and the events say an idle timeout."""
     if seconds % 3600 == 0:
         hours = seconds // 3600
         return f"{hours} hour{'s' if hours != 1 else ''}"

@@ -218,6 +218,11 @@ def reconcile() -> int:
     return fixed
 
 
+def first_route(instance) -> ProxyRoute | None:
+    """The route the workload shell opens: the first proxied endpoint's."""
+    return instance.proxy_routes.order_by("endpoint_name").first()
+
+
 def route_for(instance, endpoint_name: str) -> ProxyRoute | None:
     return instance.proxy_routes.filter(endpoint_name=endpoint_name).select_related("pool").first()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from apps.core.admin import ReadOnlyModelAdmin, apply_each
+from apps.proxy import routes as proxy_routes
 from apps.runtime import services
 from apps.runtime.models import AgentTask, AppInstance, InstanceEvent, Operation
 from apps.tenancy import principal as principals
@@ -62,6 +63,7 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
         "state_reason",
         "ui_mode",
         "ui_mode_reason",
+        "ui_mode_override",
         "parameters",
         "gpus",
         "shared_with_project",
@@ -73,7 +75,7 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
     )
     readonly_fields = fields
     inlines = [EventInline, TaskInline]
-    actions = ["force_stop", "decommission"]
+    actions = ["force_stop", "decommission", "ui_embedded", "ui_link_out", "ui_native", "ui_platform_decides"]
 
     @admin.display(description="node")
     def node(self, instance):
@@ -92,6 +94,29 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
     @admin.action(description="Decommission the selected instances")
     def decommission(self, request, queryset):
         self._change(request, queryset, "decommission", "Decommissioning")
+
+    def _ui_mode(self, request, queryset, override: str, done: str):
+        operator = principals.for_user(request.user)
+        queryset = queryset.select_related("app_version")
+        apply_each(
+            self, request, queryset, lambda i: proxy_routes.set_ui_mode(operator, i, override), done=done
+        )
+
+    @admin.action(description="App UI: embed in the workload shell (when the app allows it)")
+    def ui_embedded(self, request, queryset):
+        self._ui_mode(request, queryset, "embedded", "Set to embed")
+
+    @admin.action(description="App UI: open in its own tab")
+    def ui_link_out(self, request, queryset):
+        self._ui_mode(request, queryset, "link_out", "Set to open in its own tab")
+
+    @admin.action(description="App UI: show none")
+    def ui_native(self, request, queryset):
+        self._ui_mode(request, queryset, "native", "Set to show no app UI")
+
+    @admin.action(description="App UI: let the platform decide")
+    def ui_platform_decides(self, request, queryset):
+        self._ui_mode(request, queryset, "", "Returned to the platform's decision")
 
 
 @admin.register(Operation)

@@ -19,6 +19,7 @@ from apps.allocations.models import Allocation, Node
 from apps.catalog import services as catalog
 from apps.catalog.models import App, Entitlement
 from apps.core.models import AuditEvent
+from apps.proxy import routes as proxy_routes
 from apps.runtime import services
 from apps.runtime.models import AgentTask, AppInstance
 from apps.tenancy import principal as principals
@@ -214,9 +215,7 @@ def test_app_detail_shows_versions_endpoints_ui_and_launch(as_user, admin, viewe
     body = client.get(url).content.decode()
     assert f'href="{launch_url(project)}?version=1.1.0"' in body and f"Launch in {project.name}" in body
     assert "1.0.0" in body and "1.1.0" in body and "latest" in body
-    assert (
-        'data-ui-mode="embedded"' in body and "it satisfies the gateway contract" in body
-    )
+    assert 'data-ui-mode="embedded"' in body and "it satisfies the gateway contract" in body
     assert "through the platform proxy" in body and "/lab" in body
     assert "Stop when idle (minutes)" in body and "5&ndash;1440" in body
 
@@ -580,7 +579,7 @@ def test_stop_start_and_delete_through_the_pages(as_user, admin, project, alloca
 # --- the pages ---------------------------------------------------------------------
 
 
-def test_instance_detail_shows_endpoints_parameters_members_and_events(as_user, admin, project, allocation):
+def test_workload_shell_tabs_show_status_members_access_and_events(as_user, admin, project, allocation):
     publish("every", every_type_manifest(), name="Every type")
     instance = launched(admin, project, allocation, "every", tag="abc")
     node = allocation.node
@@ -594,19 +593,78 @@ def test_instance_detail_shows_endpoints_parameters_members_and_events(as_user, 
             {"name": "shell", "host": "127.0.0.1", "port": 42222},
         ],
     )
-    body = as_user(admin).get(detail_url(instance)).content.decode()
+    client = as_user(admin)
+    overview = client.get(detail_url(instance)).content.decode()
+    tabs = re.findall(r'data-tab="(\w+)"', overview)
+    assert tabs == ["overview", "app", "events", "access"]
+    assert 'data-parameter="tag">abc<' in overview and 'data-parameter="verbose">no<' in overview
+    assert "Sampling ratio" in overview
+    assert f'<td class="mono">{node.hostname}</td>' in overview  # the member
+    assert f'data-ws-url="/ws/projects/{project.pk}/instances/"' in overview
+
+    access = client.get(detail_url(instance) + "?tab=access").content.decode()
+    launcher = reverse("instance_open", args=[project.pk, instance.pk, "dashboard"])
     proxy_url = f"http://127.0.0.1:8000/w/{instance.pk}/dashboard/"
-    assert f'<a class="mono" href="{proxy_url}" target="_blank" rel="noopener noreferrer">' in body
-    assert f"ssh -L 42222:127.0.0.1:42222 &lt;user&gt;@{node.hostname}" in body
-    assert "Interface: <strong>Embedded</strong>" in body
-    assert 'data-parameter="tag">abc<' in body and 'data-parameter="verbose">no<' in body
-    assert "Sampling ratio" in body
-    assert f'<td class="mono">{node.hostname}</td>' in body  # the member
-    # Newest first.
-    states = re.findall(r'<span class="badge badge-\w+">(requested|starting|running)</span>', body)
+    assert (
+        f'href="{launcher}" target="_blank" rel="noopener" data-open-endpoint="dashboard">{proxy_url}<'
+        in access
+    )
+    assert f"ssh -L 42222:127.0.0.1:42222 &lt;user&gt;@{node.hostname}" in access
+    assert "Interface: <strong>Embedded</strong>" in access
+    assert "shares the portal's origin" in access  # no apps domain here: a path-prefix route
+
+    app = client.get(detail_url(instance) + "?tab=app").content.decode()
+    assert f'<iframe class="app-frame" src="{launcher}?embed=1"' in app
+    assert 'data-refresh-on="state"' in app  # live updates must not reload the app on every event
+
+    events = client.get(detail_url(instance) + "?tab=events").content.decode()
+    states = re.findall(r'<span class="badge badge-\w+">(requested|starting|running)</span>', events)
     assert states == ["running", "starting", "requested"]
-    assert f'data-ws-url="/ws/projects/{project.pk}/instances/"' in body
-    assert " style=" not in body and "<script>" not in body
+    for body in (overview, access, app, events):
+        assert " style=" not in body and "<script>" not in body
+
+
+def test_link_out_and_native_apps_have_their_own_shell(as_user, admin, platform_admin, project, allocation):
+    publish("every", every_type_manifest(), name="Every type")
+    instance = launched(admin, project, allocation, "every", tag="abc")
+    client = as_user(admin)
+    proxy_routes.set_ui_mode(principals.for_user(platform_admin), instance, "link_out")
+    app = client.get(detail_url(instance) + "?tab=app").content.decode()
+    assert "The app opens here as soon as it is running." in app and "<iframe" not in app
+    AppInstance.objects.filter(pk=instance.pk).update(state="running")
+    app = client.get(detail_url(instance) + "?tab=app").content.decode()
+    assert "<iframe" not in app and ">Open app</a>" in app
+    assert "an operator chose to open it in its own tab" in app
+
+    proxy_routes.set_ui_mode(principals.for_user(platform_admin), instance, "native")
+    overview = client.get(detail_url(instance)).content.decode()
+    assert re.findall(r'data-tab="(\w+)"', overview) == ["overview", "events", "access"]
+
+
+def test_launcher_page_may_be_framed_by_the_portal_only_and_posts_tickets_to_the_route(
+    as_user, admin, project, allocation, settings
+):
+    settings.APPS_DOMAIN = "apps.example.test"
+    publish("every", every_type_manifest(), name="Every type")
+    instance = launched(admin, project, allocation, "every", tag="abc")
+    route = instance.proxy_routes.get()
+    response = as_user(admin).get(reverse("instance_open", args=[project.pk, instance.pk, "dashboard"]))
+    assert response.status_code == 200 and response["X-Frame-Options"] == "SAMEORIGIN"
+    csp = response["Content-Security-Policy"]
+    assert "frame-ancestors 'self'" in csp
+    assert f"form-action 'self' http://{route.slug}.apps.example.test:8000" in csp
+    body = response.content.decode()
+    assert f'data-session-url="/api/v1/workloads/{instance.pk}/ui/session"' in body
+    detail = as_user(admin).get(detail_url(instance) + "?tab=app")
+    assert f"frame-src 'self' http://{route.slug}.apps.example.test:8000" in detail["Content-Security-Policy"]
+
+
+def test_launcher_is_404_outside_the_callers_scope(as_user, admin, project, allocation, other_tenant_project):
+    publish("every", every_type_manifest(), name="Every type")
+    instance = launched(admin, project, allocation, "every", tag="abc")
+    stranger = member("project_admin", project=other_tenant_project)
+    url = reverse("instance_open", args=[project.pk, instance.pk, "dashboard"])
+    assert as_user(stranger).get(url).status_code == 404
 
 
 def test_live_fragments(as_user, admin, project, allocation, jupyterlab):

@@ -6,6 +6,8 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
+from apps.proxy.idle import human_duration
+
 register = template.Library()
 
 # Which navigation entry a page belongs to, by URL name.
@@ -78,6 +80,11 @@ def ago(moment) -> str:
     if (timezone.now() - moment).total_seconds() < 60:
         return "just now"
     return f"{timesince(moment, depth=1)} ago"
+
+
+@register.filter
+def duration(seconds) -> str:
+    return human_duration(int(seconds))
 
 
 @register.filter

@@ -18,14 +18,18 @@ from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from guardian.shortcuts import get_users_with_perms
 
 from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
+from apps.core.middleware import DEFAULT_CSP
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import ShareForm
 from apps.portal.htmx import htmx_partial, hx_redirect, quiet_fragment, refreshing, render_fragment
 from apps.portal.views.base import portal_view
+from apps.proxy import routes as proxy_routes
+from apps.proxy.adapters import Adapter
 from apps.runtime import routes, services
 from apps.runtime.models import AppInstance
 from apps.tenancy import policy
@@ -173,8 +177,20 @@ def _shared_users(instance: AppInstance) -> list:
     return sorted(users, key=lambda user: user.get_username())
 
 
-def _detail_context(principal: Principal, instance: AppInstance) -> dict:
+def _shell_tabs(instance: AppInstance, app_route) -> list[tuple[str, str]]:
+    """The workload shell's tabs: App UI only when the platform exposes one."""
+    tabs = [("overview", "Overview")]
+    if instance.ui_mode != AppInstance.UiMode.NATIVE and app_route is not None:
+        tabs.append(("app", "App UI"))
+    return [*tabs, ("events", "Events"), ("access", "Access")]
+
+
+def _detail_context(principal: Principal, instance: AppInstance, tab: str = "overview") -> dict:
     project = instance.project
+    app_route = proxy_routes.first_route(instance)
+    tabs = _shell_tabs(instance, app_route)
+    if tab not in dict(tabs):
+        tab = "overview"
     manage = services.may_manage(principal, instance)
     events = list(services.instance_events(instance)[: EVENTS_SHOWN + 1])
     for event in events:
@@ -197,6 +213,15 @@ def _detail_context(principal: Principal, instance: AppInstance) -> dict:
         # The project's socket admits only those who may view its instances; someone
         # the instance was shared with by name reloads instead.
         "live": principal.can(Perm.INSTANCE_VIEW, project.tenant_id, project.pk),
+        "tab": tab,
+        "tabs": tabs,
+        "app_route": app_route,
+        "launcher_url": (
+            reverse("instance_open", args=[project.pk, instance.pk, app_route.endpoint_name])
+            if app_route
+            else ""
+        ),
+        "idle_timeout": app_route.policy.get("idle_timeout_seconds") if app_route else None,
         **_live(project),
     }
 
@@ -215,13 +240,47 @@ def _sharing_context(principal: Principal, instance: AppInstance, form: ShareFor
 @portal_view
 def instance_detail(request, principal, pk, instance_pk):
     instance = _instance(principal, pk, instance_pk)
-    context = _detail_context(principal, instance)
+    context = _detail_context(principal, instance, request.GET.get("tab", "overview"))
     if refreshing(request, BODY_TARGET):
         return quiet_fragment(request, "portal/partials/instance_detail_body.html", context)
     if context["can_view_project"]:
         remember_project(request, instance.project)
     context.update(_sharing_context(principal, instance))
-    return render(request, "portal/instance_detail.html", context)
+    response = render(request, "portal/instance_detail.html", context)
+    if context["app_route"] is not None:
+        # The embedded App UI frames the app's own origin (subdomain routes).
+        response.csp = DEFAULT_CSP.replace(
+            "frame-src 'self'", f"frame-src 'self' {_origin(context['app_route'])}"
+        )
+    return response
+
+
+@require_safe
+@xframe_options_sameorigin
+@portal_view
+def instance_open(request, principal, pk, instance_pk, endpoint):
+    """The launcher (seed 003 "Launcher Recovery"): a same-origin page that mints a UI
+    session through the API, preflights the app and only then sends the browser there."""
+    instance = _instance(principal, pk, instance_pk)
+    route = proxy_routes.route_for(instance, endpoint)
+    if route is None:
+        raise Http404("This app has no such endpoint behind the platform proxy.")
+    context = {
+        "instance": instance,
+        "route": route,
+        "verify": Adapter.from_policy(route.policy).verify,
+        "embedded": request.GET.get("embed") == "1",
+        "detail_url": reverse("instance_detail", args=[instance.project_id, instance.pk]),
+    }
+    response = render(request, "portal/instance_open.html", context)
+    response.csp = DEFAULT_CSP.replace("frame-ancestors 'none'", "frame-ancestors 'self'").replace(
+        "form-action 'self'", f"form-action 'self' {_origin(route)}"
+    )
+    return response
+
+
+def _origin(route) -> str:
+    return "/".join(route.public_url.split("/", 3)[:3])
 
 
 # --- stop / start / delete -------------------------------------------------------
