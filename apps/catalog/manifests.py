@@ -3,7 +3,9 @@ module, the semantic checks a schema cannot express, and launch parameters.
 
 Templates in a manifest (``args``, ``env``, ``process.command``,
 ``proxy.base_url_arg``) may use ``{{ params.NAME }}``, ``{{ instance.id }}``,
-``{{ proxy.base_path }}`` (rendered by the platform) and ``{{ port.ENDPOINT }}``
+``{{ proxy.base_path }}``, ``{{ member.rank }}``, ``{{ member.count }}`` and
+``{{ member.primary_host }}`` (a clustered app's member; rendered by the platform)
+and ``{{ port.ENDPOINT }}``
 and ``{{ secret.NAME }}`` (left as references for the node agent to resolve, so
 a task never carries a secret's value).
 """
@@ -97,6 +99,9 @@ def _semantic_errors(manifest: dict) -> list[str]:
                 )
     if isinstance(manifest["resources"]["gpus"], str):
         errors += _gpu_parameter_errors("resources/gpus", manifest["resources"]["gpus"], params)
+    cluster = manifest.get("cluster")
+    if cluster and cluster["min_members"] > cluster["max_members"]:
+        errors.append("cluster: min_members is more than max_members")
     for endpoint in manifest["endpoints"]:
         if "platform_proxy" in endpoint["exposure_modes"] and endpoint["protocol"] != "http":
             errors.append(f"endpoints/{endpoint['name']}: only http endpoints can use platform_proxy")
@@ -108,6 +113,7 @@ def _semantic_errors(manifest: dict) -> list[str]:
                 "secret": PLATFORM_SECRETS,
                 "instance": {"id"},
                 "proxy": {"base_path"},
+                "member": {"rank", "count", "primary_host"},
             }.get(namespace)
             if known is None or name not in known:
                 errors.append(f"{where}: unknown template reference {{{{ {namespace}.{name} }}}}")

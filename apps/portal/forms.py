@@ -301,7 +301,7 @@ class LaunchForm(forms.Form):
     def __init__(self, *args, manifest: dict, versions=(), allocations=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.manifest = manifest
-        self.fields["allocation"].widget.choices = [
+        choices = [
             (
                 str(a.pk),
                 f"{a.node.hostname} \u00b7 {a.flavor.name} \u00b7 "
@@ -310,6 +310,18 @@ class LaunchForm(forms.Form):
             )
             for a in allocations
         ]
+        cluster = manifest.get("cluster")
+        if cluster:
+            # A clustered app: one member per chosen allocation, the first one the primary.
+            self.fields["allocation"] = forms.MultipleChoiceField(
+                label="Run on",
+                choices=choices,
+                widget=forms.CheckboxSelectMultiple,
+                help_text=f"Pick {cluster['min_members']} to {cluster['max_members']} nodes, one member each; "
+                "the first one listed is the primary.",
+            )
+        else:
+            self.fields["allocation"].widget.choices = choices
         self.fields["version"].widget.choices = [(v.version, v.version) for v in versions]
         self.fields["name"].widget.attrs.update({"placeholder": "e.g. my-notebook", "autocomplete": "off"})
         self.parameter_names = [param["name"] for param in manifest.get("parameters", [])]

@@ -79,6 +79,10 @@ class InstanceMember(models.Model):
 
     instance = models.ForeignKey(AppInstance, on_delete=models.CASCADE, related_name="members")
     node = models.ForeignKey("allocations.Node", on_delete=models.PROTECT, related_name="instance_members")
+    allocation = models.ForeignKey(
+        "allocations.Allocation", null=True, on_delete=models.PROTECT, related_name="instance_members"
+    )
+    rank = models.PositiveSmallIntegerField(default=0)  # 0 is the primary, which serves the endpoints
     role = models.CharField(max_length=32, default="primary")
     state = models.CharField(
         max_length=16, choices=AppInstance.State.choices, default=AppInstance.State.REQUESTED

@@ -34,14 +34,24 @@ def _fill_all(items, context):
     return [_fill(item, context) for item in items]
 
 
-def _context(instance) -> dict:
+def _context(instance, member) -> dict:
     proxied = [e for e in instance.manifest["endpoints"] if "platform_proxy" in e["exposure_modes"]]
     primary = proxied[0]["name"] if proxied else instance.manifest["endpoints"][0]["name"]
     return {
         "params": {key: _format(value) for key, value in instance.parameters.items()},
         "instance": {"id": str(instance.pk)},
         "proxy": {"base_path": base_path(instance.pk, primary)},
+        "member": _member(instance, member),
     }
+
+
+def _member(instance, member) -> dict:
+    """Where a member stands in its cluster. Without one (what a launch renders to
+    learn the secrets it needs) the instance is its own single primary."""
+    if member is None:
+        return {"rank": 0, "count": 1, "primary_host": "localhost"}
+    members = list(instance.members.select_related("node").order_by("rank"))
+    return {"rank": member.rank, "count": len(members), "primary_host": members[0].node.hostname}
 
 
 def _format(value) -> str:
@@ -77,9 +87,10 @@ def _secrets(manifest: dict) -> list[str]:
     return sorted(found)
 
 
-def start_spec(instance) -> dict:
+def start_spec(instance, member=None) -> dict:
+    """The start task for one member (the primary when not said)."""
     manifest = instance.manifest
-    context = _context(instance)
+    context = _context(instance, member)
     images = _artifacts(manifest)
     execution = manifest["execution"]
     endpoints = [

@@ -118,9 +118,9 @@ def _check_resources(manifest: dict, parameters: dict, allocation: Allocation) -
     needs = {**manifest["resources"], "gpus": manifests.gpu_count(manifest["resources"]["gpus"], parameters)}
     flavor = allocation.flavor
     used_gpus = (
-        AppInstance.objects.filter(allocation=allocation, state__in=AppInstance.ACTIVE_STATES).aggregate(
-            gpus=Sum("gpus")
-        )["gpus"]
+        InstanceMember.objects.filter(
+            allocation=allocation, instance__state__in=AppInstance.ACTIVE_STATES
+        ).aggregate(gpus=Sum("instance__gpus"))["gpus"]
         or 0
     )
     problems = []
@@ -148,12 +148,32 @@ def _throttle(project: Project, node: Node) -> None:
         raise RateLimited("Too many launches in progress on this node.", retry_after=10)
 
 
+def _allocation_ids(manifest: dict, allocation_id, allocation_ids) -> list:
+    """One allocation per member: exactly one for a single-node app, within the
+    manifest's ``cluster`` bounds for a clustered one; the first is the primary."""
+    ids = list(allocation_ids or ([allocation_id] if allocation_id else []))
+    cluster = manifest.get("cluster")
+    low, high = (cluster["min_members"], cluster["max_members"]) if cluster else (1, 1)
+    field = "allocation_ids" if allocation_ids else "allocation_id"
+    if not ids:
+        raise ValidationFailed(details={"allocation_id": ["Name the allocation to run on."]})
+    if len({str(i) for i in ids}) != len(ids):
+        raise ValidationFailed(details={field: ["An allocation is named twice: one member per node."]})
+    if not low <= len(ids) <= high:
+        count = str(low) if low == high else f"{low} to {high}"
+        raise ValidationFailed(
+            details={field: [f"This app runs on {count} allocation(s); {len(ids)} given."]}
+        )
+    return ids
+
+
 def launch(
     principal: Principal,
     project: Project,
     *,
     app_slug: str,
-    allocation_id,
+    allocation_id=None,
+    allocation_ids: list | None = None,
     version: str | None = None,
     parameters: dict | None = None,
     name: str = "",
@@ -168,12 +188,16 @@ def launch(
     cleaned, errors = manifests.clean_parameters(manifest, parameters)
     if errors:
         raise ValidationFailed("Some parameters are not valid.", details={"parameters": errors})
+    ids = _allocation_ids(manifest, allocation_id, allocation_ids)
     decision = exposure.decide(manifest)
     with transaction.atomic():
-        allocation = _placement(project, allocation_id)
-        Node.objects.select_for_update().filter(pk=allocation.node_id).first()  # serializes launches per node
-        _check_resources(manifest, cleaned, allocation)
-        _throttle(project, allocation.node)
+        allocations = [_placement(project, pk) for pk in ids]
+        # Serializes launches per node; in one order, so two cluster launches cannot deadlock.
+        list(Node.objects.select_for_update().filter(pk__in=[a.node_id for a in allocations]).order_by("pk"))
+        for allocation in allocations:
+            _check_resources(manifest, cleaned, allocation)
+            _throttle(project, allocation.node)
+        allocation = allocations[0]
         instance = AppInstance.objects.create(
             tenant_id=project.tenant_id,
             project=project,
@@ -188,7 +212,16 @@ def launch(
             ui_mode=decision.mode,
             ui_mode_reason=decision.reason,
         )
-        InstanceMember.objects.create(instance=instance, node=allocation.node)
+        InstanceMember.objects.bulk_create(
+            InstanceMember(
+                instance=instance,
+                node=member.node,
+                allocation=member,
+                rank=rank,
+                role="primary" if rank == 0 else "worker",
+            )
+            for rank, member in enumerate(allocations)
+        )
         Endpoint.objects.bulk_create(
             Endpoint(
                 instance=instance,
@@ -204,11 +237,12 @@ def launch(
                 instance=instance, name=secret, value_encrypted=crypto.encrypt(crypto.new_secret())
             )
         operation = _operation(principal, instance, "launch")
-        _task(instance, operation, AgentTask.Action.START, rendering.start_spec(instance))
+        _tasks(instance, operation, AgentTask.Action.START)
         events.record(
             instance,
             "requested",
-            f"{principal.name} launched {app.name} {app_version.version} on {allocation.node.hostname}",
+            f"{principal.name} launched {app.name} {app_version.version} on "
+            + ", ".join(a.node.hostname for a in allocations),
             to_state=State.REQUESTED,
             actor=principal.name,
         )
@@ -216,7 +250,7 @@ def launch(
             principal,
             "instance.launch",
             target=instance,
-            details={"app": app.slug, "version": app_version.version, "allocation": str(allocation.pk)},
+            details={"app": app.slug, "version": app_version.version, "allocations": [str(i) for i in ids]},
         )
     return operation
 
@@ -231,12 +265,22 @@ def _operation(principal: Principal, instance: AppInstance, kind: str) -> Operat
     )
 
 
-def _task(instance: AppInstance, operation: Operation | None, action: str, spec: dict) -> AgentTask:
-    task = AgentTask.objects.create(
-        node_id=instance.allocation.node_id, instance=instance, operation=operation, action=action, spec=spec
-    )
-    events.wake_agent(task.node_id)
-    return task
+def _tasks(instance: AppInstance, operation: Operation | None, action: str) -> list[AgentTask]:
+    """One task per member, each on its member's node."""
+    tasks = []
+    for member in instance.members.select_related("node").order_by("rank"):
+        spec = (
+            rendering.start_spec(instance, member)
+            if action == AgentTask.Action.START
+            else rendering.stop_spec(instance)
+        )
+        tasks.append(
+            AgentTask.objects.create(
+                node_id=member.node_id, instance=instance, operation=operation, action=action, spec=spec
+            )
+        )
+        events.wake_agent(member.node_id)
+    return tasks
 
 
 # --- lifecycle ------------------------------------------------------------------
@@ -288,12 +332,7 @@ def change(principal: Principal, instance: AppInstance, action: str, why: str = 
         AgentTask.objects.filter(instance=current, status=AgentTask.Status.PENDING).update(
             status=AgentTask.Status.FAILED, error=f"superseded by {action}", finished_at=timezone.now()
         )
-        spec = (
-            rendering.start_spec(current)
-            if agent_action == AgentTask.Action.START
-            else rendering.stop_spec(current)
-        )
-        _task(current, operation, agent_action, spec)
+        _tasks(current, operation, agent_action)
         audit.record(principal, f"instance.{action}", target=current, details={"previous_state": previous})
     return operation
 
@@ -351,14 +390,18 @@ def _transition(
     actor: str = "",
     message: str = "",
     kind: str = "state",
+    members: bool = True,
 ) -> bool:
+    """Move the instance; its members follow unless ``members`` is false (one member's
+    own news, already written with ``_member_state``)."""
     previous = instance.state
     changed = AppInstance.objects.filter(pk=instance.pk, state=previous).update(
         state=new_state, state_reason=reason, updated_at=timezone.now()
     )
     if changed:
         instance.state, instance.state_reason = new_state, reason
-        InstanceMember.objects.filter(instance=instance).update(state=new_state, state_reason=reason)
+        if members:
+            InstanceMember.objects.filter(instance=instance).update(state=new_state, state_reason=reason)
         events.record(
             instance,
             kind,
@@ -369,6 +412,23 @@ def _transition(
         )
         proxy_routes.sync(instance)
     return bool(changed)
+
+
+def _member_state(instance: AppInstance, node: Node, state: str, reason: str = "") -> None:
+    InstanceMember.objects.filter(instance=instance, node=node).update(
+        state=state, state_reason=reason, last_report_at=timezone.now()
+    )
+
+
+def _all_members(instance: AppInstance, state: str) -> bool:
+    return not instance.members.exclude(state=state).exists()
+
+
+def _member_reason(instance: AppInstance, node: Node, reason: str) -> str:
+    """A clustered instance's reason says which member it is about."""
+    if instance.members.count() > 1:
+        return f"{node.hostname}: {reason}"
+    return reason
 
 
 # --- the agent's side -------------------------------------------------------------
@@ -394,12 +454,15 @@ def claim_tasks(node: Node, limit: int = 10) -> list[AgentTask]:
                 Operation.objects.filter(pk=task.operation_id, state=Operation.State.PENDING).update(
                     state=Operation.State.RUNNING, progress=30, updated_at=timezone.now()
                 )
+            if task.action == AgentTask.Action.START and instance.state in (State.REQUESTED, State.STARTING):
+                _member_state(instance, node, State.STARTING)
             if task.action == AgentTask.Action.START and instance.state == State.REQUESTED:
                 _transition(
                     instance,
                     State.STARTING,
                     actor=f"agent:{node.hostname}",
                     message=f"the agent on {node.hostname} is starting it",
+                    members=False,
                 )
     return tasks
 
@@ -439,34 +502,54 @@ def report_task(
         task.error, task.finished_at = error[:2000], now
         task.save(update_fields=["status", "error", "finished_at", "updated_at"])
         instance = AppInstance.objects.select_for_update().get(pk=task.instance_id)
+        member = InstanceMember.objects.filter(instance=instance, node=node).first()
         actor = f"agent:{node.hostname}"
         if succeeded:
-            if task.action == AgentTask.Action.START:
-                for item in endpoints:
+            done = _DONE_STATE[task.action]
+            if task.action == AgentTask.Action.START and (member is None or member.rank == 0):
+                for item in endpoints:  # the primary serves the instance's endpoints
                     Endpoint.objects.filter(instance=instance, name=item["name"]).update(
                         host=item["host"], port=item["port"], reported_at=now
                     )
-            if task.action == AgentTask.Action.REMOVE:
-                Endpoint.objects.filter(instance=instance).update(host="", port=None, reported_at=now)
-                RuntimeSecret.objects.filter(instance=instance).delete()
-            if task.action != AgentTask.Action.START or instance.state == State.STARTING:
-                _transition(instance, _DONE_STATE[task.action], actor=actor)
+            _member_state(instance, node, done)
+            in_step = task.action != AgentTask.Action.START or instance.state == State.STARTING
+            if in_step and _all_members(instance, done):
+                if task.action == AgentTask.Action.REMOVE:
+                    Endpoint.objects.filter(instance=instance).update(host="", port=None, reported_at=now)
+                    RuntimeSecret.objects.filter(instance=instance).delete()
+                _transition(instance, done, actor=actor)
         else:
+            reason = error[:500] or f"{task.action} failed on {node.hostname}"
+            _member_state(instance, node, State.FAILED, reason)
             _transition(
                 instance,
                 State.FAILED,
-                reason=error[:500] or f"{task.action} failed on {node.hostname}",
+                reason=_member_reason(instance, node, reason),
                 actor=actor,
+                members=False,
             )
         if task.operation_id:
-            Operation.objects.filter(pk=task.operation_id).update(
-                state=Operation.State.SUCCEEDED if succeeded else Operation.State.FAILED,
-                progress=100,
-                error="" if succeeded else error[:2000],
-                finished_at=now,
-                updated_at=now,
-            )
+            _operation_progress(task.operation_id, failed=not succeeded, error=error, now=now)
     return task
+
+
+def _operation_progress(operation_id, *, failed: bool, error: str, now) -> None:
+    """An operation is done when its last task is (failed at its first failure)."""
+    if failed:
+        Operation.objects.filter(pk=operation_id).update(
+            state=Operation.State.FAILED, progress=100, error=error[:2000], finished_at=now, updated_at=now
+        )
+        return
+    tasks = AgentTask.objects.filter(operation_id=operation_id)
+    total, done = tasks.count(), tasks.filter(status=AgentTask.Status.SUCCEEDED).count()
+    if done < total:
+        Operation.objects.filter(pk=operation_id, state=Operation.State.RUNNING).update(
+            progress=30 + 70 * done // total, updated_at=now
+        )
+        return
+    Operation.objects.filter(pk=operation_id).exclude(state=Operation.State.FAILED).update(
+        state=Operation.State.SUCCEEDED, progress=100, error="", finished_at=now, updated_at=now
+    )
 
 
 def heartbeat(node: Node, running: list[str] | None = None) -> None:
@@ -478,24 +561,29 @@ def heartbeat(node: Node, running: list[str] | None = None) -> None:
     if running is None:
         return
     actor = f"agent:{node.hostname}"
-    on_node = AppInstance.objects.filter(allocation__node=node)
+    on_node = AppInstance.objects.filter(members__node=node).distinct()
     for instance in on_node.filter(state=State.RUNNING).exclude(pk__in=running):
+        reason = f"the workload is no longer running on {node.hostname}"
+        _member_state(instance, node, State.FAILED, reason)
         _transition(
             instance,
             State.FAILED,
-            reason=f"the workload is no longer running on {node.hostname}",
+            reason=_member_reason(instance, node, reason),
             actor=actor,
             kind="exited",
+            members=False,
         )
     if was_offline:
         for instance in on_node.filter(state=State.FAILED, pk__in=running):
-            _transition(
-                instance,
-                State.RUNNING,
-                actor=actor,
-                kind="node_online",
-                message=f"the agent on {node.hostname} is back and still runs it",
-            )
+            _member_state(instance, node, State.RUNNING)
+            if _all_members(instance, State.RUNNING):
+                _transition(
+                    instance,
+                    State.RUNNING,
+                    actor=actor,
+                    kind="node_online",
+                    message=f"the agent on {node.hostname} is back and still runs it",
+                )
 
 
 def mark_silent_nodes_offline(now=None) -> int:
@@ -518,9 +606,16 @@ def mark_silent_nodes_offline(now=None) -> int:
                 f"node agent on {node.hostname} offline since {node.last_heartbeat_at:%Y-%m-%d %H:%M:%S} UTC"
             )
             for instance in AppInstance.objects.filter(
-                allocation__node=node, state__in=AppInstance.ACTIVE_STATES
-            ):
-                _transition(instance, State.FAILED, reason=reason, kind="node_offline")
+                members__node=node, state__in=AppInstance.ACTIVE_STATES
+            ).distinct():
+                _member_state(instance, node, State.FAILED, reason)
+                _transition(
+                    instance,
+                    State.FAILED,
+                    reason=_member_reason(instance, node, reason),
+                    kind="node_offline",
+                    members=False,
+                )
             audit.record(
                 None, "node.agent_offline", target=node, outcome=audit.FAILURE, details={"reason": reason}
             )
@@ -546,8 +641,9 @@ def drain_allocation(allocation: Allocation) -> int:
     runs nothing, so its instances are simply marked deleted."""
     remaining = 0
     for instance in AppInstance.objects.filter(
-        allocation=allocation, state__in=[*AppInstance.ACTIVE_STATES, State.STOPPED, State.FAILED]
-    ):
+        Q(allocation=allocation) | Q(members__allocation=allocation),
+        state__in=[*AppInstance.ACTIVE_STATES, State.STOPPED, State.FAILED],
+    ).distinct():
         if not allocation.node.credential_hash:
             _transition(instance, State.DELETED, reason="node released", message="the node was released")
             continue

@@ -26,7 +26,7 @@ from apps.portal.queries import visible_projects
 from apps.portal.views.base import portal_view
 from apps.proxy import exposure
 from apps.runtime import services as runtime
-from apps.runtime.models import AppInstance
+from apps.runtime.models import AppInstance, InstanceMember
 from apps.tenancy import policy
 from apps.tenancy.models import Project
 from apps.tenancy.principal import Principal
@@ -180,10 +180,12 @@ def app_detail(request, principal, slug):
 def _placements(project: Project) -> list[Allocation]:
     """The project's ACTIVE allocations with ``free_gpus`` (one query)."""
     held = (
-        AppInstance.objects.filter(allocation=OuterRef("pk"), state__in=AppInstance.ACTIVE_STATES)
+        InstanceMember.objects.filter(
+            allocation=OuterRef("pk"), instance__state__in=AppInstance.ACTIVE_STATES
+        )
         .order_by()
         .values("allocation")
-        .annotate(n=Sum("gpus"))
+        .annotate(n=Sum("instance__gpus"))
         .values("n")
     )
     allocations = (
@@ -209,6 +211,8 @@ def _launch_initial(request, version: AppVersion, allocations: list[Allocation],
     chosen = request.GET.get("allocation", "")
     if any(str(a.pk) == chosen for a in allocations):
         initial["allocation"] = chosen
+    if version.manifest.get("cluster"):
+        initial["allocation"] = [initial["allocation"]] if initial["allocation"] else []
     if request.GET.get("name"):
         initial["name"] = request.GET["name"][:100]
     return initial
@@ -231,6 +235,7 @@ def app_launch(request, principal, pk, slug):
     status = 200
     if request.method == "POST":
         form = LaunchForm(request.POST, **kwargs)
+        cluster = bool(version.manifest.get("cluster"))
         if form.is_valid():
             values = form.cleaned_data
             try:
@@ -238,7 +243,8 @@ def app_launch(request, principal, pk, slug):
                     principal,
                     project,
                     app_slug=app.slug,
-                    allocation_id=values["allocation"],
+                    allocation_id=None if cluster else values["allocation"],
+                    allocation_ids=values["allocation"] if cluster else None,
                     version=values["version"],
                     parameters=form.parameters(),
                     name=values["name"],
@@ -252,10 +258,12 @@ def app_launch(request, principal, pk, slug):
                 status = 200 if htmx_partial(request) else exc.status_code
             else:
                 instance = operation.instance
-                hostname = next((a.node.hostname for a in allocations if a.pk == instance.allocation_id), "")
+                hostnames = ", ".join(
+                    m.node.hostname for m in instance.members.select_related("node").order_by("rank")
+                )
                 messages.success(
                     request,
-                    f"Launching {app.name} {instance.app_version.version} as {instance.name} on {hostname}.",
+                    f"Launching {app.name} {instance.app_version.version} as {instance.name} on {hostnames}.",
                 )
                 return hx_redirect(request, reverse("instance_detail", args=[project.pk, instance.pk]))
     else:

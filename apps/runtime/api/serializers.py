@@ -9,7 +9,13 @@ from apps.runtime.models import AppInstance, InstanceEvent, InstanceMember, Oper
 class LaunchSerializer(serializers.Serializer):
     app = serializers.SlugField(max_length=64)
     version = serializers.CharField(max_length=32, required=False)
-    allocation_id = serializers.UUIDField()
+    allocation_id = serializers.UUIDField(required=False, help_text="the allocation of a single-node app")
+    allocation_ids = serializers.ListField(
+        child=serializers.UUIDField(),
+        required=False,
+        max_length=64,
+        help_text="a clustered app's allocations, one member each; the first is the primary",
+    )
     name = serializers.CharField(max_length=100, required=False, allow_blank=True)
     parameters = serializers.DictField(required=False, default=dict)
 
@@ -24,11 +30,21 @@ class EndpointSerializer(serializers.Serializer):
 
 class MemberSerializer(serializers.ModelSerializer):
     node_id = serializers.UUIDField(read_only=True)
+    allocation_id = serializers.UUIDField(read_only=True)
     hostname = serializers.CharField(source="node.hostname", read_only=True)
 
     class Meta:
         model = InstanceMember
-        fields = ["node_id", "hostname", "role", "state", "state_reason", "last_report_at"]
+        fields = [
+            "node_id",
+            "hostname",
+            "allocation_id",
+            "rank",
+            "role",
+            "state",
+            "state_reason",
+            "last_report_at",
+        ]
 
 
 class AppInstanceSerializer(serializers.ModelSerializer):

@@ -67,7 +67,8 @@ class InstanceListView(ProjectScopedMixin, BaseListAPIView):
             self.project(),
             app_slug=values["app"],
             version=values.get("version"),
-            allocation_id=values["allocation_id"],
+            allocation_id=values.get("allocation_id"),
+            allocation_ids=values.get("allocation_ids"),
             parameters=values["parameters"],
             name=values.get("name", ""),
         )
