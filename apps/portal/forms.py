@@ -317,8 +317,8 @@ class LaunchForm(forms.Form):
                 label="Run on",
                 choices=choices,
                 widget=forms.CheckboxSelectMultiple,
-                help_text=f"Pick {cluster['min_members']} to {cluster['max_members']} nodes, one member each; "
-                "the first one listed is the primary.",
+                help_text=f"Pick {cluster['min_members']} to {cluster['max_members']} nodes, one member "
+                "each; the first one listed is the primary.",
             )
         else:
             self.fields["allocation"].widget.choices = choices
