@@ -7,7 +7,9 @@ routes?) and an operator's override, and keeps the reason next to the decision.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -53,7 +55,7 @@ def decide(manifest: dict, override: str = "") -> Exposure:
         return Exposure(NATIVE, "an operator chose to show no app UI", route_mode)
     ui = manifest.get("ui", {})
     supported = ui.get("mode_supported", [LINK_OUT])
-    refusal = _cannot_embed(ui, adapter, supported)
+    refusal = _cannot_embed(ui, adapter, supported) or _environment_refusal(route_mode)
     if override == EMBEDDED and refusal is None:
         return Exposure(EMBEDDED, "an operator chose to embed it", route_mode)
     if override == LINK_OUT:
@@ -63,6 +65,32 @@ def decide(manifest: dict, override: str = "") -> Exposure:
     if LINK_OUT in supported or override == EMBEDDED:
         return Exposure(LINK_OUT, refusal, route_mode)
     return Exposure(NATIVE, f"{refusal}, and it does not support opening in its own tab", route_mode)
+
+
+def same_site(host: str, domain: str) -> bool:
+    """Whether browsers count a host and the apps domain as one site, which an
+    embedded app's SameSite cookies need. The registrable domain is taken as the
+    last two labels; an IP address or a single-label name such as ``localhost``
+    (and so every ``*.localhost`` name) is a site of its own."""
+    try:
+        ipaddress.ip_address(host)
+        return False
+    except ValueError:
+        pass
+    labels, domain_labels = host.lower().split("."), domain.lower().split(".")
+    if len(labels) < 2 or len(domain_labels) < 2 or labels[-1] == "localhost":
+        return False
+    return labels[-2:] == domain_labels[-2:]
+
+
+def _environment_refusal(route_mode: str) -> str | None:
+    if route_mode == "subdomain" and not same_site(
+        urlsplit(settings.ISSUER).hostname or "", settings.APPS_DOMAIN
+    ):
+        return (
+            "the apps domain is another site than the portal's, so the app's cookies would not work inside it"
+        )
+    return None
 
 
 def _cannot_embed(ui: dict, adapter: Adapter, supported: list[str]) -> str | None:

@@ -23,6 +23,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
+    # A portal and its apps domain on one site, as in production (see test_jupyterlab_proxy).
+    "--host-resolver-rules=MAP *.example.com 127.0.0.1",
 ]
 
 

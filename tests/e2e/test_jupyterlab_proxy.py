@@ -4,9 +4,13 @@ in headless Chromium: the workload shell's App UI tab embeds it, a notebook runs
 proxy's auth bridge injects it upstream) never reaches the browser: not in a page,
 a URL, a header, a cookie or a response body the browser saw.
 
-Both route modes: ``path_prefix`` on the portal's origin, and ``subdomain`` where
-each app is its own origin under ``*.apps.localhost`` (Chromium resolves every
-``*.localhost`` name to the loopback address).
+Both route modes: ``path_prefix`` on the portal's origin; ``subdomain`` where each
+app is its own origin. Embedding a subdomain app needs the apps domain on the
+portal's site (its SameSite cookies are not sent in a cross-site frame), as in
+production: ``portal.example.com`` and ``*.apps.example.com``, which the browser
+resolves to loopback (``--host-resolver-rules``). Under ``*.localhost`` (which
+Chromium resolves to loopback by itself) every name is a site of its own, so the
+platform opens the app in its own tab instead, and the test does the same.
 
 Set ``GPUAAS_E2E_SCREENSHOTS=/some/dir`` to keep a screenshot of each mode.
 """
@@ -14,20 +18,17 @@ Set ``GPUAAS_E2E_SCREENSHOTS=/some/dir`` to keep a screenshot of each mode.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from apps.allocations.models import Allocation, Node
+from apps.catalog.models import Flavor
 from apps.runtime import services
 from apps.runtime.models import AppInstance
+from tests.conftest import member
 from tests.runtime.agent_fixtures import node_agent, wait_for  # noqa: F401 - the real agent
-from tests.runtime.conftest import (  # noqa: F401 - a project with an ACTIVE allocation
-    active_allocation,
-    allocator,
-    flavor,
-    jupyterlab,
-    nodes,
-    ready_tenant,
-)
+from tests.runtime.conftest import jupyterlab  # noqa: F401
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 START_TIMEOUT = 120.0  # JupyterLab starts in ~3-5 s on an idle machine; CI machines are not idle
@@ -56,20 +57,67 @@ class BrowserRecord:
                 pass
 
 
-@pytest.fixture(params=["path_prefix", "subdomain"])
-def route_mode(request, settings, portal):
-    if request.param == "subdomain":
-        # The portal on "localhost", every app on its own "<slug>.apps.localhost" origin.
-        settings.ISSUER = portal.url.replace("127.0.0.1", "localhost")
-        settings.CSRF_TRUSTED_ORIGINS = [settings.ISSUER]
-        settings.APPS_DOMAIN = "apps.localhost"
-    return request.param
+@pytest.fixture
+def allocator(project):
+    return member("project_admin", project=project)
+
+
+@pytest.fixture
+def active_allocation(project, allocator):
+    """An ACTIVE allocation made directly: provisioning through the pipeline would
+    broadcast from the test thread, where Playwright's event loop forbids it."""
+    flavor = Flavor.objects.create(
+        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
+    )
+    node = Node.objects.create(
+        hostname="gpu-e2e-001", flavor=flavor, state=Node.State.ALLOCATED, approved=True
+    )
+    return Allocation.objects.create(
+        node=node,
+        tenant=project.tenant,
+        project=project,
+        flavor=flavor,
+        gpus=8,
+        os_image="ubuntu-22.04",
+        requested_by=allocator.username,
+        state=Allocation.State.ACTIVE,
+        progress=100,
+    )
+
+
+# variant: (route mode, portal host, apps domain, how the shell shows the app)
+VARIANTS = {
+    "path_prefix": ("path_prefix", "127.0.0.1", "", "embedded"),
+    "subdomain_same_site": ("subdomain", "portal.example.com", "apps.example.com", "embedded"),
+    "subdomain_localhost": ("subdomain", "localhost", "apps.localhost", "link_out"),
+}
+
+
+@pytest.fixture(params=list(VARIANTS))
+def variant(request, settings, portal):
+    mode, host, apps_domain, ui_mode = VARIANTS[request.param]
+    settings.ISSUER = portal.url.replace("127.0.0.1", host)
+    settings.CSRF_TRUSTED_ORIGINS = [settings.ISSUER]
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, ".example.com"]
+    settings.APPS_DOMAIN = apps_domain
+    return mode, ui_mode
 
 
 def launch_jupyterlab(api, allocator, project, allocation) -> AppInstance:  # noqa: F811
-    api.force_login(allocator)
-    body = {"app": "jupyterlab", "allocation_id": str(allocation.pk)}
-    response = api.post(f"/api/v1/projects/{project.pk}/app-instances", body, format="json")
+    """Through the API, in a thread of its own: Playwright's event loop in the test
+    thread forbids the synchronous channel-layer sends a launch makes."""
+    node = allocation.node
+    wait_for(
+        lambda: Node.objects.filter(pk=node.pk).exclude(credential_hash="").exists(), what="agent enrolled"
+    )
+
+    def launch():
+        api.force_login(allocator)
+        body = {"app": "jupyterlab", "allocation_id": str(allocation.pk)}
+        return api.post(f"/api/v1/projects/{project.pk}/app-instances", body, format="json")
+
+    with ThreadPoolExecutor(1) as pool:
+        response = pool.submit(launch).result()
     assert response.status_code == 202, response.content
     instance_id = response.json()["instance_id"]
 
@@ -89,43 +137,53 @@ def log_in(page, base: str, username: str) -> None:
     page.wait_for_url(f"{base}/")
 
 
-def test_jupyterlab_embedded_through_the_proxy_runs_a_notebook(
-    route_mode, settings, portal, page, api, allocator, project, active_allocation, jupyterlab, node_agent
+def test_jupyterlab_through_the_proxy_runs_a_notebook(
+    variant, settings, portal, page, api, allocator, project, active_allocation, jupyterlab, node_agent
 ):
+    route_mode, ui_mode = variant
     instance = launch_jupyterlab(api, allocator, project, active_allocation)
     route = instance.proxy_routes.get()
-    assert route.mode == route_mode and route.status == "active"
+    assert (route.mode, route.status, instance.ui_mode) == (route_mode, "active", ui_mode)
     token = services.runtime_secret(instance, "token")
     assert token and len(token) >= 16
-    record = BrowserRecord(page)
     base = settings.ISSUER
 
     allocator.set_password("pw")
     allocator.save()
     log_in(page, base, allocator.username)
     page.goto(f"{base}/projects/{project.pk}/instances/{instance.pk}/?tab=app")
-    frame = page.frame_locator("iframe[data-app-frame]")
-    # The launcher minted a session, preflighted the app and sent the frame to it.
-    frame.get_by_text("Python 3 (ipykernel)").first.click(timeout=60_000)
-    editor = frame.locator(".jp-Notebook .jp-Cell .cm-content").first
-    editor.click(timeout=30_000)
-    page.keyboard.type("print(6*7)")
-    page.keyboard.press("Shift+Enter")
-    output = frame.locator(".jp-OutputArea-output", has_text="42").first
+    if ui_mode == "embedded":
+        record = BrowserRecord(page)
+        app = page.frame_locator("iframe[data-app-frame]")
+    else:
+        with page.context.expect_page() as opened:
+            page.click("[data-open-app]")
+        app_page = opened.value
+        record = BrowserRecord(app_page)
+        app = app_page
+    # The launcher minted a session, preflighted the app where it could and sent the browser there.
+    app.get_by_text("Python 3 (ipykernel)").first.click(timeout=60_000)
+    # A cell run before the kernel is connected is dropped: wait until it is idle.
+    app.get_by_text("Python 3 (ipykernel) | Idle").first.wait_for(timeout=60_000)
+    app.locator(".jp-Notebook .jp-Cell .cm-content").first.click(timeout=30_000)
+    keyboard = page.keyboard if ui_mode == "embedded" else app_page.keyboard
+    keyboard.type("print(6*7)")
+    keyboard.press("Shift+Enter")
+    output = app.locator(".jp-OutputArea-output", has_text="42").first
     output.wait_for(timeout=60_000)
     assert output.inner_text().strip() == "42"
 
-    app_frame = next(f for f in page.frames if "/w/" in f.url)
-    assert app_frame.url.startswith(route.public_url.split("/w/")[0])
-    if route_mode == "subdomain":
-        assert app_frame.url.startswith(f"http://{route.slug}.apps.localhost:")
+    app_frame = next(f for p in page.context.pages for f in p.frames if "/w/" in f.url and "/lab" in f.url)
+    origin = route.public_url.rstrip("/") if route_mode == "subdomain" else base
+    assert app_frame.url.startswith(f"{origin}/w/{instance.pk}/web/lab")
     if SCREENSHOTS:
-        page.screenshot(path=os.path.join(SCREENSHOTS, f"jupyterlab-{route_mode}.png"), full_page=True)
+        shown = page if ui_mode == "embedded" else app_page
+        shown.screenshot(path=os.path.join(SCREENSHOTS, f"jupyterlab-{route_mode}-{ui_mode}.png"))
 
     cookies = page.context.cookies()
     route_cookies = [c for c in cookies if c["name"] == "_gpuaas_route"]
-    assert route_cookies and all(c["httpOnly"] for c in route_cookies)
-    seen = "\n".join([*record.seen, repr(cookies), page.content(), app_frame.content(), app_frame.url])
+    assert route_cookies and all(c["httpOnly"] and c["sameSite"] == "Lax" for c in route_cookies)
+    seen = "\n".join([*record.seen, repr(cookies), app_frame.content(), app_frame.url])
     assert token not in seen
     # The page config Jupyter writes into /lab was served, with its token blanked.
     assert '"token": ""' in seen

@@ -208,3 +208,23 @@ def test_reconcile_brings_stale_routes_back_in_line(owner, project, active_alloc
 
 def test_shared_pool_exists_after_migrate():
     assert ProxyPool.objects.filter(name="shared", scope="shared", status="active").exists()
+
+
+@pytest.mark.parametrize(
+    ("issuer", "apps_domain", "mode"),
+    [
+        ("https://portal.example.com", "apps.example.com", "embedded"),
+        ("http://localhost:8000", "apps.localhost", "link_out"),  # every *.localhost name is its own site
+        ("http://127.0.0.1:8000", "apps.example.com", "link_out"),
+    ],
+)
+def test_embedding_on_subdomains_needs_the_apps_domain_on_the_portals_site(
+    settings, issuer, apps_domain, mode
+):
+    from apps.proxy import exposure
+
+    settings.ISSUER, settings.APPS_DOMAIN = issuer, apps_domain
+    decision = exposure.decide(proxied_manifest())
+    assert (decision.mode, decision.route_mode) == (mode, "subdomain")
+    if mode == "link_out":
+        assert decision.reason.startswith("the apps domain is another site than the portal's")

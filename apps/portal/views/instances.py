@@ -276,6 +276,9 @@ def instance_open(request, principal, pk, instance_pk, endpoint):
     response.csp = DEFAULT_CSP.replace("frame-ancestors 'none'", "frame-ancestors 'self'").replace(
         "form-action 'self'", f"form-action 'self' {_origin(route)}"
     )
+    # The ticket's POST to the route's origin must carry our Origin (the proxy checks
+    # it); the portal's usual "same-origin" policy would make it "null".
+    response["Referrer-Policy"] = "strict-origin"
     return response
 
 
