@@ -1,4 +1,4 @@
-"""ASGI entry point: Django for HTTP, Channels for WebSockets."""
+"""ASGI entry point: the platform proxy for app routes, Django for HTTP, Channels for WebSockets."""
 
 import os
 
@@ -11,11 +11,15 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from apps.proxy.dataplane.dispatch import ProxyDispatcher  # noqa: E402
 from gpuaas.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
+# The proxy sees route traffic before Django's middleware, so nothing buffers it.
+application = ProxyDispatcher(
+    ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
 )

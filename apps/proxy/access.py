@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import close_old_connections
 
 from apps.proxy import sessions
 from apps.proxy.adapters import Adapter
@@ -63,6 +64,20 @@ class Target:
         return upstream_path
 
 
+def _in_thread(func):
+    """``func`` in a worker thread, its database connection handed back to the pool
+    when it returns: there is no request end to do it, and a worker thread would
+    otherwise keep one pooled connection for good."""
+
+    def run(*args):
+        try:
+            return func(*args)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(run, thread_sensitive=False)
+
+
 def is_proxied(host: str, path: str) -> bool:
     """Whether a request belongs to the proxy at all; no database, no cache."""
     if path.startswith(("/w/", "/_gpuaas/")):
@@ -91,7 +106,7 @@ async def resolve(host: str, path: str) -> Target | None:
     cached = _targets.get(key)
     if cached and cached[0] > now:
         return cached[1]
-    target = await sync_to_async(_load, thread_sensitive=False)(key)
+    target = await _in_thread(_load)(key)
     _targets[key] = (now + _TTL, target)
     if len(_targets) > 10_000:
         _targets.clear()
@@ -104,13 +119,10 @@ def forget() -> None:
 
 
 def _load(key: tuple) -> Target | None:
-    from django.db import close_old_connections
-
     from apps.proxy.models import ProxyRoute
     from apps.runtime.rendering import base_path
     from apps.runtime.services import runtime_secret
 
-    close_old_connections()
     routes = ProxyRoute.objects.select_related("instance")
     if key[0] == "slug":
         route = routes.filter(slug=key[1], mode="subdomain").first()
@@ -161,17 +173,17 @@ async def authorize(target: Target, cookie: str | None, channel: str = "http") -
     payload = sessions.read_cookie(cookie)
     if payload is None or payload.get("r") != target.route_id:
         decision = sessions.Decision(False, 401, "no session for this app")
-        await sync_to_async(_deny, thread_sensitive=False)(target, decision, None, channel)
+        await _in_thread(_deny)(target, decision, None, channel)
         return decision
     decision, generations = await sync_to_async(sessions.cached_decision, thread_sensitive=False)(
         target.route_id, target.instance_id, payload
     )
     if decision is None:
-        decision = await sync_to_async(sessions.decide, thread_sensitive=False)(
+        decision = await _in_thread(sessions.decide)(
             target.route_id, target.instance_id, payload, generations
         )
     if not decision.allowed:
-        await sync_to_async(_deny, thread_sensitive=False)(target, decision, payload, channel)
+        await _in_thread(_deny)(target, decision, payload, channel)
     return decision
 
 
@@ -184,7 +196,7 @@ def _deny(target: Target, decision: sessions.Decision, payload: dict | None, cha
 
 
 async def exchange(ticket: str, host: str) -> sessions.Exchanged:
-    return await sync_to_async(sessions.exchange, thread_sensitive=False)(ticket, host)
+    return await _in_thread(sessions.exchange)(ticket, host)
 
 
 async def touch(target: Target) -> None:
@@ -195,4 +207,4 @@ async def touch(target: Target) -> None:
     _activity[target.route_id] = now + _ACTIVITY_EVERY
     from apps.proxy.routes import touch as write
 
-    await sync_to_async(write, thread_sensitive=False)(target.route_id)
+    await _in_thread(write)(target.route_id)

@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -117,6 +118,7 @@ class Exchanged:
     cookie: str
     cookie_path: str
     max_age: int
+    entry_path: str  # where the browser goes once it holds the cookie
 
 
 def exchange(ticket: str, host: str) -> Exchanged:
@@ -146,6 +148,7 @@ def exchange(ticket: str, host: str) -> Exchanged:
         cookie=signing.dumps(payload, salt=_SALT, compress=False),
         cookie_path=cookie_path(route),
         max_age=lifetime,
+        entry_path=urlsplit(entry_url(route)).path,
     )
 
 

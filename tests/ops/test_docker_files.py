@@ -4,8 +4,6 @@ CI, so check what can be checked without one."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -73,23 +71,11 @@ def test_dockerfile_runs_as_non_root_and_serves_on_all_interfaces():
     assert 'CMD ["serve", "--host", "0.0.0.0", "--port", "8000"]' in text
 
 
-def test_nginx_proxies_websockets_to_web():
-    text = (DOCKER / "nginx.conf").read_text()
-    assert "server web:8000;" in text
-    assert "proxy_set_header Upgrade $http_upgrade;" in text
-    assert "proxy_set_header Connection $connection_upgrade;" in text
-
-
-@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
-def test_nginx_conf_passes_nginx_t(tmp_path):
-    # "web" resolves only inside compose's network; the syntax check needs a resolvable upstream.
-    conf = (DOCKER / "nginx.conf").read_text().replace("server web:8000;", "server 127.0.0.1:8000;")
-    conf = conf.replace("pid /tmp/nginx.pid;", f"pid {tmp_path}/nginx.pid;")
-    (tmp_path / "nginx.conf").write_text(conf)
-    result = subprocess.run(
-        ["nginx", "-t", "-c", str(tmp_path / "nginx.conf"), "-e", str(tmp_path / "error.log")],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert result.returncode == 0, result.stderr
+def test_compose_fills_every_placeholder_of_the_nginx_template(compose):
+    """nginx.conf is a template (tests/proxy/test_nginx.py runs it); compose must give
+    the nginx image every value it names, and point it at the portal."""
+    placeholders = set(re.findall(r"\$\{(GPUAAS_[A-Z_]+)\}", (DOCKER / "nginx.conf").read_text()))
+    environment = compose["services"]["nginx"]["environment"]
+    assert placeholders <= set(environment), placeholders - set(environment)
+    assert environment["GPUAAS_PORTAL_UPSTREAM"] == "web:8000"
+    assert environment["NGINX_ENVSUBST_FILTER"] == "^GPUAAS_"

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
+import httpx
 import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
@@ -20,7 +27,15 @@ from apps.catalog.models import App
 from apps.proxy import access, sessions
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
-from tests.runtime.conftest import SHIPPED, active_allocation, allocator, flavor, nodes, ready_tenant  # noqa: F401  # noqa: F401
+from tests.runtime.conftest import (  # noqa: F401 - fixtures the proxy tests share with the runtime's
+    SHIPPED,
+    active_allocation,
+    allocator,
+    flavor,
+    nodes,
+    ready_tenant,
+)
+from tests.support.servers import ThreadedUvicorn, free_port
 
 
 def proxied_manifest(**proxy) -> dict:
@@ -74,3 +89,95 @@ def owner(project):
     from tests.conftest import member
 
     return member("project_admin", project=project)
+
+
+# --- the data plane through real sockets ---------------------------------------------
+
+
+@dataclass
+class Upstream:
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def get(self, path: str, **params) -> dict:
+        """A direct request (not through the proxy), to read what the app saw."""
+        return httpx.get(f"{self.url}/{path}", params=params, timeout=10, trust_env=False).json()
+
+
+@pytest.fixture(scope="session")
+def upstream():
+    """The test app of ``tests.support.upstream``, in its own process."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.upstream", str(port)], cwd=Path(__file__).resolve().parents[2]
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("the test upstream did not start") from None
+            time.sleep(0.05)
+    yield Upstream("127.0.0.1", port)
+    process.kill()  # streams a test left open would hold up a graceful stop
+    process.wait(timeout=10)
+
+
+@pytest.fixture
+def proxy_server(settings):
+    """The portal's ASGI application under uvicorn; the issuer is its address, so
+    routes are planned on it."""
+    server = ThreadedUvicorn().start()
+    settings.ISSUER = server.url
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def launch(request, owner, project, upstream, proxy_server):
+    """``launch(**proxy)``: a running instance of a JupyterLab-like app (its proxy
+    block changed by ``proxy``) whose route leads to the test upstream."""
+    allocation = request.getfixturevalue("active_allocation")
+    made = []
+
+    def launch(*, host: str | None = None, port: int | None = None, manifest: dict | None = None, **proxy):
+        app = publish_manifest(f"webapp-{len(made)}", manifest or proxied_manifest(**proxy))
+        instance = start_instance(
+            owner, project, allocation, app, host=host or upstream.host, port=port or upstream.port
+        )
+        made.append(instance)
+        return instance
+
+    return launch
+
+
+def route_url(instance, path: str = "") -> str:
+    """The route's public address, plus ``path`` (relative to the route's root)."""
+    return instance.proxy_routes.get().public_url.rstrip("/") + "/" + path.lstrip("/")
+
+
+def open_session(server, user, instance, *, host: str | None = None) -> str:
+    """What the launcher does: post a fresh ticket to the route's origin; the route cookie."""
+    minted = mint_ticket(user, instance)
+    response = httpx.post(
+        f"{server.url}/_gpuaas/session",
+        data={"ticket": minted["ticket"]},
+        headers={"Host": host} if host else {},
+        trust_env=False,
+    )
+    assert response.status_code == 303, response.text
+    return response.cookies[sessions.COOKIE]
+
+
+def browser(server, cookie: str | None = None, **kwargs) -> httpx.Client:
+    """An HTTP client that sends the route cookie, as a browser on the route would."""
+    cookies = {sessions.COOKIE: cookie} if cookie else {}
+    headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
+    return httpx.Client(headers=headers, trust_env=False, timeout=httpx.Timeout(20.0), **kwargs)

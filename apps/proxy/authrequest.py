@@ -1,0 +1,161 @@
+"""``GET /_gpuaas/auth``: the decision nginx asks for before it moves a byte
+(``auth_request`` in docker/nginx.conf, decision 0016).
+
+nginx sends the browser request's host, raw URI and (for a WebSocket) Origin in
+``X-Original-*`` headers, with the route cookie. The answer is 204 with what
+nginx needs to proxy the request itself: the upstream, the route's prefixes, the
+bridge header, the frame-ancestors, the secret to blank from pages and the keys
+of the connection limits. Every value depends only on the route and the cookie,
+never on the rest of the URI, so nginx may cache it for a few seconds per
+cookie and route.
+
+``auth_request`` only understands 2xx, 401 and 403, so any refusal is 401 or
+403 there. For the page the browser sees, nginx asks again with
+``X-Gpuaas-Auth-Page`` naming the status it has: 401 or 403 get the refusal
+with its real status (404, 503 with ``Retry-After``, ...); nginx's own 429, 502
+and 504 get the proxy's page for them.
+
+The endpoint is nginx's alone: nginx marks the location ``internal``, and the
+app wants ``GPUAAS_PROXY_AUTH_SECRET`` in ``X-Gpuaas-Auth-Secret``.
+"""
+
+from __future__ import annotations
+
+import hmac
+from http.cookies import CookieError, SimpleCookie
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from apps.proxy import access, sessions
+from apps.proxy.access import Target
+from apps.proxy.dataplane import pages
+
+# nginx's limit_conn needs a fixed number per zone: a route's limit is counted in
+# the zone of the largest of these at or under it, or in the "max" zone, whose
+# number is the platform's hard limit (decision 0016).
+LIMIT_TIERS = (1, 2, 4, 8, 16, 32, 64, 128)
+_RETRY_AFTER = ((b"retry-after", b"5"),)
+_NGINX_PAGES = {"429": pages.BUSY, "502": pages.BAD_GATEWAY, "504": pages.GATEWAY_TIMEOUT}
+
+
+class Answer(NamedTuple):
+    status: int
+    spec: tuple = ()  # the page of a refusal (apps.proxy.dataplane.pages)
+    message: str = ""
+    grant: tuple = ()  # the 204's headers
+
+
+async def handle(scope: dict, receive, send) -> None:
+    headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+    secret = settings.PROXY_AUTH_SECRET.encode()
+    if not secret or not hmac.compare_digest(headers.get("x-gpuaas-auth-secret", "").encode(), secret):
+        await _send(send, 403, [(b"content-type", b"text/plain")], b"Only the platform's nginx may ask.\n")
+        return
+    uri = headers.get("x-original-uri", "")
+    target = await access.resolve(headers.get("x-original-host", ""), urlsplit(uri).path)
+    answer = await _decide(target, uri, headers)
+    if "x-gpuaas-auth-page" in headers:
+        nginx_page = _NGINX_PAGES.get(headers["x-gpuaas-auth-page"])
+        if answer.status == 204 and nginx_page:
+            answer = Answer(nginx_page[0], nginx_page)
+        await _page(send, target, answer, uri, "application/json" in headers.get("x-original-accept", ""))
+    elif answer.status == 204:
+        await _send(send, 204, answer.grant, b"")
+    else:
+        # auth_request knows only 401 and 403; the page request tells the browser the rest.
+        await _send(send, 401 if answer.status == 401 else 403, [], b"")
+
+
+async def _decide(target: Target | None, uri: str, headers: dict) -> Answer:
+    path = urlsplit(uri).path
+    if target is None or (target.mode == "path_prefix" and not path.startswith(target.public_prefix)):
+        return Answer(404, pages.NOT_FOUND)
+    websocket = bool(headers.get("x-original-upgrade"))
+    origin = headers.get("x-original-origin")
+    if websocket and origin and origin != target.origin:
+        return Answer(403, pages.DENIED, "This WebSocket was opened from another site.")
+    cookie = _route_cookie(headers.get("cookie", ""))
+    decision = await access.authorize(target, cookie, "websocket" if websocket else "http")
+    if not decision.allowed:
+        return Answer(decision.status, pages.NO_SESSION if decision.status == 401 else pages.DENIED)
+    if target.state == "pending":
+        return Answer(503, pages.STARTING)
+    if target.state != "active" or target.upstream is None:
+        return Answer(503, pages.UNAVAILABLE, target.state_message)
+    bridge = ""
+    for name, value in target.bridge_headers:
+        if name.lower() != "authorization":
+            # nginx names the headers it sets in its configuration; the seed's one bridge mode is this one.
+            return Answer(502, pages.BAD_GATEWAY, "This app's sign-in header is not one nginx can send.")
+        bridge = value
+    await access.touch(target)
+    grant = _grant(target, decision.user_id, bridge)
+    return Answer(204, grant=tuple((name.encode(), value.encode()) for name, value in grant))
+
+
+def _grant(target: Target, user_id, bridge: str) -> list[tuple[str, str]]:
+    hard = settings.PROXY_MAX_CONNECTIONS_PER_INSTANCE, settings.PROXY_MAX_CONNECTIONS_PER_USER
+    host, port = target.upstream
+    host = f"[{host}]" if ":" in host else host
+    path_mode = target.mode == "path_prefix"
+    return [
+        ("x-gpuaas-upstream", f"{host}:{port}"),
+        ("x-gpuaas-public-prefix", target.public_prefix),
+        ("x-gpuaas-upstream-prefix", target.upstream_prefix),
+        # Redirects and cookie paths the app emits under this prefix move under the
+        # public one (only a path_prefix route on an app that does not know its base
+        # path changes anything: "/" becomes "/w/{iid}/{ep}/").
+        ("x-gpuaas-rewrite-from", target.upstream_prefix if path_mode else "/"),
+        ("x-gpuaas-forwarded-prefix", target.public_prefix.rstrip("/")),
+        ("x-gpuaas-authorization", bridge),
+        ("x-gpuaas-passthrough", "1" if target.auth == "bearer_passthrough" else ""),
+        ("x-gpuaas-redact", target.redact[0].decode() if target.redact else ""),
+        ("x-gpuaas-frame-ancestors", target.frame_ancestors),
+        ("x-gpuaas-instance", target.instance_id),
+        ("x-gpuaas-instance-tier", limit_tier(target.limit_per_instance, hard[0])),
+        ("x-gpuaas-user", str(user_id)),
+        ("x-gpuaas-user-tier", limit_tier(target.limit_per_user, hard[1])),
+    ]
+
+
+def limit_tier(limit: int, hard_limit: int) -> str:
+    """The nginx zone a limit is counted in: never more connections than the limit."""
+    if limit >= hard_limit:
+        return "max"
+    return str(max((tier for tier in LIMIT_TIERS if tier <= limit), default=LIMIT_TIERS[0]))
+
+
+def _route_cookie(header: str) -> str | None:
+    try:
+        morsel = SimpleCookie(header).get(sessions.COOKIE)
+    except CookieError:
+        return None
+    return morsel.value if morsel else None
+
+
+async def _page(send, target: Target | None, answer: Answer, uri: str, as_json: bool) -> None:
+    if answer.status == 204:
+        # Allowed since nginx asked a moment ago (a session just made, an app just started): again.
+        await _send(send, 307, [(b"location", uri.encode("latin-1")), (b"cache-control", b"no-store")], b"")
+        return
+    _, code, title, message = answer.spec
+    start, body = pages.render(
+        answer.status,
+        code,
+        title,
+        answer.message or message,
+        portal_url=target.portal_url if target else settings.ISSUER + "/",
+        as_json=as_json,
+        frame_ancestors=target.frame_ancestors if target else "'none'",
+        refresh=5 if answer.spec is pages.STARTING else 0,
+        extra=_RETRY_AFTER if answer.status in (429, 503) else (),
+    )
+    await send(start)
+    await send(body)
+
+
+async def _send(send, status: int, headers, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": list(headers)})
+    await send({"type": "http.response.body", "body": body})

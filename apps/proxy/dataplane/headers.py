@@ -1,0 +1,308 @@
+"""Header rules between browser and app (CONTRACT.md "Platform proxy").
+
+Upstream: hop-by-hop headers, the platform's credentials (its cookies, the
+browser's ``Authorization``) and client-sent ``X-Forwarded-*`` never reach the
+app; the app gets fresh forwarding headers, the route's bridge header and its
+own origin as ``Origin``. Downstream: redirects and cookies are moved onto the
+route, framing is governed by the route's ``frame-ancestors``, and no header
+carrying a redacted secret reaches the browser.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from apps.proxy import sessions
+from apps.proxy.access import Target
+
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+# Set by the proxy itself, or meaningless upstream: host and the forwarding
+# headers are set afresh, Expect is answered by the ASGI server, and a
+# WebSocket handshake is made anew by the WebSocket client.
+_REPLACED = frozenset(
+    {
+        b"host",
+        b"origin",
+        b"forwarded",
+        b"x-real-ip",
+        b"expect",
+        b"cookie",
+        b"content-length",
+        b"sec-websocket-key",
+        b"sec-websocket-version",
+        b"sec-websocket-extensions",
+        b"sec-websocket-protocol",
+        b"sec-websocket-accept",
+    }
+)
+_DROPPED = HOP_BY_HOP | _REPLACED
+_ROUTE_COOKIE = sessions.COOKIE.encode()
+_TEXT_TYPES = (
+    b"application/json",
+    b"application/javascript",
+    b"application/x-javascript",
+    b"application/xml",
+)
+
+
+def platform_cookies() -> frozenset[str]:
+    return frozenset({settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME, sessions.COOKIE})
+
+
+class Inbound:
+    """What the proxy needs from a browser request, read in one pass over its headers."""
+
+    __slots__ = (
+        "host",
+        "route_cookie",
+        "origin",
+        "accept",
+        "secure",
+        "length",
+        "chunked",
+        "subprotocols",
+        "headers",
+    )
+
+    def __init__(self, scope: dict, target: Target | None, host: str):
+        self.host = host
+        self.route_cookie: str | None = None
+        self.origin: str | None = None
+        self.accept = b""
+        self.length: bytes | None = None
+        self.chunked = False
+        self.subprotocols: list[str] = scope.get("subprotocols") or []
+        forwarded_proto = b""
+        proto_header = _trusted_proto_header()
+        # The browser's Authorization is the platform's (unless the app takes it as
+        # is); a header the bridge sets must not come from the browser.
+        own = {name.lower().encode() for name, _ in target.bridge_headers} if target else set()
+        if target is None or target.auth != "bearer_passthrough":
+            own.add(b"authorization")
+        connection_named: set[bytes] = set()
+        kept: list[tuple[bytes, bytes]] = []
+        for name, value in scope["headers"]:
+            if name == b"cookie":
+                kept_cookies = self._cookies(value)
+                if kept_cookies:
+                    kept.append((b"cookie", kept_cookies))
+            elif name == b"origin":
+                self.origin = value.decode("latin-1")
+            elif name == b"accept":
+                self.accept = value
+            elif name == b"content-length":
+                self.length = value
+            elif name == b"transfer-encoding":
+                self.chunked = b"chunked" in value.lower()
+            elif name == b"connection":
+                connection_named.update(v.strip().lower() for v in value.split(b","))
+            elif proto_header and name == proto_header:
+                forwarded_proto = value
+            elif name in _DROPPED or name in own or name.startswith(b"x-forwarded-"):
+                continue
+            else:
+                kept.append((name, value))
+        if connection_named:
+            kept = [(n, v) for n, v in kept if n not in connection_named]
+        self.secure = scope.get("scheme") in ("https", "wss") or (
+            bool(proto_header) and forwarded_proto == settings.SECURE_PROXY_SSL_HEADER[1].encode()
+        )
+        self.headers = kept
+
+    def _cookies(self, value: bytes) -> bytes:
+        """The app's own cookies; the platform's are taken out (the route cookie is remembered)."""
+        platform = _platform_cookie_bytes()
+        kept = []
+        for part in value.split(b";"):
+            name, _, cookie_value = part.strip().partition(b"=")
+            if name in platform:
+                if name == _ROUTE_COOKIE and self.route_cookie is None:
+                    self.route_cookie = cookie_value.decode("latin-1")
+                continue
+            if name:
+                kept.append(part.strip())
+        return b"; ".join(kept)
+
+    @property
+    def wants_json(self) -> bool:
+        return b"application/json" in self.accept and b"text/html" not in self.accept
+
+
+def _trusted_proto_header() -> bytes:
+    """The header named by SECURE_PROXY_SSL_HEADER (``HTTP_X_FORWARDED_PROTO``), as a wire name."""
+    configured = settings.SECURE_PROXY_SSL_HEADER
+    if not configured:
+        return b""
+    return configured[0].removeprefix("HTTP_").replace("_", "-").lower().encode()
+
+
+_cookie_names: dict[frozenset, frozenset[bytes]] = {}
+
+
+def _platform_cookie_bytes() -> frozenset[bytes]:
+    names = platform_cookies()
+    found = _cookie_names.get(names)
+    if found is None:
+        found = _cookie_names[names] = frozenset(n.encode() for n in names)
+    return found
+
+
+def upstream_origin(target: Target) -> str:
+    host, port = target.upstream
+    return f"http://{host}:{port}"
+
+
+def forwarding(inbound: Inbound, scope: dict, target: Target) -> list[tuple[bytes, bytes]]:
+    """The forwarding headers, the bridge and the app's own origin, set afresh."""
+    client = scope.get("client")
+    added = [
+        (b"x-forwarded-for", (client[0] if client else "").encode()),
+        (b"x-forwarded-proto", b"https" if inbound.secure else b"http"),
+        (b"x-forwarded-host", inbound.host.encode("latin-1")),
+    ]
+    prefix = target.public_prefix.rstrip("/")
+    if prefix:
+        added.append((b"x-forwarded-prefix", prefix.encode()))
+    added.extend((name.encode(), value.encode()) for name, value in target.bridge_headers)
+    if inbound.origin is not None:
+        # JupyterLab (Tornado) compares Origin with Host, which is the upstream's.
+        added.append((b"origin", upstream_origin(target).encode()))
+    if target.redact:
+        added.append((b"accept-encoding", b"identity"))
+    return added
+
+
+def request_head(method: str, path: bytes, inbound: Inbound, scope: dict, target: Target) -> bytes:
+    host, port = target.upstream
+    lines = [b"%s %s HTTP/1.1\r\nhost: %s:%d\r\n" % (method.encode(), path, host.encode(), port)]
+    for name, value in inbound.headers:
+        if name == b"accept-encoding" and target.redact:
+            continue
+        lines.append(b"%s: %s\r\n" % (name, value))
+    for name, value in forwarding(inbound, scope, target):
+        lines.append(b"%s: %s\r\n" % (name, value))
+    if inbound.length is not None:
+        lines.append(b"content-length: %s\r\n" % inbound.length)
+    elif inbound.chunked:
+        lines.append(b"transfer-encoding: chunked\r\n")
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+def is_text(content_type: bytes | None) -> bool:
+    """Whether a browser could read a secret out of this body (so it is redacted).
+    A body without a type is treated as text: browsers sniff it."""
+    if content_type is None:
+        return True
+    essence = content_type.split(b";", 1)[0].strip().lower()
+    return (
+        essence.startswith(b"text/")
+        or essence in _TEXT_TYPES
+        or essence.endswith((b"+json", b"+xml"))
+        or not essence
+    )
+
+
+def response_headers(
+    raw: list[tuple[bytes, bytes]], target: Target, redacting: bool
+) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The app's response headers as the browser gets them, and the content encoding."""
+    connection_named = {
+        token.strip() for name, value in raw if name == b"connection" for token in value.lower().split(b",")
+    }
+    out: list[tuple[bytes, bytes]] = []
+    csp_seen = False
+    encoding = b""
+    for name, value in raw:
+        if name in HOP_BY_HOP or name in connection_named:
+            continue
+        if target.redact and any(secret in value for secret in target.redact):
+            continue
+        if name == b"location":
+            value = rewrite_location(value.decode("latin-1"), target).encode("latin-1")
+        elif name == b"set-cookie":
+            rewritten = rewrite_cookie(value.decode("latin-1"), target)
+            if rewritten is None:
+                continue
+            value = rewritten.encode("latin-1")
+        elif name == b"content-security-policy":
+            csp_seen = True
+            value = with_frame_ancestors(value.decode("latin-1"), target.frame_ancestors).encode("latin-1")
+        elif name == b"x-frame-options" or name == b"content-length" and redacting:
+            continue
+        elif name == b"content-encoding":
+            encoding = value.strip().lower()
+            if redacting:
+                continue  # the redactor decodes it
+        out.append((name, value))
+    if not csp_seen:
+        out.append((b"content-security-policy", b"frame-ancestors " + target.frame_ancestors.encode()))
+    if target.frame_ancestors == "'none'":
+        out.append((b"x-frame-options", b"DENY"))
+    return out, encoding
+
+
+def rewrite_location(value: str, target: Target) -> str:
+    """Redirects to the upstream's own address become paths on the route."""
+    host, port = target.upstream
+    for origin in (f"http://{host}:{port}", f"http://{host}" if port == 80 else None):
+        if (
+            origin
+            and value.startswith(origin)
+            and value[len(origin) : len(origin) + 1] in ("", "/", "?", "#")
+        ):
+            value = value[len(origin) :] or "/"
+            if not value.startswith("/"):
+                value = "/" + value
+            break
+    if value.startswith("/") and not value.startswith("//"):
+        return target.public_path(value)
+    return value
+
+
+def rewrite_cookie(value: str, target: Target) -> str | None:
+    """An app's cookie, host-only and scoped to the route; the platform's cookie names are refused
+    (an app must not set or shadow the portal's session)."""
+    first, *attributes = value.split(";")
+    name = first.split("=", 1)[0].strip()
+    if name in platform_cookies():
+        return None
+    kept, path = [first.strip()], ""
+    for attribute in attributes:
+        key, _, attr_value = attribute.strip().partition("=")
+        key = key.strip().lower()
+        if key == "domain":
+            continue
+        if key == "path":
+            path = attr_value.strip()
+            continue
+        if attribute.strip():
+            kept.append(attribute.strip())
+    public = target.public_path(path) if path.startswith("/") else target.public_prefix
+    prefix = target.public_prefix
+    if not (public.startswith(prefix) or public == prefix.rstrip("/")):
+        public = prefix  # never wider than the route (path_prefix routes share the portal's origin)
+    kept.append(f"Path={public}")
+    return "; ".join(kept)
+
+
+def with_frame_ancestors(policy: str, frame_ancestors: str) -> str:
+    directives = [
+        directive.strip()
+        for directive in policy.split(";")
+        if directive.strip() and directive.split(None, 1)[0].lower() != "frame-ancestors"
+    ]
+    directives.append(f"frame-ancestors {frame_ancestors}")
+    return "; ".join(directives)

@@ -1,0 +1,169 @@
+"""Proxying one HTTP request: authorize, then stream the request body up and the
+response down, rewriting headers and redacting secrets on the way."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from apps.proxy import access
+from apps.proxy.dataplane import headers, limits, pages, upstream
+from apps.proxy.dataplane.redact import Redactor, Undecodable
+from apps.proxy.dataplane.respond import access_line, page, redirect
+
+_RETRY_AFTER_BUSY = ((b"retry-after", b"5"),)
+_RETRY_AFTER_STARTING = ((b"retry-after", b"5"),)
+
+
+class _BrowserGone(Exception):
+    pass
+
+
+async def handle(scope: dict, receive, send, host: str) -> None:
+    started = time.monotonic()
+    target = await access.resolve(host, scope["path"])
+    inbound = headers.Inbound(scope, target, host)
+    status, user_id, sent = 0, None, 0
+    try:
+        if target is None:
+            status = await page(send, inbound, pages.NOT_FOUND)
+            return
+        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        if target.mode == "path_prefix" and not raw_path.startswith(target.public_prefix):
+            if raw_path == target.public_prefix.rstrip("/"):
+                query = scope["query_string"]
+                status = await redirect(
+                    send, 308, target.public_prefix + ("?" + query.decode() if query else "")
+                )
+            else:
+                status = await page(send, inbound, pages.NOT_FOUND, target)
+            return
+        decision = await access.authorize(target, inbound.route_cookie, "http")
+        user_id = decision.user_id
+        if not decision.allowed:
+            status = await page(
+                send, inbound, pages.NO_SESSION if decision.status == 401 else pages.DENIED, target
+            )
+            return
+        if target.state == "pending":
+            status = await page(send, inbound, pages.STARTING, target, extra=_RETRY_AFTER_STARTING, refresh=5)
+            return
+        if target.state != "active" or target.upstream is None:
+            status = await page(send, inbound, pages.UNAVAILABLE, target, message=target.state_message)
+            return
+        keys = await limits.acquire(target, user_id)
+        if keys is None:
+            status = await page(send, inbound, pages.BUSY, target, extra=_RETRY_AFTER_BUSY)
+            return
+        try:
+            await access.touch(target)
+            status, sent = await _forward(scope, receive, send, target, inbound, raw_path)
+        finally:
+            await limits.release(keys)
+    finally:
+        access_line(scope, status, target, user_id, sent, time.monotonic() - started)
+
+
+async def _forward(scope, receive, send, target, inbound, raw_path: str) -> tuple[int, int]:
+    method = scope["method"]
+    path = target.upstream_path(raw_path).encode("latin-1")
+    if scope["query_string"]:
+        path += b"?" + scope["query_string"]
+    head = headers.request_head(method, path, inbound, scope, target)
+    has_body = inbound.length is not None or inbound.chunked
+    pool = upstream.pool()
+    while True:
+        try:
+            conn = await pool.connect(target.upstream)
+        except upstream.UpstreamError as exc:
+            spec = pages.GATEWAY_TIMEOUT if exc.status == 504 else pages.BAD_GATEWAY
+            return await page(send, inbound, spec, target), 0
+        try:
+            conn.send(head)
+            if has_body:
+                await _send_body(conn, receive, inbound.chunked)
+            await conn.read_head(method == "HEAD")
+            break
+        except _BrowserGone:
+            conn.abort()
+            pool.release(conn)
+            return 499, 0
+        except (upstream.UpstreamClosed, OSError):
+            conn.abort()
+            pool.release(conn)
+            # A pooled connection the app had already closed: try once more on a
+            # fresh one, when nothing that cannot be sent again was sent.
+            if conn.reused and not has_body:
+                continue
+            return await page(send, inbound, pages.BAD_GATEWAY, target), 0
+    return await _relay_response(conn, pool, receive, send, target, inbound)
+
+
+async def _send_body(conn: upstream.Connection, receive, chunked: bool) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _BrowserGone
+        body = message.get("body", b"")
+        if body:
+            await conn.write(b"%x\r\n%s\r\n" % (len(body), body) if chunked else body)
+        if not message.get("more_body"):
+            break
+    if chunked:
+        await conn.write(b"0\r\n\r\n")
+
+
+async def _relay_response(conn, pool, receive, send, target, inbound) -> tuple[int, int]:
+    redactor = None
+    if target.redact:
+        content_type = next((value for name, value in conn.headers if name == b"content-type"), None)
+        redacting = headers.is_text(content_type)
+    else:
+        redacting = False
+    response_headers, encoding = headers.response_headers(conn.headers, target, redacting)
+    if redacting:
+        try:
+            redactor = Redactor(target.redact, encoding)
+        except Undecodable:
+            conn.abort()
+            pool.release(conn)
+            return await page(send, inbound, pages.CANNOT_INSPECT, target), 0
+    status = conn.status
+    await send({"type": "http.response.start", "status": status, "headers": response_headers})
+    sent = 0
+    watcher = None
+    try:
+        while True:
+            data = conn.take()
+            if data is not None and redactor is not None:
+                data = redactor.feed(data)
+            if conn.complete:
+                break
+            if data:
+                sent += len(data)
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+            if watcher is None:
+                # Only a response that keeps the proxy waiting needs to notice the browser leaving.
+                watcher = asyncio.ensure_future(_close_on_disconnect(receive, conn))
+            await conn.fill()
+    except upstream.UpstreamClosed:
+        # The app broke off mid-response (or the browser left): returning without
+        # finishing the response makes the server close the browser's connection.
+        return status, sent
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        pool.release(conn)
+    if redactor is not None:
+        data = (data or b"") + redactor.flush()
+    sent += len(data or b"")
+    await send({"type": "http.response.body", "body": data or b"", "more_body": False})
+    return status, sent
+
+
+async def _close_on_disconnect(receive, conn: upstream.Connection) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            conn.abort()
+            return

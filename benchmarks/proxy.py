@@ -1,0 +1,900 @@
+"""The platform proxy against direct access and against a peer proxy, in one run.
+
+Sets up its own PostgreSQL database, launches two JupyterLab instances through the
+real runtime (this script plays their node agent) whose routes point at local
+upstreams: nginx serving one 1,420-byte page for every path, and a WebSocket echo
+server. It serves the portal in production mode (``manage.py serve``: uvicorn,
+Redis, debug off), whose ASGI proxy serves ``/w/{instance}/web/...``, gets a route
+cookie the way a browser does (ticket -> ``POST /_gpuaas/session``), and prints:
+
+1. requests per second and p50/p99 latency with wrk (32 connections, 10 s each)
+   against the upstream directly, through the ASGI proxy, through the nginx data
+   plane, through plain nginx ``proxy_pass`` (a reference: nginx's own proxy cost,
+   no authentication) and through JupyterHub's configurable-http-proxy (the
+   peer), with the CPU each proxy used and its requests per CPU-second;
+2. WebSocket echo messages per second (32 sockets, one message in flight each)
+   directly and through each proxy;
+3. the resident memory of each proxy before and after opening 1,000 WebSockets
+   through it, and after holding them for a minute.
+
+Goals (printed as PASS/FAIL, never asserted): the nginx data plane serves at least
+80 % of direct nginx's requests per second; the ASGI proxy serves at least as many
+requests per CPU-second as configurable-http-proxy; a proxy's memory stays flat
+while the WebSockets are held.
+
+    .venv/bin/python benchmarks/proxy.py            # about 8 minutes
+    .venv/bin/python benchmarks/proxy.py --quick    # CI smoke: 2 s per target, 10 s hold
+
+Needs PostgreSQL and Redis (``make services``), Debian's ``nginx`` and ``wrk``
+(``apt-get install nginx wrk``) and configurable-http-proxy
+(``cd benchmarks/peers && npm ci``). Everything shares one machine with the load
+generators: compare figures only within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+# harness puts the repository root on sys.path: imported before apps, gpuaas and tests.
+from harness import (
+    ROOT,
+    Background,
+    Server,
+    configure_environment,
+    drop_database,
+    free_port,
+    group_cpu_seconds,
+    load_average,
+    machine,
+    percentile,
+    print_table,
+    recreate_database,
+)
+
+from tests.support.issuer import FakeIssuer
+
+PEERS = ROOT / "benchmarks" / "peers"
+CHP = PEERS / "node_modules" / ".bin" / "configurable-http-proxy"
+CHP_TOKEN = "bench"  # its REST API listens on loopback only
+PAGE_BYTES = 1420  # the DESIGN.md field note's upstream page
+ECHO_BYTES = 128
+DATA_PLANE_GOAL = 0.80
+MEMORY_GROWTH_GOAL = 0.05  # "flat": at most 5 % above the RSS right after opening
+# Load generators and the echo server run in processes of their own (their CPU must
+# not look like this script's), started fresh: a fork would carry Django's open
+# database connections and this process's threads along.
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="CI smoke run: 2 s per target, 10 s hold")
+    # wrk takes whole seconds.
+    parser.add_argument("--duration", type=int, help="seconds of measured load per target (10; quick: 2)")
+    parser.add_argument("--warmup", type=int, help="seconds of unmeasured load first (2; quick: 1)")
+    parser.add_argument("--connections", type=int, default=32, help="wrk connections and echo sockets (32)")
+    parser.add_argument("--websockets", type=int, default=1000, help="WebSockets held per proxy (1000)")
+    parser.add_argument("--hold", type=float, help="seconds the WebSockets are held (60; quick: 10)")
+    parser.add_argument("--asgi-workers", type=int, default=1, help="uvicorn processes of the ASGI proxy (1)")
+    parser.add_argument("--db-name", default="gpuaas_bench_proxy")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    args = parser.parse_args()
+    args.duration = args.duration or (2 if args.quick else 10)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 2)
+    args.hold = args.hold or (10.0 if args.quick else 60.0)
+    return args
+
+
+# --- upstreams and proxies ---------------------------------------------------------
+
+NGINX_COMMON = """
+worker_processes auto;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/tmp;
+    proxy_temp_path {dir}/tmp;
+    fastcgi_temp_path {dir}/tmp;
+    uwsgi_temp_path {dir}/tmp;
+    scgi_temp_path {dir}/tmp;
+    keepalive_requests 1000000;
+{http}
+}}
+"""
+
+# One page for every path: the proxied paths (/w/{instance}/web/...) reach it unchanged.
+STATIC_UPSTREAM = """
+    sendfile on;
+    tcp_nopush on;
+    default_type text/html;
+    server {{
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        location / {{ try_files /page.html =404; }}
+    }}
+"""
+
+# nginx's own reverse-proxy cost: no authentication, keep-alive to the upstream,
+# WebSocket upgrades passed through (what the DESIGN.md field note measured).
+PLAIN_PROXY = """
+    map $http_upgrade $connection_upgrade {{ default upgrade; '' ''; }}
+    upstream app {{ server 127.0.0.1:{upstream}; keepalive 64; }}
+    upstream echo {{ server 127.0.0.1:{echo}; }}
+    proxy_http_version 1.1;
+    proxy_set_header Connection $connection_upgrade;
+    proxy_set_header Upgrade $http_upgrade;
+    proxy_read_timeout 1h;
+    server {{
+        listen 127.0.0.1:{port};
+        location {static_prefix} {{ proxy_pass http://app; }}
+        location {echo_prefix} {{ proxy_pass http://echo; }}
+    }}
+"""
+
+
+def start_nginx(name: str, var_dir: Path, http: str, **values) -> Background:
+    directory = var_dir / name
+    (directory / "tmp").mkdir(parents=True)
+    # nginx's workers run as nobody when started as root: they must read the files.
+    directory.chmod(0o755)
+    conf = directory / "nginx.conf"
+    conf.write_text(NGINX_COMMON.format(dir=directory, http=http.format(dir=directory, **values)))
+    process = Background(
+        ["nginx", "-p", str(directory), "-c", str(conf), "-g", "daemon off;"], {}, directory / "stdout.log"
+    )
+    wait_listening(values["port"], process, name)
+    return process
+
+
+def wait_listening(port: int, process: Background | None, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None:
+            process.check_alive(what)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} not listening on {port} after {timeout:.0f} s")
+
+
+def start_chp(var_dir: Path, port: int, routes: dict[str, int]) -> Background:
+    """configurable-http-proxy as JupyterHub runs it: a route per server added through
+    its REST API (``routes``: path prefix -> upstream port), the prefix kept in the
+    upstream path, nothing else answered."""
+    api_port = free_port()
+    process = Background(
+        [
+            str(CHP),
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--api-ip",
+            "127.0.0.1",
+            "--api-port",
+            str(api_port),
+            "--log-level",
+            "warn",
+        ],
+        {"CONFIGPROXY_AUTH_TOKEN": CHP_TOKEN},
+        var_dir / f"chp-{port}.log",
+    )
+    wait_listening(api_port, process, "configurable-http-proxy")
+    wait_listening(port, process, "configurable-http-proxy")
+    for prefix, upstream in routes.items():
+        httpx.post(
+            f"http://127.0.0.1:{api_port}/api/routes{prefix.rstrip('/')}",
+            json={"target": f"http://127.0.0.1:{upstream}"},
+            headers={"Authorization": f"token {CHP_TOKEN}"},
+        ).raise_for_status()
+    return process
+
+
+def start_dataplane(var_dir: Path, port: int, portal_port: int, env: dict[str, str]) -> Background:
+    """docker/nginx.conf, the production template, filled in as the nginx image does."""
+    from tests.support.nginx import render
+
+    # A directory per start: a restarted data plane begins with an empty auth cache.
+    directory = Path(tempfile.mkdtemp(prefix="dataplane-", dir=var_dir))
+    directory.chmod(0o755)  # the workers (nobody) keep the auth cache below it
+    conf = directory / "nginx.conf"
+    conf.write_text(
+        render(
+            {
+                "GPUAAS_NGINX_LISTEN": f"127.0.0.1:{port}",
+                "GPUAAS_NGINX_STATE_DIR": str(directory),
+                "GPUAAS_NGINX_RESOLVER": "127.0.0.1",
+                "GPUAAS_PORTAL_UPSTREAM": f"127.0.0.1:{portal_port}",
+                "GPUAAS_PROXY_AUTH_SECRET": env["GPUAAS_PROXY_AUTH_SECRET"],
+                "GPUAAS_APPS_DOMAIN": "",
+                "GPUAAS_PROXY_MAX_CONNECTIONS_PER_INSTANCE": env["GPUAAS_PROXY_MAX_CONNECTIONS_PER_INSTANCE"],
+                "GPUAAS_PROXY_MAX_CONNECTIONS_PER_USER": env["GPUAAS_PROXY_MAX_CONNECTIONS_PER_USER"],
+            }
+        )
+    )
+    process = Background(
+        ["nginx", "-p", str(directory), "-c", str(conf), "-e", "stderr", "-g", "daemon off;"],
+        {},
+        directory / "output.log",
+    )
+    wait_listening(port, process, "nginx data plane")
+    return process
+
+
+def echo_upstream(port: int) -> None:
+    """A WebSocket server that sends every message back, on any path (its own process)."""
+    from websockets.asyncio.server import serve
+
+    async def echo(websocket):
+        async for message in websocket:
+            await websocket.send(message)
+
+    async def run():
+        async with serve(echo, "127.0.0.1", port, compression=None, max_size=None) as server:
+            await server.serve_forever()
+
+    asyncio.run(run())
+
+
+def start_echo_upstream(port: int) -> multiprocessing.Process:
+    process = SPAWN.Process(target=echo_upstream, args=(port,), name="echo-upstream", daemon=True)
+    process.start()
+    wait_listening(port, None, "echo upstream")
+    return process
+
+
+# --- the world ----------------------------------------------------------------------
+
+
+def seed(static_port: int, echo_port: int) -> dict:
+    """A project admin with two running JupyterLab instances on one node: one whose
+    route points at the static nginx, one at the echo server. JupyterLab's adapter
+    is the demanding one: a bridged token added upstream and blanked from text
+    responses, WebSockets."""
+    import json
+
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.core.management import call_command
+
+    from apps.allocations.models import Allocation, Node
+    from apps.catalog import services as catalog
+    from apps.catalog.models import App, Flavor
+    from apps.metering import services as metering
+    from apps.proxy import sessions
+    from apps.runtime import services as runtime
+    from apps.tenancy.models import Membership, Project, Tenant
+    from apps.tenancy.principal import for_user
+
+    call_command("migrate", verbosity=0, interactive=False)
+    tenant = Tenant.objects.create(tenant_id="bench", name="Bench", status=Tenant.Status.ACTIVE)
+    project = Project.objects.create(tenant=tenant, project_id="bench", name="Bench")
+    metering.set_quota(tenant, {"gpus": 8, "nodes": 1})
+    flavor = Flavor.objects.create(
+        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=64, memory_gb=1024
+    )
+    # credential_hash: an enrolled agent, which this script plays.
+    node = Node.objects.create(
+        hostname="bench-node-1",
+        flavor=flavor,
+        state=Node.State.ALLOCATED,
+        approved=True,
+        credential_hash="0" * 64,
+    )
+    allocation = Allocation.objects.create(
+        node=node,
+        tenant=tenant,
+        project=project,
+        flavor=flavor,
+        gpus=8,
+        os_image="ubuntu-22.04",
+        state=Allocation.State.ACTIVE,
+        progress=100,
+        requested_by="benchmark",
+    )
+    manifest = json.loads((ROOT / "apps/catalog/shipped/jupyterlab.json").read_text())
+    app = App.objects.create(slug="jupyterlab", name="JupyterLab", entitled_to_all=True)
+    catalog.publish_version(None, app, version="1.0.0", manifest=manifest)
+    user = get_user_model().objects.create_user("bench", password=None)
+    Membership.objects.create(user=user, tenant=tenant, project=project, role="project_admin")
+    principal = for_user(user)
+    # The platform session the route cookies hang on, as the portal's login makes it.
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+
+    tickets = {}
+    for name, port in (("static", static_port), ("echo", echo_port)):
+        instance = runtime.launch(
+            principal, project, app_slug="jupyterlab", allocation_id=allocation.pk
+        ).instance
+        for task in runtime.claim_tasks(node):
+            runtime.report_task(
+                node, task.pk, succeeded=True, endpoints=[{"name": "web", "host": "127.0.0.1", "port": port}]
+            )
+        instance.refresh_from_db()
+        if instance.state != "running":
+            raise RuntimeError(f"instance {name} is {instance.state}, not running")
+        tickets[name] = sessions.mint(principal, instance, "web", session)
+    return tickets
+
+
+def route_cookie(origin: str, ticket: dict) -> str:
+    """Exchange a ticket for the route cookie on the route's origin, as the launcher's browser does."""
+    response = httpx.post(origin + "/_gpuaas/session", data={"ticket": ticket["ticket"]}, timeout=10)
+    cookie = response.cookies.get("_gpuaas_route")
+    if response.status_code >= 400 or not cookie:
+        raise RuntimeError(f"ticket exchange answered {response.status_code}: {response.text[:300]}")
+    return cookie
+
+
+@dataclass
+class Target:
+    """One way to the upstreams: the page's URL and the echo server's, the headers a
+    browser would send to each, and the processes that make up the proxy (none
+    for direct access)."""
+
+    name: str
+    http_url: str
+    ws_url: str
+    http_headers: dict[str, str] = field(default_factory=dict)
+    ws_headers: dict[str, str] = field(default_factory=dict)
+    processes: list[Background] = field(default_factory=list)
+
+    def cpu_seconds(self) -> list[float]:
+        return [group_cpu_seconds(p.pgid) for p in self.processes]
+
+    def rss_bytes(self) -> int:
+        """The process that holds the connections (the first), not an authorizer behind it."""
+        return group_rss_bytes(self.processes[0].pgid)
+
+
+# --- load ---------------------------------------------------------------------------
+
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+@dataclass
+class HttpResult:
+    requests: int
+    errors: int
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    cpu_split: list[float]  # CPU-seconds per second of each of the proxy's processes
+
+    @property
+    def cpu_cores(self) -> float:
+        return sum(self.cpu_split)
+
+
+def check_page(target: Target) -> None:
+    """One request first: wrk counts a redirect or a login page as a success."""
+    response = httpx.get(target.http_url, headers=target.http_headers, timeout=10)
+    if response.status_code != 200 or len(response.content) != PAGE_BYTES:
+        raise RuntimeError(
+            f"{target.name}: {response.status_code}, {len(response.content)} bytes, not the page: "
+            f"{response.text[:300]}"
+        )
+
+
+def wrk(target: Target, seconds: float, connections: int) -> HttpResult:
+    # One wrk thread: it leaves the other core to the servers, and on two cores a
+    # second thread only competes with them (fewer requests/s direct, not more).
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "--timeout", "5s"]
+    for name, value in target.http_headers.items():
+        command += ["-H", f"{name}: {value}"]
+    cpu_before = target.cpu_seconds()
+    started = time.monotonic()
+    output = subprocess.run(command + [target.http_url], check=True, capture_output=True, text=True).stdout
+    elapsed = time.monotonic() - started
+    cpu_after = target.cpu_seconds()
+    requests = int(re.search(r"(\d+) requests in", output).group(1))
+    errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", output))
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    errors += int(non_2xx.group(1)) if non_2xx else 0
+
+    def latency(label: str) -> float:
+        value, unit = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)$", output, re.M).groups()
+        return float(value) * _UNITS[unit]
+
+    return HttpResult(
+        requests=requests,
+        errors=errors,
+        rps=float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        p50_ms=latency("50"),
+        p99_ms=latency("99"),
+        cpu_split=[(after - before) / elapsed for before, after in zip(cpu_before, cpu_after, strict=True)],
+    )
+
+
+def echo_load(url: str, headers: dict, sockets: int, seconds: float) -> dict:
+    """``sockets`` WebSockets each sending a message and waiting for its echo, for
+    ``seconds`` once all are open (runs in its own process: the client's CPU must
+    not be the proxy's)."""
+    from websockets.asyncio.client import connect
+
+    async def run() -> dict:
+        payload = "x" * ECHO_BYTES
+        connections = await asyncio.gather(
+            *(
+                connect(url, additional_headers=headers, compression=None, open_timeout=20)
+                for _ in range(sockets)
+            )
+        )
+        latencies: list[float] = []
+        errors = 0
+        deadline = time.monotonic() + seconds
+
+        async def ping_pong(websocket) -> None:
+            nonlocal errors
+            while time.monotonic() < deadline:
+                sent = time.perf_counter()
+                await websocket.send(payload)
+                if await websocket.recv() != payload:
+                    errors += 1
+                latencies.append((time.perf_counter() - sent) * 1000)
+
+        started = time.monotonic()
+        await asyncio.gather(*(ping_pong(ws) for ws in connections))
+        elapsed = time.monotonic() - started
+        await asyncio.gather(*(ws.close() for ws in connections))
+        return {
+            "messages": len(latencies),
+            "errors": errors,
+            "per_second": len(latencies) / elapsed,
+            "p50_ms": percentile(latencies, 50),
+            "p99_ms": percentile(latencies, 99),
+        }
+
+    return asyncio.run(run())
+
+
+def hold_websockets(url: str, headers: dict, count: int, control) -> None:
+    """Open ``count`` WebSockets, report how many opened, hold them until told, then
+    report how many still echo (its own process, driven over ``control``)."""
+    from websockets.asyncio.client import connect
+
+    async def run() -> None:
+        gate = asyncio.Semaphore(50)  # a ramp, not a thundering herd of handshakes
+
+        async def open_one():
+            async with gate:
+                try:
+                    return await connect(url, additional_headers=headers, compression=None, open_timeout=30)
+                except Exception:  # noqa: BLE001 - any failure is a socket that did not open
+                    return None
+
+        opened = [ws for ws in await asyncio.gather(*(open_one() for _ in range(count))) if ws is not None]
+        control.send(len(opened))
+        await asyncio.get_running_loop().run_in_executor(None, control.recv)
+
+        async def echoes(websocket) -> bool:
+            try:
+                await websocket.send("still there?")
+                return await asyncio.wait_for(websocket.recv(), 10) == "still there?"
+            except Exception:  # noqa: BLE001 - a socket that fails here did not survive the hold
+                return False
+
+        alive = sum(await asyncio.gather(*(echoes(ws) for ws in opened)))
+        await asyncio.gather(*(ws.close() for ws in opened), return_exceptions=True)
+        control.send(alive)
+
+    asyncio.run(run())
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """Resident memory of every process in the process group (nginx's master and workers)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) == pgid:
+                total += int((stat.parent / "statm").read_text().split()[1]) * page
+        except (OSError, IndexError):
+            continue  # exited meanwhile
+    return total
+
+
+@dataclass
+class Memory:
+    before: int
+    opened: int
+    after_open: int
+    end_of_hold: int
+    alive: int
+    peak: int  # the highest of the samples taken every 5 s of the hold
+
+    @property
+    def per_socket_kb(self) -> float:
+        return (self.after_open - self.before) / 1024 / self.opened if self.opened else float("nan")
+
+    @property
+    def growth(self) -> float:
+        return self.end_of_hold / self.after_open - 1
+
+
+def held_memory(target: Target, count: int, hold: float) -> Memory:
+    """RSS of a freshly started proxy: idle, with ``count`` WebSockets just opened,
+    every few seconds while they are held, at the end of the hold."""
+    ours, theirs = SPAWN.Pipe()
+    client = SPAWN.Process(
+        target=hold_websockets,
+        args=(target.ws_url, target.ws_headers, count, theirs),
+        name="hold",
+        daemon=True,
+    )
+    before = target.rss_bytes()
+    client.start()
+    try:
+        if not ours.poll(300):
+            raise RuntimeError(f"{target.name}: opening {count} WebSockets took over 300 s")
+        opened = ours.recv()
+        after_open = target.rss_bytes()
+        samples = []
+        deadline = time.monotonic() + hold
+        while time.monotonic() < deadline:
+            time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+            samples.append(target.rss_bytes())
+        end_of_hold = samples[-1]
+        ours.send("check")
+        if not ours.poll(120):
+            raise RuntimeError(f"{target.name}: the held WebSockets did not answer within 120 s")
+        alive = ours.recv()
+    finally:
+        client.join(30)
+        if client.is_alive():
+            client.kill()
+    return Memory(before, opened, after_open, end_of_hold, alive, max(samples))
+
+
+# --- the three parts ----------------------------------------------------------------
+
+
+def measure_http(targets: dict[str, Target], args) -> dict[str, HttpResult]:
+    print()
+    print(
+        f"HTTP: GET of a {PAGE_BYTES:,}-byte page served by nginx, wrk with {args.connections} connections, "
+        f"{args.duration} s per target after {args.warmup} s of warm-up:"
+    )
+    print()
+    results = {}
+    for key, target in targets.items():
+        check_page(target)
+        if args.warmup:
+            wrk(target, args.warmup, args.connections)
+        results[key] = wrk(target, args.duration, args.connections)
+    rows = []
+    for key, target in targets.items():
+        r = results[key]
+        proxied = bool(target.processes)
+        rows.append(
+            [
+                target.name,
+                r.requests,
+                r.errors,
+                f"{r.rps:,.0f}",
+                f"{r.p50_ms:.2f}",
+                f"{r.p99_ms:.2f}",
+                f"{r.cpu_cores:.2f}" if proxied else "-",
+                f"{r.rps / r.cpu_cores:,.0f}" if proxied and r.cpu_cores else "-",
+            ]
+        )
+    print_table(
+        [
+            "target",
+            "requests",
+            "errors",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "proxy CPU cores",
+            "req/s per proxy core",
+        ],
+        rows,
+    )
+    nginx, portal = results["dataplane"].cpu_split
+    print(
+        f"nginx data plane CPU: nginx {nginx:.2f} cores, the portal answering its auth requests {portal:.2f}"
+    )
+    return results
+
+
+def measure_websockets(targets: dict[str, Target], args) -> dict[str, dict]:
+    print()
+    print(
+        f"WebSocket echo: {args.connections} sockets, one {ECHO_BYTES}-byte message in flight on each, "
+        f"{args.duration} s per target (Python websockets client and echo server):"
+    )
+    print()
+    results = {}
+    # One client process for every target: it must not share the proxy's process.
+    with SPAWN.Pool(1) as pool:
+        for key, target in targets.items():
+            try:
+                results[key] = pool.apply(
+                    echo_load, (target.ws_url, target.ws_headers, args.connections, args.duration)
+                )
+            except Exception as exc:
+                raise RuntimeError(f"{target.name}: WebSocket echo failed: {exc!r}") from exc
+    print_table(
+        ["target", "messages", "errors", "messages/s", "p50 ms", "p99 ms"],
+        [
+            [
+                targets[key].name,
+                r["messages"],
+                r["errors"],
+                f"{r['per_second']:,.0f}",
+                f"{r['p50_ms']:.2f}",
+                f"{r['p99_ms']:.2f}",
+            ]
+            for key, r in results.items()
+        ],
+    )
+    return results
+
+
+def measure_memory(targets: dict[str, Target], args) -> dict[str, Memory]:
+    print()
+    print(
+        f"Memory: {args.websockets:,} WebSockets opened through a freshly started proxy (50 handshakes at a "
+        f"time) and held {args.hold:g} s; resident memory of the proxy's processes:"
+    )
+    print()
+    results = {}
+    with SPAWN.Pool(1) as pool:
+        for key, target in targets.items():
+            # A first exchange loads what a WebSocket needs: "idle" is a warm process.
+            try:
+                pool.apply(echo_load, (target.ws_url, target.ws_headers, 1, 1))
+            except Exception as exc:
+                raise RuntimeError(f"{target.name}: WebSocket echo failed: {exc!r}") from exc
+            results[key] = held_memory(target, args.websockets, args.hold)
+    mb = 1024 * 1024
+    print_table(
+        [
+            "proxy",
+            "opened",
+            "idle MB",
+            "after opening MB",
+            "KB per WebSocket",
+            "peak in hold MB",
+            "end of hold MB",
+            "growth in hold",
+            "still echoing",
+        ],
+        [
+            [
+                targets[key].name,
+                m.opened,
+                f"{m.before / mb:.1f}",
+                f"{m.after_open / mb:.1f}",
+                f"{m.per_socket_kb:.1f}",
+                f"{m.peak / mb:.1f}",
+                f"{m.end_of_hold / mb:.1f}",
+                f"{m.growth:+.1%}",
+                m.alive,
+            ]
+            for key, m in results.items()
+        ],
+    )
+    return results
+
+
+def goals(http: dict[str, HttpResult], memory: dict[str, Memory]) -> None:
+    def verdict(ok: bool) -> str:
+        return "PASS" if ok else "FAIL"
+
+    print()
+    ratio = http["dataplane"].rps / http["direct"].rps
+    print(
+        f"goal: nginx data plane >= {DATA_PLANE_GOAL:.0%} of direct nginx req/s: {ratio:.0%} "
+        f"({http['dataplane'].rps:,.0f} / {http['direct'].rps:,.0f}): {verdict(ratio >= DATA_PLANE_GOAL)}"
+    )
+    asgi, chp = (http[k].rps / http[k].cpu_cores for k in ("asgi", "chp"))
+    print(
+        f"goal: ASGI proxy req/s per core >= configurable-http-proxy's: {asgi:,.0f} vs {chp:,.0f} "
+        f"({asgi / chp:.2f}x): {verdict(asgi >= chp)}"
+    )
+    held = memory["asgi"]
+    print(
+        f"goal: ASGI proxy memory flat under {held.opened:,} held WebSockets (<= {MEMORY_GROWTH_GOAL:+.0%} "
+        f"over the hold): {held.growth:+.1%}: {verdict(held.growth <= MEMORY_GROWTH_GOAL)}"
+    )
+
+
+# --- main ---------------------------------------------------------------------------
+
+
+class Processes:
+    """Every server the run starts, stopped in reverse order at the end."""
+
+    def __init__(self):
+        self.running: list[Background] = []
+
+    def add(self, process: Background) -> Background:
+        self.running.append(process)
+        return process
+
+    def restart(self, target: Target, start) -> None:
+        """The proxy's front process anew from ``start()``, on the port the old one freed."""
+        old = target.processes[0]
+        old.stop()
+        self.running.remove(old)
+        target.processes[0] = self.add(start())
+
+    def stop_all(self) -> None:
+        for process in reversed(self.running):
+            process.stop()
+
+
+def main() -> int:
+    args = parse_args()
+    for tool in ("nginx", "wrk"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is not installed (apt-get install {tool})")
+    if not CHP.exists():
+        sys.exit(f"configurable-http-proxy is not installed: cd {PEERS.relative_to(ROOT)} && npm ci")
+    ports = {name: free_port() for name in ("portal", "edge", "upstream", "echo", "plain", "chp")}
+    issuer = FakeIssuer()
+    recreate_database(args.db_name)
+    processes = Processes()
+    echo = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="gpuaas-bench-proxy-") as tmp:
+            var_dir = Path(tmp)
+            var_dir.chmod(0o755)  # nginx's workers (nobody, under root) read below it
+            # One person opens every held WebSocket: the per-user and per-instance
+            # connection limits (64 and 200 by default) would refuse most of them.
+            limit = str(args.websockets + args.connections + 100)
+            # The nginx data plane is the public edge, as in production: the portal's
+            # issuer URL, and with it every route's origin, is nginx's.
+            env = configure_environment(
+                args,
+                issuer,
+                ports["edge"],
+                tmp,
+                GPUAAS_PROXY_MAX_CONNECTIONS_PER_INSTANCE=limit,
+                GPUAAS_PROXY_MAX_CONNECTIONS_PER_USER=limit,
+                GPUAAS_PROXY_AUTH_SECRET=secrets.token_urlsafe(32),
+            )
+            Path(tmp, "static").mkdir()
+            import django
+
+            django.setup()
+            echo = start_echo_upstream(ports["echo"])
+            return run(args, env, var_dir, ports, processes)
+    finally:
+        processes.stop_all()
+        if echo is not None:
+            echo.kill()
+        issuer.close()
+        drop_database(args.db_name)
+
+
+def run(args, env: dict[str, str], var_dir: Path, ports: dict[str, int], processes: Processes) -> int:
+    html = var_dir / "upstream" / "html"
+    html.mkdir(parents=True)
+    line = "x" * 70 + "\n"  # 20 lines: PAGE_BYTES
+    (html / "page.html").write_text(line * (PAGE_BYTES // len(line)))
+    processes.add(start_nginx("upstream", var_dir, STATIC_UPSTREAM, port=ports["upstream"]))
+    tickets = seed(ports["upstream"], ports["echo"])
+    routes = {name: tickets[name]["route"].public_url for name in ("static", "echo")}
+    static_prefix, echo_prefix = ("/" + url.split("/", 3)[3] for url in routes.values())
+    origin = env["GPUAAS_ISSUER"]
+    print(f"# {machine()}")
+    print(f"# load average before: {load_average()}")
+    print(
+        f"# connection limits raised to {env['GPUAAS_PROXY_MAX_CONNECTIONS_PER_USER']} per user and per "
+        "instance for the held WebSockets; proxies log a line per request"
+    )
+
+    # The portal logs a line per proxied request, as in production (and as nginx's access_log).
+    portal_env = {**env, "GPUAAS_LOG_LEVEL": "INFO"}
+
+    def portal() -> Server:
+        log = var_dir / f"portal-{time.monotonic_ns()}.log"
+        server = Server(ports["portal"], portal_env, args.asgi_workers, log)
+        server.wait_ready()
+        return server
+
+    def edge() -> Background:
+        return start_dataplane(var_dir, ports["edge"], ports["portal"], env)
+
+    def chp() -> Background:
+        return start_chp(
+            var_dir, ports["chp"], {static_prefix: ports["upstream"], echo_prefix: ports["echo"]}
+        )
+
+    portal_server = processes.add(portal())
+    edge_server = processes.add(edge())
+    # Through the edge, as the launcher's browser does: the ticket names the route's origin.
+    cookies = {name: route_cookie(origin, ticket) for name, ticket in tickets.items()}
+    plain = start_nginx(
+        "plain",
+        var_dir,
+        PLAIN_PROXY,
+        port=ports["plain"],
+        upstream=ports["upstream"],
+        echo=ports["echo"],
+        static_prefix=static_prefix,
+        echo_prefix=echo_prefix,
+    )
+
+    def via(name: str, port: int, proxy: list[Background], authenticated: bool = False) -> Target:
+        target = Target(
+            name,
+            f"http://127.0.0.1:{port}{static_prefix}page.html",
+            f"ws://127.0.0.1:{port}{echo_prefix}echo",
+            processes=proxy,
+        )
+        if authenticated:
+            # What a browser sends on the route: its cookie, and its origin on a WebSocket.
+            target.http_headers = {"Cookie": f"_gpuaas_route={cookies['static']}"}
+            target.ws_headers = {"Cookie": f"_gpuaas_route={cookies['echo']}", "Origin": origin}
+        return target
+
+    direct = via("direct", ports["upstream"], [])
+    direct.ws_url = f"ws://127.0.0.1:{ports['echo']}{echo_prefix}echo"
+    workers = f"{args.asgi_workers} process{'es' if args.asgi_workers > 1 else ''}"
+    targets = {
+        "direct": direct,
+        "asgi": via(f"ASGI proxy (uvicorn, {workers})", ports["portal"], [portal_server], True),
+        # The portal answers nginx's auth subrequests: its CPU is the data plane's too.
+        "dataplane": via("nginx data plane", ports["edge"], [edge_server, portal_server], True),
+        "plain": via("nginx proxy_pass (no auth: reference)", ports["plain"], [processes.add(plain)]),
+        "chp": via("configurable-http-proxy 5.2.0 (peer)", ports["chp"], [processes.add(chp())]),
+    }
+    http = measure_http(targets, args)
+    websockets = measure_websockets(targets, args)
+
+    # Memory from a fresh start: each proxy's front process anew, idle but warm.
+    processes.restart(targets["asgi"], portal)
+    targets["dataplane"].processes[1] = targets["asgi"].processes[0]
+    processes.restart(targets["dataplane"], edge)
+    processes.restart(targets["chp"], chp)
+    memory = measure_memory({key: targets[key] for key in ("asgi", "dataplane", "chp")}, args)
+    goals(http, memory)
+    print(f"# load average after: {load_average()}")
+    from django.db import connections
+
+    connections.close_all()
+    failures = [
+        *(f"{targets[k].name}: {r.errors} failed requests" for k, r in http.items() if r.errors),
+        *(f"{targets[k].name}: {r['errors']} wrong echoes" for k, r in websockets.items() if r["errors"]),
+        *(
+            f"{targets[k].name}: {m.opened} of {args.websockets} WebSockets opened, {m.alive} held"
+            for k, m in memory.items()
+            if m.alive < args.websockets
+        ),
+    ]
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Debian's nginx running docker/nginx.conf, the production data plane, for tests.
+
+The configuration is the one template production uses; ``render`` fills its
+``${GPUAAS_*}`` placeholders the way the nginx image's envsubst does at start.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tests.support.servers import free_port
+
+NGINX = "/usr/sbin/nginx"  # scripts/ensure-nginx.sh installs it
+TEMPLATE = Path(__file__).resolve().parents[2] / "docker" / "nginx.conf"
+_PLACEHOLDER = re.compile(r"\$\{(GPUAAS_[A-Z_]+)\}")
+
+
+def render(values: dict[str, str]) -> str:
+    """The template with every placeholder filled (a missing value is a KeyError)."""
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], TEMPLATE.read_text())
+
+
+class Nginx:
+    def __init__(self, portal: str, auth_secret: str, *, apps_domain: str = "", max_per_instance: int = 200,
+                 max_per_user: int = 64):
+        self.port = free_port()
+        # Workers run as nobody: they must reach the auth cache under this directory.
+        self.dir = Path(tempfile.mkdtemp(prefix="gpuaas-nginx-"))
+        self.dir.chmod(0o755)
+        self.conf = self.dir / "nginx.conf"
+        self.conf.write_text(
+            render(
+                {
+                    "GPUAAS_NGINX_LISTEN": f"127.0.0.1:{self.port}",
+                    "GPUAAS_NGINX_STATE_DIR": str(self.dir),
+                    "GPUAAS_NGINX_RESOLVER": "127.0.0.1",
+                    "GPUAAS_PORTAL_UPSTREAM": portal,
+                    "GPUAAS_PROXY_AUTH_SECRET": auth_secret,
+                    "GPUAAS_APPS_DOMAIN": apps_domain,
+                    "GPUAAS_PROXY_MAX_CONNECTIONS_PER_INSTANCE": str(max_per_instance),
+                    "GPUAAS_PROXY_MAX_CONNECTIONS_PER_USER": str(max_per_user),
+                }
+            )
+        )
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def output(self) -> str:
+        return (self.dir / "output.log").read_text(errors="replace")
+
+    def start(self) -> Nginx:
+        with open(self.dir / "output.log", "wb") as log:
+            self.process = subprocess.Popen(
+                [NGINX, "-p", str(self.dir), "-c", str(self.conf), "-e", "stderr", "-g", "daemon off;"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 10
+        while True:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"nginx did not start:\n{self.output}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)

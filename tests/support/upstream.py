@@ -1,0 +1,260 @@
+"""An app behind the platform proxy, for the data plane's tests.
+
+A plain ASGI app that serves the same endpoints under any prefix (it looks at the
+last path segment), run by ``python -m tests.support.upstream PORT`` in its own
+process so that large transfers do not share the test process's GIL. State a
+test needs to read back (a client that went away, a WebSocket close code) is
+kept here and read with direct requests that do not pass through the proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hashlib
+import json
+import sys
+from urllib.parse import parse_qs
+
+import uvicorn
+
+_released: dict[str, asyncio.Event] = {}
+_disconnected: set[str] = set()
+_ws_closed: dict[str, dict] = {}
+_MEGABYTE = b"x" * (1024 * 1024)
+
+
+def _query(scope) -> dict[str, str]:
+    return {key: values[0] for key, values in parse_qs(scope["query_string"].decode()).items()}
+
+
+def _header(scope, name: bytes) -> str:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return ""
+
+
+def _directory(scope) -> str:
+    return scope["path"].rsplit("/", 1)[0] + "/"
+
+
+def _token(scope) -> str:
+    return _header(scope, b"authorization").removeprefix("token ")
+
+
+async def _respond(send, status=200, body=b"", headers=(), content_type=b"application/json"):
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _json(send, data, status=200, headers=()):
+    await _respond(send, status, json.dumps(data).encode(), headers)
+
+
+async def _read_body(receive) -> tuple[bytes, int]:
+    """The first KiB of the body (to echo) and its full length."""
+    head, size = b"", 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return head, size
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if len(head) < 1024:
+            head += chunk[: 1024 - len(head)]
+        if not message.get("more_body"):
+            return head, size
+
+
+def _lab_page(scope) -> bytes:
+    config = {"baseUrl": _directory(scope), "token": _token(scope), "appVersion": "4.2.0"}
+    filler = "<!-- " + "padding " * 2000 + "-->"
+    return (
+        f'<!doctype html><html><head>{filler}<script id="jupyter-config-data" type="application/json">'
+        f"{json.dumps(config)}</script></head><body>JupyterLab</body></html>"
+    ).encode()
+
+
+async def http_app(scope, receive, send):
+    name = scope["path"].rsplit("/", 1)[-1]
+    query = _query(scope)
+    if name == "redirect":
+        where = {
+            "absolute": f"http://{_header(scope, b'host')}{_directory(scope)}landing?from=redirect",
+            "relative": f"{_directory(scope)}landing",
+            "root": "/landing",
+            "elsewhere": "https://example.org/docs",
+        }[query.get("to", "relative")]
+        await _respond(send, 302, headers=[(b"location", where.encode())])
+    elif name == "cookies":
+        cookies = [
+            f"app=1; Domain=upstream.example; Path={_directory(scope)}; HttpOnly",
+            "rooted=2; Path=/; SameSite=Lax",
+            "plain=3",
+            "sessionid=planted; Path=/",
+        ]
+        await _respond(send, headers=[(b"set-cookie", c.encode()) for c in cookies])
+    elif name == "headers":
+        await _respond(
+            send,
+            headers=[
+                (b"connection", b"x-hop"),
+                (b"x-hop", b"1"),
+                (b"keep-alive", b"timeout=5"),
+                (b"x-fine", b"ok"),
+                (b"x-echo-token", f"token={_token(scope)}".encode()),
+                (b"content-security-policy", b"default-src 'self'; frame-ancestors *"),
+                (b"x-frame-options", b"SAMEORIGIN"),
+            ],
+        )
+    elif name == "nocsp":
+        await _respond(send, body=b"{}")
+    elif name == "sse":
+        event = _released.setdefault(query["id"], asyncio.Event())
+        start = {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream")],
+        }
+        await send(start)
+        await send({"type": "http.response.body", "body": b"data: one\n\n", "more_body": True})
+        await event.wait()  # the test releases the second event once it has seen the first
+        await send({"type": "http.response.body", "body": b"data: two\n\n"})
+    elif name == "release":
+        _released.setdefault(query["id"], asyncio.Event()).set()
+        await _json(send, {"released": query["id"]})
+    elif name == "download":
+        size = int(query["n"])
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/octet-stream"),
+                    (b"content-length", str(size).encode()),
+                ],
+            }
+        )
+        while size > 0:
+            chunk = _MEGABYTE[: min(size, len(_MEGABYTE))]
+            size -= len(chunk)
+            await send({"type": "http.response.body", "body": chunk, "more_body": size > 0})
+    elif name == "upload":
+        _, size = await _read_body(receive)
+        await _json(send, {"bytes": size})
+    elif name == "slow":
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]}
+        )
+        await send({"type": "http.response.body", "body": b"waiting\n", "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        _disconnected.add(query["id"])
+    elif name == "disconnected":
+        await _json(send, {"disconnected": query["id"] in _disconnected})
+    elif name == "ws-closed":
+        await _json(send, _ws_closed.get(query["id"], {}))
+    elif name == "lab":
+        page = _lab_page(scope)
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]}
+        )
+        # Small pieces, so the token straddles the proxy's reads.
+        for offset in range(0, len(page), 7):
+            await send({"type": "http.response.body", "body": page[offset : offset + 7], "more_body": True})
+            if offset % 700 == 0:
+                await asyncio.sleep(0)
+        await send({"type": "http.response.body", "body": b""})
+    elif name == "lab-gzip":
+        # An app that compresses although the proxy asked for identity.
+        await _respond(
+            send,
+            body=gzip.compress(_lab_page(scope)),
+            headers=[(b"content-encoding", b"gzip")],
+            content_type=b"text/html; charset=utf-8",
+        )
+    elif name == "die":
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"1000")],
+            }
+        )
+        await send({"type": "http.response.body", "body": b"partial", "more_body": True})
+        raise RuntimeError("the app crashes mid-response")
+    elif name == "status":
+        await _json(send, {"status": int(query["code"])}, status=int(query["code"]))
+    else:
+        head, size = await _read_body(receive)
+        headers = [[key.decode("latin-1"), value.decode("latin-1")] for key, value in scope["headers"]]
+        await _json(
+            send,
+            {
+                "method": scope["method"],
+                "path": scope["path"],
+                "raw_path": scope["raw_path"].decode("latin-1"),
+                "query": scope["query_string"].decode("latin-1"),
+                "headers": headers,
+                "digests": {key: hashlib.sha256(value.encode()).hexdigest() for key, value in headers},
+                "body": head.decode("latin-1"),
+                "body_bytes": size,
+            },
+        )
+
+
+async def websocket_app(scope, receive, send):
+    ident = _query(scope).get("id", "")
+    await receive()  # websocket.connect
+    if scope["path"].endswith("/refuse"):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    offered = scope.get("subprotocols") or []
+    await send({"type": "websocket.accept", "subprotocol": offered[-1] if offered else None})
+    while True:
+        message = await receive()
+        if message["type"] == "websocket.disconnect":
+            _ws_closed[ident] = {"code": message.get("code"), "reason": message.get("reason") or ""}
+            return
+        text = message.get("text")
+        if text is None:
+            await send({"type": "websocket.send", "bytes": message["bytes"]})
+        elif text.startswith("close:"):
+            _, code, reason = text.split(":", 2)
+            await send({"type": "websocket.close", "code": int(code), "reason": reason})
+            return
+        elif text == "headers":
+            headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
+            await send({"type": "websocket.send", "text": json.dumps(headers)})
+        else:
+            await send({"type": "websocket.send", "text": text})
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "http":
+        await http_app(scope, receive, send)
+    elif scope["type"] == "websocket":
+        await websocket_app(scope, receive, send)
+
+
+if __name__ == "__main__":
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=int(sys.argv[1]),
+        log_level="warning",
+        lifespan="off",
+        ws="websockets-sansio",
+        ws_max_size=64 * 1024 * 1024,
+    )
