@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install services browser nginx node-deps lint e2e bench clean
+.PHONY: run test install services browser nginx node-deps bench-tools lint e2e bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,9 +32,14 @@ nginx:
 node-deps:
 	cd tests/e2e/oidc_provider && npm ci --silent --no-audit --no-fund
 
+# wrk and JupyterHub's configurable-http-proxy: the proxy benchmark and its smoke test.
+bench-tools:
+	command -v wrk >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk)
+	cd benchmarks/peers && npm ci --silent --no-audit --no-fund
+
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
-test: install services browser nginx node-deps
+test: install services browser nginx node-deps bench-tools
 	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e
 	$(PY) -m pytest -n 2 -p no:cacheprovider tests/e2e
 
@@ -44,10 +49,8 @@ e2e: install services browser node-deps
 lint: install
 	$(VENV)/bin/ruff check .
 
-bench: install services nginx
+bench: install services nginx bench-tools
 	$(PY) benchmarks/api_auth.py
-	command -v wrk >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk)
-	cd benchmarks/peers && npm ci --silent --no-audit --no-fund
 	$(PY) benchmarks/proxy.py
 
 clean:
