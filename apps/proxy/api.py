@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -60,6 +63,7 @@ class UiSessionView(BaseAPIView):
             # Same origin as the portal: redeem the ticket now and set the route cookie here.
             exchanged = sessions.exchange(minted["ticket"], sessions.route_host(minted["route"]))
             body["exchange_url"] = body["ticket"] = None
+            body["expires_at"] = timezone.now() + timedelta(seconds=exchanged.max_age)
             response.set_cookie(
                 sessions.COOKIE,
                 exchanged.cookie,

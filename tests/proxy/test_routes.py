@@ -1,6 +1,6 @@
 """The control plane: route selection and lifecycle, exposure, UI sessions, idle culling."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -112,6 +112,9 @@ def test_ui_session_on_a_path_route_sets_the_route_cookie(api, owner, project, a
     assert (body["mode"], body["route_mode"], body["ticket"]) == ("embedded", "path_prefix", None)
     cookie = response.cookies[sessions.COOKIE]
     assert cookie["path"] == f"/w/{instance.pk}/web/" and cookie["httponly"] and cookie["samesite"] == "Lax"
+    # The cookie lives as long as the portal session it hangs on; the answer says until when.
+    expires = datetime.fromisoformat(body["expires_at"].replace("Z", "+00:00"))
+    assert expires - timezone.now() > timedelta(hours=1) and int(cookie["max-age"]) > 3600
     assert AuditEvent.objects.filter(action="proxy.session.issue", target_id=str(instance.pk)).exists()
 
 
