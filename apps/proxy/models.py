@@ -88,3 +88,12 @@ class ProxyRoute(UUIDModel):
 
     def __str__(self):
         return self.public_url
+
+    @property
+    def origin(self) -> str:
+        """``scheme://host[:port]`` of the route: the portal's, or its own on a subdomain."""
+        return "/".join(self.public_url.split("/", 3)[:3])
+
+    @property
+    def host(self) -> str:
+        return self.public_url.split("/", 3)[2]

@@ -250,7 +250,7 @@ def instance_detail(request, principal, pk, instance_pk):
     if context["app_route"] is not None:
         # The embedded App UI frames the app's own origin (subdomain routes).
         response.csp = DEFAULT_CSP.replace(
-            "frame-src 'self'", f"frame-src 'self' {_origin(context['app_route'])}"
+            "frame-src 'self'", f"frame-src 'self' {context['app_route'].origin}"
         )
     return response
 
@@ -274,16 +274,12 @@ def instance_open(request, principal, pk, instance_pk, endpoint):
     }
     response = render(request, "portal/instance_open.html", context)
     response.csp = DEFAULT_CSP.replace("frame-ancestors 'none'", "frame-ancestors 'self'").replace(
-        "form-action 'self'", f"form-action 'self' {_origin(route)}"
+        "form-action 'self'", f"form-action 'self' {route.origin}"
     )
     # The ticket's POST to the route's origin must carry our Origin (the proxy checks
     # it); the portal's usual "same-origin" policy would make it "null".
     response["Referrer-Policy"] = "strict-origin"
     return response
-
-
-def _origin(route) -> str:
-    return "/".join(route.public_url.split("/", 3)[:3])
 
 
 # --- stop / start / delete -------------------------------------------------------
