@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from apps.proxy import metrics
 from apps.proxy.access import Target
 from apps.proxy.dataplane import pages
 from apps.proxy.dataplane.headers import Inbound
@@ -58,6 +59,7 @@ async def redirect(send, status: int, location: str, extra: tuple = ()) -> int:
 
 def access_line(scope: dict, status: int, target: Target | None, user_id, sent: int, seconds: float) -> None:
     """One line per proxied request or WebSocket: no query string, cookie or header values."""
+    metrics.count("websocket" if "method" not in scope else "http", status)
     log.info(
         "%s %s %s",
         scope.get("method", "WEBSOCKET"),

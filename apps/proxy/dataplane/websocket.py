@@ -22,7 +22,7 @@ from django.conf import settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from apps.proxy import access
+from apps.proxy import access, metrics
 from apps.proxy.access import Target
 from apps.proxy.dataplane import headers, limits
 from apps.proxy.dataplane.redact import Redactor
@@ -123,7 +123,8 @@ async def _open(scope, receive, send, target: Target, inbound: headers.Inbound) 
         return await _deny(scope, send, 502, "The app is not answering.")
     async with app:
         await send({"type": "websocket.accept", "subprotocol": app.subprotocol})
-        await _relay(receive, send, app, target, inbound, scope)
+        with metrics.OPEN_WEBSOCKETS.track_inprogress():
+            await _relay(receive, send, app, target, inbound, scope)
     return 101
 
 
