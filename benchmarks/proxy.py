@@ -267,6 +267,17 @@ def start_echo_upstream(port: int) -> multiprocessing.Process:
 # --- the world ----------------------------------------------------------------------
 
 
+def clear_connection_counts(redis_url: str) -> None:
+    """Connection counts an interrupted run left in Redis: the next run's user has the
+    same id, and would start with its connections counted against its limit."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    for key in client.scan_iter("gpuaas:proxy:conn:*"):
+        client.delete(key)
+    client.close()
+
+
 def seed(static_port: int, echo_port: int) -> dict:
     """A project admin with two running JupyterLab instances on one node: one whose
     route points at the static nginx, one at the echo server. JupyterLab's adapter
@@ -761,6 +772,7 @@ def main() -> int:
     ports = {name: free_port() for name in ("portal", "edge", "upstream", "echo", "plain", "chp")}
     issuer = FakeIssuer()
     recreate_database(args.db_name)
+    clear_connection_counts(args.redis_url)
     processes = Processes()
     echo = None
     try:

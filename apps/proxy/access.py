@@ -5,16 +5,25 @@ upstream, its adapter, its limits); targets are kept in process for two seconds.
 ``authorize`` checks the route cookie against the platform's decision, cached for
 a few seconds and invalidated by generation (see ``sessions``). Both are async:
 the ASGI proxy calls them before any byte goes upstream.
+
+A cache miss is loaded once per process however many requests wait on it: when
+an entry expires under load, every request in flight would otherwise go to the
+database together.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 import time
+import weakref
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.cache import cache
+from django.core.cache.backends.redis import RedisSerializer
 from django.db import close_old_connections
 
 from apps.proxy import sessions
@@ -78,6 +87,89 @@ def _in_thread(func):
     return sync_to_async(run, thread_sensitive=False)
 
 
+class _SingleFlight:
+    """One load per key at a time, per event loop; the others wait for its result."""
+
+    def __init__(self):
+        self._pending: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    async def run(self, key, load, *args):
+        pending = self._pending.setdefault(asyncio.get_running_loop(), {})
+        task = pending.get(key)
+        if task is None:
+            task = pending[key] = asyncio.ensure_future(load(*args))
+            task.add_done_callback(lambda _: pending.pop(key, None))
+        # Shielded: one request going away must not cancel the load the others wait on.
+        return await asyncio.shield(task)
+
+
+_loads = _SingleFlight()
+
+
+class _Batch:
+    """Redis commands sent in pipelines, one pipeline in flight at a time: the
+    commands issued while one is out go together in the next.
+
+    Every proxied request asks Redis for its decision and counts its connection
+    in and out, and redis-py's cost is per round trip far more than per command,
+    so requests that reach Redis together share one. Nothing waits for a batch to
+    fill: a command goes out in the turn of the event loop it was issued in, or as
+    soon as the round trip before it is back. One connection per process also
+    means a burst (a thousand WebSockets closing at once) cannot exhaust the
+    client's pool (100 connections), where a release would fail and its count
+    stay for up to an hour (decision 0017).
+    """
+
+    def __init__(self, url: str):
+        from redis.asyncio import Redis
+
+        self.client = Redis.from_url(url)
+        self.pending: list[tuple[tuple, asyncio.Future]] = []
+        self.sender: asyncio.Task | None = None
+
+    def call(self, *command) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.pending.append((command, future))
+        if self.sender is None:
+            self.sender = loop.create_task(self._send())
+        return future
+
+    async def _send(self) -> None:
+        try:
+            while self.pending:
+                batch, self.pending = self.pending, []
+                pipe = self.client.pipeline(transaction=False)
+                for command, _ in batch:
+                    pipe.execute_command(*command)
+                try:
+                    results = await pipe.execute(raise_on_error=False)
+                except Exception as exc:  # the connection, not a command: every caller sees it
+                    results = [exc] * len(batch)
+                for (_, future), result in zip(batch, results, strict=True):
+                    if future.done():
+                        continue
+                    if isinstance(result, Exception):
+                        future.set_exception(result)
+                    else:
+                        future.set_result(result)
+        finally:
+            self.sender = None
+
+
+_batches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def redis(url: str, *command) -> asyncio.Future:
+    """The reply to a Redis command, sent with the others of this turn of the event
+    loop (on a client of the running loop: its connections belong to it)."""
+    batches = _batches.setdefault(asyncio.get_running_loop(), {})
+    batch = batches.get(url)
+    if batch is None:
+        batch = batches[url] = _Batch(url)
+    return batch.call(*command)
+
+
 def is_proxied(host: str, path: str) -> bool:
     """Whether a request belongs to the proxy at all; no database, no cache."""
     if path.startswith(("/w/", "/_gpuaas/")):
@@ -106,8 +198,8 @@ async def resolve(host: str, path: str) -> Target | None:
     cached = _targets.get(key)
     if cached and cached[0] > now:
         return cached[1]
-    target = await _in_thread(_load)(key)
-    _targets[key] = (now + _TTL, target)
+    target = await _loads.run(key, _in_thread(_load), key)
+    _targets[key] = (time.monotonic() + _TTL, target)
     if len(_targets) > 10_000:
         _targets.clear()
     return target
@@ -175,16 +267,60 @@ async def authorize(target: Target, cookie: str | None, channel: str = "http") -
         decision = sessions.Decision(False, 401, "no session for this app")
         await _in_thread(_deny)(target, decision, None, channel)
         return decision
-    decision, generations = await sync_to_async(sessions.cached_decision, thread_sensitive=False)(
-        target.route_id, target.instance_id, payload
-    )
+    decision, generations = await _cached_decision(target, payload)
     if decision is None:
-        decision = await _in_thread(sessions.decide)(
-            target.route_id, target.instance_id, payload, generations
+        key = ("decide", target.route_id, target.instance_id, payload["u"], payload["s"], generations)
+        decision = await _loads.run(
+            key, _in_thread(sessions.decide), target.route_id, target.instance_id, payload, generations
         )
     if not decision.allowed:
         await _in_thread(_deny)(target, decision, payload, channel)
     return decision
+
+
+_serializer = RedisSerializer()
+# Django's names for the decision keys, by the keys: ``cache`` resolves its backend
+# on every attribute, which costs more than the Redis read itself.
+_raw_keys: dict[tuple, tuple[bytes | str, ...]] = {}
+# The values read, by their bytes: the same generations and decisions come back on
+# every request of a session, and unpickling them costs more than the lookup.
+_values: dict[bytes, object] = {}
+
+
+def _value(raw: bytes):
+    found = _values.get(raw)
+    if found is None:
+        if len(_values) >= 10_000:
+            _values.clear()
+        found = _values[raw] = _serializer.loads(raw)
+    return found
+
+
+def _cache_redis_url() -> str | None:
+    """The Redis server Django's cache writes to, when the cache is Redis."""
+    config = settings.CACHES["default"]
+    if config["BACKEND"] != "django.core.cache.backends.redis.RedisCache":
+        return None
+    location = config["LOCATION"]
+    return (re.split("[;,]", location) if isinstance(location, str) else location)[0]
+
+
+async def _cached_decision(target: Target, payload: dict) -> tuple[sessions.Decision | None, tuple]:
+    """``sessions.cached_decision`` without a worker thread: on Redis, the same keys
+    read with the asyncio client (as Django's cache names and serializes them); in
+    process (the embedded default), the local cache answers without any I/O."""
+    keys = sessions.decision_keys(target.route_id, target.instance_id, payload)
+    url = _cache_redis_url()
+    if url is None:
+        return sessions.current_decision(keys, cache.get_many(keys))
+    raw = _raw_keys.get(tuple(keys))
+    if raw is None:
+        if len(_raw_keys) >= 10_000:
+            _raw_keys.clear()
+        raw = _raw_keys[tuple(keys)] = tuple(cache.make_key(key) for key in keys)
+    values = await redis(url, "MGET", *raw)
+    found = {key: _value(value) for key, value in zip(keys, values, strict=True) if value is not None}
+    return sessions.current_decision(keys, found)
 
 
 def _deny(target: Target, decision: sessions.Decision, payload: dict | None, channel: str) -> None:

@@ -7,7 +7,10 @@ nginx needs to proxy the request itself: the upstream, the route's prefixes, the
 bridge header, the frame-ancestors, the secret to blank from pages and the keys
 of the connection limits. Every value depends only on the route and the cookie,
 never on the rest of the URI, so nginx may cache it for a few seconds per
-cookie and route.
+cookie and route. The portal says how long, in ``Cache-Control``:
+``max-age`` for as long as an answer holds, ``stale-while-revalidate`` for how
+much longer nginx may use it while it asks again in the background (decision
+0017). Refusals are not cached: a refused refresh leaves the old grant to expire.
 
 ``auth_request`` only understands 2xx, 401 and 403, so any refusal is 401 or
 403 there. For the page the browser sees, nginx asks again with
@@ -38,6 +41,8 @@ from apps.proxy.dataplane import pages
 LIMIT_TIERS = (1, 2, 4, 8, 16, 32, 64, 128)
 _RETRY_AFTER = ((b"retry-after", b"5"),)
 _NGINX_PAGES = {"429": pages.BUSY, "502": pages.BAD_GATEWAY, "504": pages.GATEWAY_TIMEOUT}
+# Revocation reaches a request through nginx after 2 s, and never after more than 3 s.
+_CACHE_FOR = ((b"cache-control", b"max-age=2, stale-while-revalidate=1"),)
 
 
 class Answer(NamedTuple):
@@ -62,7 +67,7 @@ async def handle(scope: dict, receive, send) -> None:
             answer = Answer(nginx_page[0], nginx_page)
         await _page(send, target, answer, uri, "application/json" in headers.get("x-original-accept", ""))
     elif answer.status == 204:
-        await _send(send, 204, answer.grant, b"")
+        await _send(send, 204, answer.grant + _CACHE_FOR, b"")
     else:
         # auth_request knows only 401 and 403; the page request tells the browser the rest.
         await _send(send, 401 if answer.status == 401 else 403, [], b"")

@@ -3,6 +3,7 @@ its own process (``tests.support.upstream``), PostgreSQL and Redis as in product
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import socket
 import threading
@@ -13,7 +14,8 @@ import httpx
 import psutil
 import pytest
 
-from apps.proxy import sessions
+from apps.proxy import access, sessions
+from apps.proxy.dataplane import limits
 from apps.runtime import services as runtime
 from apps.runtime.services import runtime_secret
 from apps.tenancy import principal as principals
@@ -313,6 +315,28 @@ def test_the_user_limit_counts_one_persons_connections(launch, proxy_server, own
         next(chunks)
         assert mine.get(route_url(instance, "echo")).status_code == 429
         assert theirs.get(route_url(instance, "echo")).status_code == 200
+
+
+def test_a_burst_of_connections_is_counted_and_given_back_in_full(settings, launch, owner):
+    # More at once than redis-py's connection pool holds (100): a count that failed to
+    # go back would refuse this person for an hour.
+    settings.PROXY_MAX_CONNECTIONS_PER_INSTANCE = settings.PROXY_MAX_CONNECTIONS_PER_USER = 300
+    instance = launch(limits={"per_instance": 300, "per_user": 300})
+    url = httpx.URL(route_url(instance))
+
+    async def burst(target) -> list:
+        assert target is not None and target.limit_per_instance == target.limit_per_user == 300
+        held = await asyncio.gather(*(limits.acquire(target, owner.pk) for _ in range(300)))
+        await asyncio.gather(*(limits.release(keys) for keys in held if keys))
+        return held
+
+    async def twice() -> tuple[list, list]:
+        target = await access.resolve(url.host + (f":{url.port}" if url.port else ""), url.path)
+        return await burst(target), await burst(target)
+
+    first, second = asyncio.run(twice())
+    # Every one counted, and every count given back: the second burst fits again.
+    assert len(first) == 300 and all(first) and all(second)
 
 
 # --- who gets in ----------------------------------------------------------------------------

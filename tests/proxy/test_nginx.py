@@ -409,3 +409,19 @@ def test_only_nginx_may_ask_the_auth_endpoint(settings, launch, nginx, proxy_ser
     assert granted.status_code == 204 and granted.headers["x-gpuaas-upstream"]
     settings.PROXY_AUTH_SECRET = ""
     assert ask(proxy_server.url, "").status_code == 403
+
+
+def test_nginx_keeps_a_grant_at_most_three_seconds_and_never_a_refusal(launch, nginx, proxy_server, owner):
+    instance = launch()
+    asked = {
+        "X-Original-Host": nginx.url.removeprefix("http://"),
+        "X-Original-URI": f"/w/{instance.pk}/web/echo",
+        "X-Gpuaas-Auth-Secret": AUTH_SECRET,
+    }
+    cookie = {"Cookie": f"{sessions.COOKIE}={open_session(nginx, owner, instance)}"}
+    granted = httpx.get(f"{proxy_server.url}/_gpuaas/auth", headers={**asked, **cookie}, trust_env=False)
+    refused = httpx.get(f"{proxy_server.url}/_gpuaas/auth", headers=asked, trust_env=False)
+    # Two seconds, and one more while nginx asks again in the background: revocation's bound.
+    assert granted.status_code == 204
+    assert granted.headers["cache-control"] == "max-age=2, stale-while-revalidate=1"
+    assert refused.status_code == 401 and "cache-control" not in refused.headers
