@@ -260,6 +260,16 @@ def _load(key: tuple) -> Target | None:
     )
 
 
+def unavailable(target: Target, decision: sessions.Decision) -> str | None:
+    """Why an authorized request cannot reach the app now, or None. A stop shows in
+    the decision on the next request; the resolved route may be two seconds old."""
+    if decision.app_state != "running":
+        return f"the app is {decision.app_state}"
+    if target.state != "active" or target.upstream is None:
+        return target.state_message
+    return None
+
+
 async def authorize(target: Target, cookie: str | None, channel: str = "http") -> sessions.Decision:
     """May the holder of this route cookie reach this target now?"""
     payload = sessions.read_cookie(cookie)

@@ -87,8 +87,8 @@ async def _decide(target: Target | None, uri: str, headers: dict) -> Answer:
         return Answer(decision.status, pages.NO_SESSION if decision.status == 401 else pages.DENIED)
     if target.state == "pending":
         return Answer(503, pages.STARTING)
-    if target.state != "active" or target.upstream is None:
-        return Answer(503, pages.UNAVAILABLE, target.state_message)
+    if reason := access.unavailable(target, decision):
+        return Answer(503, pages.UNAVAILABLE, reason)
     bridge = ""
     for name, value in target.bridge_headers:
         if name.lower() != "authorization":

@@ -193,6 +193,9 @@ class Decision:
     reason: str = ""
     user_id: int | None = None
     username: str = ""
+    # The instance's state when decided: the decision is re-made at once when the
+    # instance changes state, while a resolved route may be seconds old.
+    app_state: str = "running"
 
 
 def decision_keys(route_id: str, instance_id: str, payload: dict) -> list[str]:
@@ -233,10 +236,13 @@ def decide(route_id: str, instance_id: str, payload: dict, generations: tuple) -
     user = get_user_model().objects.filter(pk=payload["u"], is_active=True).first()
     if user is None:
         decision = Decision(False, 401, "your account is not active")
-    elif not visible_instances(for_user(user)).filter(pk=instance_id).exists():
-        decision = Decision(False, 403, "you no longer have access to this app", user.pk, user.get_username())
     else:
-        decision = Decision(True, 200, "", user.pk, user.get_username())
+        visible = visible_instances(for_user(user)).filter(pk=instance_id)
+        state = visible.values_list("state", flat=True).first()
+        if state is None:
+            decision = Decision(False, 403, "you no longer have access to this app", user.pk, user.username)
+        else:
+            decision = Decision(True, 200, "", user.pk, user.get_username(), app_state=state)
     cache.set(
         f"proxy:dec:{route_id}:{payload['u']}:{payload['s']}",
         (generations, decision),

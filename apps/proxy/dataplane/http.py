@@ -48,8 +48,8 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         if target.state == "pending":
             status = await page(send, inbound, pages.STARTING, target, extra=_RETRY_AFTER_STARTING, refresh=5)
             return
-        if target.state != "active" or target.upstream is None:
-            status = await page(send, inbound, pages.UNAVAILABLE, target, message=target.state_message)
+        if reason := access.unavailable(target, decision):
+            status = await page(send, inbound, pages.UNAVAILABLE, target, message=reason)
             return
         keys = await limits.acquire(target, user_id)
         if keys is None:

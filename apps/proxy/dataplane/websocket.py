@@ -53,8 +53,8 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         if not decision.allowed:
             status = await _deny(scope, send, decision.status, "Open the app from the portal.")
             return
-        if target.state != "active" or target.upstream is None:
-            status = await _deny(scope, send, 503, target.state_message or "The app is not running.")
+        if reason := access.unavailable(target, decision):
+            status = await _deny(scope, send, 503, reason or "The app is not running.")
             return
         keys = await limits.acquire(target, user_id)
         if keys is None:
@@ -206,6 +206,8 @@ async def _watch_access(target: Target, inbound: headers.Inbound, scope: dict, t
         decision = await access.authorize(target, inbound.route_cookie, "websocket")
         if not decision.allowed:
             return decision.reason or "access to this app ended"
+        if decision.app_state != "running":
+            return f"the app is {decision.app_state}"
         current = await access.resolve(inbound.host, scope["path"])
         if current is None or current.state != "active" or current.upstream != target.upstream:
             return current.state_message if current else "the app is gone"
