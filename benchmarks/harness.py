@@ -46,6 +46,48 @@ def drop_database(name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def seed_jupyterlab_allocation(
+    *, flavor_name: str, gpus: int, cpu_cores: int, memory_gb: int, **node
+) -> dict:
+    """Migrate, then a tenant and project (quota 8 GPUs, 1 node) holding an ACTIVE
+    allocation of a whole node of flavor ``flavor_name`` (``gpus`` H100s; ``node`` sets
+    more of the Node's fields), and JupyterLab published: ``tenant``, ``project``,
+    ``node``, ``allocation``, ``app``. Needs Django set up."""
+    from django.core.management import call_command
+
+    from apps.allocations.models import Allocation, Node
+    from apps.catalog import services as catalog
+    from apps.catalog.models import App, Flavor
+    from apps.metering import services as metering
+    from apps.tenancy.models import Project, Tenant
+
+    call_command("migrate", verbosity=0, interactive=False)
+    tenant = Tenant.objects.create(tenant_id="bench", name="Bench", status=Tenant.Status.ACTIVE)
+    project = Project.objects.create(tenant=tenant, project_id="bench", name="Bench")
+    metering.set_quota(tenant, {"gpus": 8, "nodes": 1})
+    flavor = Flavor.objects.create(
+        name=flavor_name, gpu_model="H100", gpus_per_node=gpus, cpu_cores=cpu_cores, memory_gb=memory_gb
+    )
+    node = Node.objects.create(
+        hostname="bench-node-1", flavor=flavor, state=Node.State.ALLOCATED, approved=True, **node
+    )
+    allocation = Allocation.objects.create(
+        node=node,
+        tenant=tenant,
+        project=project,
+        flavor=flavor,
+        gpus=gpus,
+        os_image="ubuntu-22.04",
+        state=Allocation.State.ACTIVE,
+        progress=100,
+        requested_by="benchmark",
+    )
+    manifest = json.loads((ROOT / "apps/catalog/shipped/jupyterlab.json").read_text())
+    app = App.objects.create(slug="jupyterlab", name="JupyterLab", entitled_to_all=True)
+    catalog.publish_version(None, app, version="1.0.0", manifest=manifest)
+    return {"tenant": tenant, "project": project, "node": node, "allocation": allocation, "app": app}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -64,6 +64,7 @@ from harness import (
     percentile,
     print_table,
     recreate_database,
+    seed_jupyterlab_allocation,
 )
 
 from tests.support.issuer import FakeIssuer
@@ -283,50 +284,19 @@ def seed(static_port: int, echo_port: int) -> dict:
     route points at the static nginx, one at the echo server. JupyterLab's adapter
     is the demanding one: a bridged token added upstream and blanked from text
     responses, WebSockets."""
-    import json
-
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
     from django.contrib.sessions.backends.db import SessionStore
-    from django.core.management import call_command
 
-    from apps.allocations.models import Allocation, Node
-    from apps.catalog import services as catalog
-    from apps.catalog.models import App, Flavor
-    from apps.metering import services as metering
     from apps.proxy import sessions
     from apps.runtime import services as runtime
-    from apps.tenancy.models import Membership, Project, Tenant
+    from apps.tenancy.models import Membership
     from apps.tenancy.principal import for_user
 
-    call_command("migrate", verbosity=0, interactive=False)
-    tenant = Tenant.objects.create(tenant_id="bench", name="Bench", status=Tenant.Status.ACTIVE)
-    project = Project.objects.create(tenant=tenant, project_id="bench", name="Bench")
-    metering.set_quota(tenant, {"gpus": 8, "nodes": 1})
-    flavor = Flavor.objects.create(
-        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=64, memory_gb=1024
-    )
     # credential_hash: an enrolled agent, which this script plays.
-    node = Node.objects.create(
-        hostname="bench-node-1",
-        flavor=flavor,
-        state=Node.State.ALLOCATED,
-        approved=True,
-        credential_hash="0" * 64,
+    seeded = seed_jupyterlab_allocation(
+        flavor_name="h100-8x", gpus=8, cpu_cores=64, memory_gb=1024, credential_hash="0" * 64
     )
-    allocation = Allocation.objects.create(
-        node=node,
-        tenant=tenant,
-        project=project,
-        flavor=flavor,
-        gpus=8,
-        os_image="ubuntu-22.04",
-        state=Allocation.State.ACTIVE,
-        progress=100,
-        requested_by="benchmark",
-    )
-    manifest = json.loads((ROOT / "apps/catalog/shipped/jupyterlab.json").read_text())
-    app = App.objects.create(slug="jupyterlab", name="JupyterLab", entitled_to_all=True)
-    catalog.publish_version(None, app, version="1.0.0", manifest=manifest)
+    tenant, project, node, allocation = (seeded[k] for k in ("tenant", "project", "node", "allocation"))
     user = get_user_model().objects.create_user("bench", password=None)
     Membership.objects.create(user=user, tenant=tenant, project=project, role="project_admin")
     principal = for_user(user)

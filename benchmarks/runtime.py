@@ -43,6 +43,7 @@ from benchmarks.harness import (  # noqa: E402
     percentile,
     print_table,
     recreate_database,
+    seed_jupyterlab_allocation,
 )
 from tests.support.issuer import FakeIssuer  # noqa: E402
 
@@ -63,50 +64,19 @@ def parse_args() -> argparse.Namespace:
 
 def seed() -> dict:
     """A tenant with an ACTIVE allocation of one node, JupyterLab published, a project service account."""
-    import json
-
-    from django.core.management import call_command
-
-    from apps.allocations.models import Allocation, Node
-    from apps.catalog import services as catalog
-    from apps.catalog.models import App, Flavor
-    from apps.metering import services as metering
     from apps.tenancy import services as tenancy
-    from apps.tenancy.models import Project, Tenant
     from apps.tenancy.principal import Grant, Principal
 
-    call_command("migrate", verbosity=0, interactive=False)
-    tenant = Tenant.objects.create(tenant_id="bench", name="Bench", status=Tenant.Status.ACTIVE)
-    project = Project.objects.create(tenant=tenant, project_id="bench", name="Bench")
-    metering.set_quota(tenant, {"gpus": 8, "nodes": 1})
-    flavor = Flavor.objects.create(
-        name="h100-1x", gpu_model="H100", gpus_per_node=1, cpu_cores=16, memory_gb=256
-    )
-    node = Node.objects.create(
-        hostname="bench-node-1", flavor=flavor, state=Node.State.ALLOCATED, approved=True
-    )
-    allocation = Allocation.objects.create(
-        node=node,
-        tenant=tenant,
-        project=project,
-        flavor=flavor,
-        gpus=1,
-        os_image="ubuntu-22.04",
-        state=Allocation.State.ACTIVE,
-        progress=100,
-        requested_by="benchmark",
-    )
-    manifest = json.loads((ROOT / "apps/catalog/shipped/jupyterlab.json").read_text())
-    app = App.objects.create(slug="jupyterlab", name="JupyterLab", entitled_to_all=True)
-    catalog.publish_version(None, app, version="1.0.0", manifest=manifest)
+    seeded = seed_jupyterlab_allocation(flavor_name="h100-1x", gpus=1, cpu_cores=16, memory_gb=256)
+    project = seeded["project"]
     operator = Principal(
         kind="operator", key="operator:bench", name="benchmark", grants=[Grant("platform_admin")]
     )
     issued = tenancy.create_service_account(operator, project, name="bench", role="project_admin")
     return {
         "project": project,
-        "node": node,
-        "allocation": allocation,
+        "node": seeded["node"],
+        "allocation": seeded["allocation"],
         "client_id": issued.account.client_id,
         "client_secret": issued.client_secret,
     }

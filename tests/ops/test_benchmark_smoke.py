@@ -4,41 +4,14 @@ when the list endpoint's query count grows with the page size."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.ops.bench import run_quick_benchmark
 
 
 def test_quick_benchmark_runs_clean():
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("GPUAAS_", "DJANGO_", "DATABASE_URL", "REDIS_URL"))
-    }
-    result = subprocess.run(
-        [
-            sys.executable,
-            "benchmarks/api_auth.py",
-            "--quick",
-            "--duration",
-            "0.5",
-            "--warmup",
-            "0",
-            "--db-name",
-            f"gpuaas_bench_smoke_{worker}_{os.getpid()}",
-            "--redis-url",
-            "redis://127.0.0.1:6379/0",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    stdout = run_quick_benchmark(
+        "api_auth.py",
+        *("--duration", "0.5", "--warmup", "0", "--redis-url", "redis://127.0.0.1:6379/0"),
+        db_prefix="gpuaas_bench_smoke",
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "query count independent of page size: yes" in result.stdout
-    assert "| projects, CCP tenant admin (10 of 10)" in result.stdout
+    assert "query count independent of page size: yes" in stdout
+    assert "| projects, CCP tenant admin (10 of 10)" in stdout

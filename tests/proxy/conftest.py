@@ -8,6 +8,7 @@ production.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import socket
@@ -21,6 +22,8 @@ import httpx
 import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from apps.catalog import services as catalog
 from apps.catalog.models import App
@@ -35,7 +38,11 @@ from tests.runtime.conftest import (  # noqa: F401 - fixtures the proxy tests sh
     nodes,
     ready_tenant,
 )
+from tests.support.nginx import Nginx
 from tests.support.servers import ThreadedUvicorn, free_port
+
+AUTH_SECRET = "nginx-and-portal-share-this"
+APPS_DOMAIN = "apps.localhost"
 
 
 def proxied_manifest(**proxy) -> dict:
@@ -141,6 +148,39 @@ def proxy_server(settings):
 
 
 @pytest.fixture
+def nginx(settings, proxy_server):
+    """nginx (docker/nginx.conf) in front of the portal; routes are planned on its address."""
+    settings.PROXY_AUTH_SECRET = AUTH_SECRET
+    server = Nginx(f"127.0.0.1:{proxy_server.port}", AUTH_SECRET, apps_domain=APPS_DOMAIN).start()
+    settings.ISSUER = server.url
+    yield server
+    server.stop()
+
+
+@dataclass
+class DataPlane:
+    """What the browser talks to: ``asgi``, the portal's own proxy, or ``nginx`` in front of it."""
+
+    kind: str
+    server: ThreadedUvicorn | Nginx
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+
+@pytest.fixture(params=["asgi", "nginx"])
+def data_plane(request, proxy_server) -> DataPlane:
+    """Each data plane in turn, for what both must do (docs/decisions/0016: where they differ)."""
+    server = proxy_server if request.param == "asgi" else request.getfixturevalue("nginx")
+    return DataPlane(request.param, server)
+
+
+@pytest.fixture
 def launch(request, owner, project, upstream, proxy_server):
     """``launch(**proxy)``: a running instance of a JupyterLab-like app (its proxy
     block changed by ``proxy``) whose route leads to the test upstream."""
@@ -181,3 +221,46 @@ def browser(server, cookie: str | None = None, **kwargs) -> httpx.Client:
     cookies = {sessions.COOKIE: cookie} if cookie else {}
     headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
     return httpx.Client(headers=headers, trust_env=False, timeout=httpx.Timeout(20.0), **kwargs)
+
+
+def ws_url(instance, path: str) -> str:
+    return route_url(instance, path).replace("http://", "ws://", 1)
+
+
+def handshake(server, cookie: str | None = None, origin: str | None = "route") -> dict:
+    """``connect`` options: the route cookie, and the route's ``Origin`` (or ``origin``, or none)."""
+    headers = {}
+    if cookie:
+        headers["Cookie"] = f"{sessions.COOKIE}={cookie}"
+    if origin:
+        headers["Origin"] = server.url if origin == "route" else origin
+    return {"additional_headers": headers, "proxy": None, "open_timeout": 10}
+
+
+def refused_status(url: str, **kwargs) -> int:
+    """The status a WebSocket handshake to ``url`` is refused with."""
+
+    async def attempt():
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(url, **kwargs):
+                pass
+        return refused.value.response.status_code
+
+    return asyncio.run(attempt())
+
+
+def eventually(check, seconds: float = 15.0):
+    """``check()`` once it is truthy, or its last answer after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.1)
+
+
+def everything_seen(response: httpx.Response) -> str:
+    """All the browser can read of a response: URL, status line, headers, body."""
+    return "\n".join(
+        [str(response.url), *(f"{k}: {v}" for k, v in response.headers.multi_items()), response.text]
+    )

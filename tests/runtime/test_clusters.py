@@ -58,6 +58,15 @@ def launch(api, project, allocations, app="ddp"):
     return api.post(f"/api/v1/projects/{project.pk}/app-instances", body, format="json")
 
 
+def launch_pair(api, user, project, allocations):
+    """``user`` launches the cluster app on the first two allocations: the instance,
+    its primary's allocation and its worker's."""
+    api.force_login(user)
+    primary, worker = allocations[:2]
+    instance = AppInstance.objects.get(pk=launch(api, project, [primary, worker]).json()["instance_id"])
+    return instance, primary, worker
+
+
 def agent_on(allocation, *, succeeded=True, error=""):
     """What the agent on this allocation's node does with its pending task."""
     node = allocation.node
@@ -88,10 +97,8 @@ def test_a_cluster_launch_makes_one_member_and_one_task_per_node(
 
 
 def test_the_instance_runs_when_every_member_runs(api, allocator, project, cluster_app, three_allocations):
-    api.force_login(allocator)
-    instance = AppInstance.objects.get(pk=launch(api, project, three_allocations[:2]).json()["instance_id"])
+    instance, primary, worker = launch_pair(api, allocator, project, three_allocations)
     operation = Operation.objects.get(instance=instance)
-    primary, worker = three_allocations[:2]
 
     agent_on(worker)
     instance.refresh_from_db()
@@ -121,9 +128,7 @@ def test_the_instance_runs_when_every_member_runs(api, allocator, project, clust
 def test_one_failed_member_fails_the_instance_and_says_which(
     api, allocator, project, cluster_app, three_allocations
 ):
-    api.force_login(allocator)
-    instance = AppInstance.objects.get(pk=launch(api, project, three_allocations[:2]).json()["instance_id"])
-    primary, worker = three_allocations[:2]
+    instance, primary, worker = launch_pair(api, allocator, project, three_allocations)
     agent_on(primary)
     agent_on(worker, succeeded=False, error="NCCL init timed out")
     instance.refresh_from_db()
@@ -136,9 +141,7 @@ def test_one_failed_member_fails_the_instance_and_says_which(
 def test_a_member_that_stops_running_on_its_node_fails_the_instance(
     api, allocator, project, cluster_app, three_allocations
 ):
-    api.force_login(allocator)
-    instance = AppInstance.objects.get(pk=launch(api, project, three_allocations[:2]).json()["instance_id"])
-    primary, worker = three_allocations[:2]
+    instance, primary, worker = launch_pair(api, allocator, project, three_allocations)
     agent_on(primary)
     agent_on(worker)
     services.heartbeat(worker.node, running=[])
@@ -172,9 +175,8 @@ def test_single_node_apps_take_one_allocation_and_names_are_not_repeated(
 def test_releasing_one_members_allocation_decommissions_the_instance(
     api, allocator, project, cluster_app, three_allocations
 ):
-    api.force_login(allocator)
-    instance = AppInstance.objects.get(pk=launch(api, project, three_allocations[:2]).json()["instance_id"])
-    assert services.drain_allocation(three_allocations[1]) == 1
+    instance, _, worker = launch_pair(api, allocator, project, three_allocations)
+    assert services.drain_allocation(worker) == 1
     instance.refresh_from_db()
     assert instance.state == "decommissioning"
     assert AgentTask.objects.filter(instance=instance, action="remove").count() == 2

@@ -1,0 +1,477 @@
+"""What both data planes do with the same requests: the portal's ASGI proxy under
+uvicorn (``asgi``) and nginx running docker/nginx.conf in front of it (``nginx``,
+production's), with the app in its own process and PostgreSQL and Redis as in
+production. Where they differ on purpose (docs/decisions/0016 and 0017) a test says
+so in a per-plane expectation; what only one of them does is tested in
+``test_dataplane_*.py`` (the ASGI proxy) and ``test_nginx.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from apps.proxy import sessions
+from apps.runtime import services as runtime
+from apps.runtime.services import runtime_secret
+from apps.tenancy import principal as principals
+from apps.tenancy.models import Membership
+from tests.conftest import member
+from tests.proxy.conftest import (
+    APPS_DOMAIN,
+    browser,
+    eventually,
+    everything_seen,
+    handshake,
+    open_session,
+    proxied_manifest,
+    publish_manifest,
+    refused_status,
+    route_url,
+    ws_url,
+)
+from tests.support.servers import free_port
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def link_out_manifest() -> dict:
+    manifest = proxied_manifest()
+    manifest["ui"]["mode_supported"] = ["link_out"]
+    return manifest
+
+
+def app_cookies(kind: str, path: str) -> list[str]:
+    """The ``Set-Cookie`` headers the browser gets for the test app's ``/cookies`` on a
+    route whose root is ``path``. Neither plane lets a cookie out of the route or onto
+    another host (an empty Domain is ignored by browsers: host-only), so the portal's
+    session cannot be planted. The ASGI proxy refuses a cookie with the platform's name
+    and gives a cookie without a Path the route's; nginx cannot refuse it and confines
+    it to the route instead (0016), and leaves a cookie without a Path to the browser,
+    which scopes it to the page's directory, inside the route."""
+    if kind == "asgi":
+        return [
+            f"app=1; HttpOnly; Path={path}",
+            f"rooted=2; SameSite=Lax; Path={path}",
+            f"plain=3; Path={path}",
+        ]
+    return [
+        f"app=1; Domain=; Path={path}; HttpOnly",
+        f"rooted=2; Path={path}; SameSite=Lax",
+        "plain=3",
+        f"sessionid=planted; Path={path}",
+    ]
+
+
+# --- the bridged secret -------------------------------------------------------------------
+
+
+def test_bridge_header_reaches_the_app_and_its_token_never_reaches_the_browser(data_plane, launch, owner):
+    instance = launch()
+    secret = runtime_secret(instance, "token")
+    assert secret
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        echo = client.get(route_url(instance, "echo"), headers={"Authorization": "Bearer platform-token"})
+        lab = client.get(route_url(instance, "lab"), headers={"Accept-Encoding": "gzip"})
+        seen = [echo, lab]
+        if data_plane.kind == "asgi":
+            # What nginx cannot do (0016): decode a body the app compressed though asked
+            # for identity, and drop a response header that carries the secret.
+            compressed = client.get(route_url(instance, "lab-gzip"), headers={"Accept-Encoding": "gzip"})
+            leaky_headers = client.get(route_url(instance, "headers"))
+            assert compressed.status_code == 200 and '"token": ""' in compressed.text
+            assert "content-encoding" not in compressed.headers
+            assert "x-echo-token" not in leaky_headers.headers and leaky_headers.headers["x-fine"] == "ok"
+            seen += [compressed, leaky_headers]
+
+    # The app got "Authorization: token <secret>" and was asked not to compress.
+    assert echo.json()["digests"]["authorization"] == hashlib.sha256(f"token {secret}".encode()).hexdigest()
+    assert dict(echo.json()["headers"])["accept-encoding"] == "identity"
+    # JupyterLab's page config reaches the browser with its token blanked, though the
+    # token straddles the app's small writes.
+    assert lab.status_code == 200 and '"token": ""' in lab.text and "JupyterLab" in lab.text
+    for response in seen:
+        assert secret not in everything_seen(response)
+
+
+# --- request and response headers ---------------------------------------------------------
+
+
+def test_platform_credentials_hop_by_hop_and_forwarded_headers_stay_behind(data_plane, launch, owner):
+    instance = launch()
+    cookie = open_session(data_plane, owner, instance)
+    sent = {
+        "Cookie": f"sessionid=portal; csrftoken=csrf; {sessions.COOKIE}={cookie}; app_pref=dark; _xsrf=x",
+        "Authorization": "Bearer platform-token",
+        "X-Forwarded-Host": "evil.example",
+        "X-Forwarded-Prefix": "/elsewhere",
+        "Forwarded": "for=203.0.113.9",
+        "Connection": "keep-alive, x-private",
+        "X-Private": "hop",
+        "Keep-Alive": "timeout=5",
+        "Origin": data_plane.url,
+        "X-App-Header": "kept",
+    }
+    if data_plane.kind == "nginx":
+        # (uvicorn trusts loopback as its proxy, as it trusts nginx in production, so
+        # without nginx a client-sent X-Forwarded-For would name the client.)
+        sent["X-Forwarded-For"] = "203.0.113.9"
+    response = httpx.get(route_url(instance, "echo?q=1"), headers=sent, trust_env=False)
+    assert response.status_code == 200
+    echo = response.json()
+    seen = dict(echo["headers"])
+    endpoint = instance.endpoints.get()
+    assert (echo["path"], echo["query"]) == (f"/w/{instance.pk}/web/echo", "q=1")
+    assert seen["cookie"] == "app_pref=dark; _xsrf=x"
+    assert "Bearer" not in seen["authorization"]
+    assert seen["x-forwarded-for"] == "127.0.0.1"
+    assert seen["x-forwarded-host"] == data_plane.url.removeprefix("http://")
+    assert seen["x-forwarded-proto"] == "http"
+    assert seen["x-forwarded-prefix"] == f"/w/{instance.pk}/web"
+    assert seen["host"] == f"{endpoint.host}:{endpoint.port}"
+    assert seen["origin"] == f"http://{seen['host']}"  # JupyterLab checks Origin against Host
+    assert seen["x-app-header"] == "kept"
+    for dropped in ("keep-alive", "forwarded", "x-real-ip"):
+        assert dropped not in seen
+    # Only the ASGI proxy drops what the client's Connection header names (nginx passes
+    # it on, as it passes on the response headers the app's Connection names: 0016).
+    assert ("x-private" in seen) == (data_plane.kind == "nginx")
+
+
+def test_an_app_that_does_not_know_its_base_path_is_served_at_its_root(data_plane, launch, owner):
+    instance = launch(base_url_aware=False)
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        echo = client.get(route_url(instance, "files/a%20b.txt?x=%2F"))
+    assert echo.json()["raw_path"] == "/files/a%20b.txt"  # the raw path, not re-encoded
+    assert echo.json()["query"] == "x=%2F"
+    assert "x-forwarded-prefix" in dict(echo.json()["headers"])
+
+
+def test_hop_by_hop_response_headers_are_dropped_and_framing_follows_the_route(data_plane, launch, owner):
+    embedded, separate = launch(), launch(manifest=link_out_manifest())
+    pages = {}
+    for instance in (embedded, separate):
+        with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+            pages[instance.pk] = [client.get(route_url(instance, path)) for path in ("headers", "nocsp")]
+    # The ASGI proxy merges the app's CSP; nginx adds its own frame-ancestors header, so
+    # the stricter of the two applies (0016). Only the ASGI proxy drops the response
+    # headers that the app's Connection header names.
+    app_csp = {"asgi": "default-src 'self'; ", "nginx": ""}[data_plane.kind]
+
+    headers, no_csp = pages[embedded.pk]
+    assert "keep-alive" not in headers.headers and headers.headers["x-fine"] == "ok"
+    if data_plane.kind == "asgi":
+        assert "x-hop" not in headers.headers
+        assert headers.headers["content-security-policy"] == f"{app_csp}frame-ancestors {data_plane.url}"
+    assert "x-frame-options" not in headers.headers  # the CSP governs: the portal may frame it
+    assert no_csp.headers["content-security-policy"] == f"frame-ancestors {data_plane.url}"
+
+    headers, no_csp = pages[separate.pk]
+    if data_plane.kind == "asgi":
+        assert headers.headers["content-security-policy"] == f"{app_csp}frame-ancestors 'none'"
+    assert headers.headers["x-frame-options"] == "DENY"
+    assert no_csp.headers["content-security-policy"] == "frame-ancestors 'none'"
+
+
+# --- redirects and cookies ----------------------------------------------------------------
+
+
+def test_redirects_lead_back_onto_the_route(data_plane, launch, owner):
+    aware = launch()  # serves under /w/{iid}/web/ itself
+    unaware = launch(base_url_aware=False)  # serves at /, the proxy maps the prefix
+    locations = {}
+    for instance in (aware, unaware):
+        with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+            locations[instance.pk] = {
+                to: client.get(route_url(instance, f"redirect?to={to}")).headers["location"]
+                for to in ("absolute", "relative", "root", "elsewhere")
+            }
+    assert locations[aware.pk] == {
+        "absolute": f"/w/{aware.pk}/web/landing?from=redirect",
+        "relative": f"/w/{aware.pk}/web/landing",
+        "root": "/landing",  # the app's own choice, outside its route
+        "elsewhere": "https://example.org/docs",
+    }
+    assert locations[unaware.pk] == {
+        "absolute": f"/w/{unaware.pk}/web/landing?from=redirect",
+        "relative": f"/w/{unaware.pk}/web/landing",
+        "root": f"/w/{unaware.pk}/web/landing",
+        "elsewhere": "https://example.org/docs",
+    }
+
+
+def test_app_cookies_are_host_only_scoped_to_the_route_and_cannot_touch_the_portals(
+    data_plane, launch, owner
+):
+    instance = launch()
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        response = client.get(route_url(instance, "cookies"))
+    assert response.headers.get_list("set-cookie") == app_cookies(data_plane.kind, f"/w/{instance.pk}/web/")
+
+
+def test_subdomain_routes_rewrite_onto_their_own_origin(settings, data_plane, launch, owner):
+    settings.APPS_DOMAIN = APPS_DOMAIN
+    instance = launch(base_url_aware=False)
+    route = instance.proxy_routes.get()
+    assert route.mode == "subdomain"
+    host = f"{route.slug}.{APPS_DOMAIN}:{data_plane.port}"
+    cookie = open_session(data_plane, owner, instance, host=host)
+    with browser(data_plane, cookie, base_url=data_plane.url) as client:
+        headers = {"Host": host}
+        echo = client.get("/echo", headers=headers)
+        static = client.get("/static/app.js", headers=headers)  # the app's, not the portal's
+        absolute = client.get("/sub/redirect?to=absolute", headers=headers)
+        cookies = client.get("/cookies", headers=headers)
+        portal_host = client.get("/echo")  # the same path on the portal's host is the portal's
+    assert echo.status_code == 200 and echo.json()["path"] == "/echo"
+    assert static.json()["path"] == "/static/app.js"
+    assert dict(echo.json()["headers"])["x-forwarded-host"] == host
+    assert "x-forwarded-prefix" not in dict(echo.json()["headers"])
+    assert absolute.headers["location"] == "/sub/landing?from=redirect"
+    assert cookies.headers.get_list("set-cookie") == app_cookies(data_plane.kind, "/")  # its own origin
+    assert portal_host.status_code == 404 and "x-forwarded-host" not in portal_host.text
+
+
+# --- streaming ----------------------------------------------------------------------------
+
+
+def test_server_sent_events_arrive_one_by_one(data_plane, launch, owner, upstream):
+    instance = launch()
+    stream_id = uuid.uuid4().hex
+    with (
+        browser(data_plane, open_session(data_plane, owner, instance)) as client,
+        client.stream("GET", route_url(instance, f"sse?id={stream_id}")) as response,
+    ):
+        assert response.headers["content-type"] == "text/event-stream"
+        chunks = response.iter_raw()
+        assert next(chunks) == b"data: one\n\n"  # while the app still holds back the second event
+        upstream.get("release", id=stream_id)
+        assert next(chunks) == b"data: two\n\n"
+
+
+# --- WebSockets ---------------------------------------------------------------------------
+
+
+def test_websocket_messages_subprotocol_and_close_codes_pass_through(data_plane, launch, owner, upstream):
+    instance = launch()
+    secret = runtime_secret(instance, "token")
+    cookie = open_session(data_plane, owner, instance)
+    first, second = uuid.uuid4().hex, uuid.uuid4().hex
+    first_url, second_url = ws_url(instance, f"ws?id={first}"), ws_url(instance, f"ws?id={second}")
+
+    async def scenario():
+        options = handshake(data_plane, cookie)
+        async with connect(first_url, subprotocols=["echo.v1", "echo.v2"], **options) as ws:
+            assert ws.subprotocol == "echo.v2"  # the app's choice
+            await ws.send("hello")
+            assert await ws.recv() == "hello"
+            await ws.send(b"\x00\x01binary")
+            assert await ws.recv() == b"\x00\x01binary"
+            await ws.send("headers")
+            seen = json.loads(await ws.recv())
+            await ws.send("close:4001:app says bye")
+            with pytest.raises(ConnectionClosed):
+                await ws.recv()
+            app_close = (ws.close_code, ws.close_reason)
+        async with connect(second_url, **options) as ws:
+            await ws.send("ping")
+            assert await ws.recv() == "ping"
+            await ws.close(4002, "browser says bye")
+        return seen, app_close
+
+    seen, app_close = asyncio.run(scenario())
+    assert app_close == (4001, "app says bye")
+    assert eventually(lambda: upstream.get("ws-closed", id=second)) == {
+        "code": 4002,
+        "reason": "browser says bye",
+    }
+    # What the app saw: its own origin, the bridge and no platform cookie.
+    assert seen["origin"] == f"http://{seen['host']}"
+    assert sessions.COOKIE not in seen.get("cookie", "")
+    if data_plane.kind == "asgi":
+        # The ASGI proxy blanks the token the app echoed back before the browser gets
+        # the message; nginx relays WebSocket messages as they are.
+        assert seen["authorization"] == "token "
+        assert secret not in json.dumps(seen)
+    else:
+        assert seen["authorization"] == f"token {secret}"
+
+
+@pytest.mark.parametrize("who", ["anonymous", "other_tenant", "foreign_origin", "revoked"])
+def test_handshakes_outside_access_are_refused_before_reaching_the_app(
+    data_plane, launch, owner, project, other_tenant_project, who
+):
+    instance = launch()
+    cookie, origin = None, "route"
+    if who == "other_tenant":
+        stranger = member("tenant_admin", tenant=other_tenant_project.tenant)
+        cookie = open_session(data_plane, stranger, instance)
+    if who == "foreign_origin":
+        cookie, origin = open_session(data_plane, owner, instance), "http://evil.example"
+    if who == "revoked":
+        colleague = member("project_admin", project=project)
+        cookie = open_session(data_plane, colleague, instance)
+        Membership.objects.filter(user=colleague).delete()
+    status = refused_status(ws_url(instance, "ws"), **handshake(data_plane, cookie, origin))
+    assert status == {"anonymous": 401, "other_tenant": 403, "foreign_origin": 403, "revoked": 403}[who]
+
+
+def test_a_client_without_origin_is_not_a_browser_and_still_needs_the_cookie(data_plane, launch, owner):
+    instance = launch()
+    assert refused_status(ws_url(instance, "ws"), **handshake(data_plane, None, origin=None)) == 401
+    cookie = open_session(data_plane, owner, instance)
+    url = ws_url(instance, "ws")
+
+    async def scenario():
+        async with connect(url, **handshake(data_plane, cookie, origin=None)) as ws:
+            await ws.send("hi")
+            return await ws.recv()
+
+    assert asyncio.run(scenario()) == "hi"
+
+
+def test_websockets_count_against_the_instance_limit(data_plane, launch, owner):
+    instance = launch(limits={"per_instance": 1})
+    cookie = open_session(data_plane, owner, instance)
+    url = ws_url(instance, "ws")
+
+    async def scenario():
+        async with connect(url, **handshake(data_plane, cookie)) as ws:
+            await ws.send("held")
+            await ws.recv()
+            with pytest.raises(InvalidStatus) as refused:
+                async with connect(url, **handshake(data_plane, cookie)):
+                    pass
+            return refused.value.response
+
+    refused = asyncio.run(scenario())
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) > 0
+
+
+def test_an_app_that_refuses_the_websocket_refuses_the_browser(data_plane, launch, owner):
+    instance = launch()
+    cookie = open_session(data_plane, owner, instance)
+    assert refused_status(ws_url(instance, "refuse"), **handshake(data_plane, cookie)) == 403
+
+
+# --- limits -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data_plane", "counted_in"),
+    [("asgi", "redis"), ("asgi", "process"), ("nginx", "nginx")],
+    indirect=["data_plane"],
+)
+def test_connections_over_the_instance_limit_get_429_with_retry_after(
+    settings, data_plane, launch, owner, counted_in
+):
+    # The ASGI proxy counts in Redis, or in its process without Redis; nginx in its
+    # shared memory (limit_conn, 0016).
+    if counted_in == "process":
+        settings.REDIS_URL = ""
+    instance = launch(limits={"per_instance": 1})
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        with client.stream("GET", route_url(instance, f"slow?id={uuid.uuid4().hex}")) as held:
+            chunks = held.iter_raw()  # kept: a dropped iterator closes the connection
+            next(chunks)
+            refused = client.get(route_url(instance, "echo"), headers={"Accept": "application/json"})
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+        assert refused.json()["error"]["code"] == "too_many_connections"
+        # The held connection is given back once the browser leaves.
+        assert eventually(lambda: client.get(route_url(instance, "echo")).status_code == 200)
+
+
+def test_the_user_limit_counts_one_persons_connections(data_plane, launch, owner, project):
+    instance = launch(limits={"per_user": 1})
+    colleague = member("project_admin", project=project)
+    with (
+        browser(data_plane, open_session(data_plane, owner, instance)) as mine,
+        browser(data_plane, open_session(data_plane, colleague, instance)) as theirs,
+        mine.stream("GET", route_url(instance, f"slow?id={uuid.uuid4().hex}")) as held,
+    ):
+        chunks = held.iter_raw()  # kept: a dropped iterator closes the connection
+        next(chunks)
+        busy = mine.get(route_url(instance, "echo"))
+        assert busy.status_code == 429 and "Too many connections" in busy.text
+        assert theirs.get(route_url(instance, "echo")).status_code == 200
+
+
+# --- who gets in ----------------------------------------------------------------------------
+
+
+def test_without_a_session_the_browser_is_sent_back_to_the_portal(data_plane, launch):
+    instance = launch()
+    with browser(data_plane) as client, browser(data_plane, "forged") as forger:
+        page = client.get(route_url(instance, "echo"))
+        forged = forger.get(route_url(instance, "echo"))
+    assert page.status_code == 401 and "Open this app from the portal" in page.text
+    assert f'href="{data_plane.url}/' in page.text
+    assert f'/instances/{instance.pk}/">Back to the portal</a>' in page.text
+    assert forged.status_code == 401
+
+
+def test_another_tenants_user_is_denied(data_plane, launch, other_tenant_project):
+    instance = launch()
+    stranger = member("tenant_admin", tenant=other_tenant_project.tenant)
+    with browser(data_plane, open_session(data_plane, stranger, instance)) as client:
+        page = client.get(route_url(instance, "echo"))
+    assert page.status_code == 403 and "Access denied" in page.text
+
+
+def test_a_cookie_for_one_route_does_not_open_another(data_plane, launch, owner):
+    first, second = launch(), launch()
+    with browser(data_plane, open_session(data_plane, owner, first)) as client:
+        assert client.get(route_url(first, "echo")).status_code == 200
+        assert client.get(route_url(second, "echo")).status_code == 401
+
+
+def test_a_stopped_instance_is_not_reached_and_strangers_do_not_learn_its_state(data_plane, launch, owner):
+    instance = launch()
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        assert client.get(route_url(instance, "echo")).status_code == 200
+        runtime.change(principals.for_user(owner), instance, "stop")
+        page = eventually(lambda: (r := client.get(route_url(instance, "echo"))).status_code == 503 and r)
+        assert page and "The app is not running" in page.text
+    with browser(data_plane) as stranger:
+        assert stranger.get(route_url(instance, "echo")).status_code == 401
+
+
+# --- when the app is not there ----------------------------------------------------------------
+
+
+def test_a_starting_app_answers_503_with_retry_after(data_plane, owner, project, active_allocation):
+    app = publish_manifest("starting", proxied_manifest())
+    operation = runtime.launch(
+        principals.for_user(owner), project, app_slug=app.slug, allocation_id=active_allocation.pk
+    )
+    instance = operation.instance
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        page = client.get(route_url(instance, "echo"))
+    assert page.status_code == 503 and int(page.headers["retry-after"]) > 0
+    assert "The app is starting" in page.text and 'http-equiv="refresh"' in page.text
+
+
+def test_an_app_that_refuses_connections_is_a_502(data_plane, launch, owner):
+    instance = launch(port=free_port())
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        page = client.get(route_url(instance, "echo"))
+        as_json = client.get(route_url(instance, "echo"), headers={"Accept": "application/json"})
+    assert page.status_code == 502 and "The app is not answering" in page.text
+    assert f'/instances/{instance.pk}/">Back to the portal</a>' in page.text
+    assert as_json.status_code == 502
+    assert set(as_json.json()["error"]) == {"code", "message", "correlation_id", "details"}
+
+
+def test_unknown_routes_are_404(data_plane):
+    with browser(data_plane) as client:
+        missing = client.get(f"{data_plane.url}/w/{uuid.uuid4()}/web/echo")
+        assert missing.status_code == 404 and "No such app" in missing.text
+        assert client.get(f"{data_plane.url}/w/{uuid.uuid4()}/web/").status_code == 404
+        assert client.get(f"{data_plane.url}/w/not-a-uuid/web/").status_code == 404
+        assert client.get(f"{data_plane.url}/_gpuaas/nothing").status_code == 404
