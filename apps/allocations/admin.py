@@ -25,6 +25,7 @@ from apps.allocations import nodes, services
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.core.admin import (
     AuditedModelAdmin,
+    ReadOnlyInline,
     ReadOnlyModelAdmin,
     ReasonForm,
     apply_each,
@@ -248,24 +249,13 @@ class NodeAdmin(AuditedModelAdmin):
 # --- Allocations ------------------------------------------------------------------------------
 
 
-class AllocationStepInline(admin.TabularInline):
+class AllocationStepInline(ReadOnlyInline):
     """The pipeline's steps, as the workers left them."""
 
     model = AllocationStep
     fields = ("phase", "position", "name", "status", "attempts", "started_at", "finished_at", "error")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
     ordering = ("phase", "position")
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 def _allocation_label(allocation: Allocation) -> str:

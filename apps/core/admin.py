@@ -65,9 +65,7 @@ class AuditedModelAdmin(admin.ModelAdmin):
         return super().log_deletions(request, queryset)
 
 
-class ReadOnlyModelAdmin(admin.ModelAdmin):
-    """Viewable by operators with the view permission; never added, changed or deleted here."""
-
+class _NoWrites:
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -76,6 +74,16 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyModelAdmin(_NoWrites, admin.ModelAdmin):
+    """Viewable by operators with the view permission; never added, changed or deleted here."""
+
+
+class ReadOnlyInline(_NoWrites, admin.TabularInline):
+    """Related rows shown on their parent's page, as the system left them."""
+
+    extra = 0
 
 
 @admin.register(AuditEvent)

@@ -15,7 +15,7 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from apps.core.admin import ReadOnlyModelAdmin
+from apps.core.admin import ReadOnlyInline, ReadOnlyModelAdmin
 from apps.core.errors import ApiError
 from apps.networking import services
 from apps.networking.models import Vlan, Vrf
@@ -26,21 +26,10 @@ MAX_VNI = 16_777_215  # 24-bit VXLAN network identifier
 MAX_VLAN = 4094
 
 
-class VlanInline(admin.TabularInline):
+class VlanInline(ReadOnlyInline):
     model = Vlan
     fields = ("purpose", "vlan_id")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class AssignedFilter(admin.SimpleListFilter):

@@ -2,20 +2,15 @@
 
 from django.contrib import admin
 
-from apps.core.admin import AuditedModelAdmin, ReadOnlyModelAdmin
+from apps.core.admin import AuditedModelAdmin, ReadOnlyInline, ReadOnlyModelAdmin
 from apps.proxy.models import ProxyPool, ProxyRoute
 
 
-class RouteInline(admin.TabularInline):
+class RouteInline(ReadOnlyInline):
     model = ProxyRoute
     fields = ("public_url", "instance", "endpoint_name", "status", "last_activity_at")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
     show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(ProxyPool)

@@ -5,34 +5,24 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from apps.core.admin import ReadOnlyModelAdmin, apply_each
+from apps.core.admin import ReadOnlyInline, ReadOnlyModelAdmin, apply_each
 from apps.proxy import routes as proxy_routes
 from apps.runtime import services
 from apps.runtime.models import AgentTask, AppInstance, InstanceEvent, Operation
 from apps.tenancy import principal as principals
 
 
-class EventInline(admin.TabularInline):
+class EventInline(ReadOnlyInline):
     model = InstanceEvent
     fields = ("occurred_at", "kind", "from_state", "to_state", "actor", "message")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
     ordering = ("-occurred_at",)
 
-    def has_add_permission(self, request, obj=None):
-        return False
 
-
-class TaskInline(admin.TabularInline):
+class TaskInline(ReadOnlyInline):
     model = AgentTask
     fields = ("created_at", "action", "status", "claimed_at", "finished_at", "error")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(AppInstance)

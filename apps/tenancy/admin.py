@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import Count
 
-from apps.core.admin import AuditedModelAdmin, ReadOnlyModelAdmin
+from apps.core.admin import AuditedModelAdmin, ReadOnlyInline, ReadOnlyModelAdmin
 from apps.core.errors import ApiError
 from apps.metering.admin import QuotaInline
 from apps.tenancy import principal as principals
@@ -24,21 +24,13 @@ class ProjectInline(admin.TabularInline):
     show_change_link = True
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(ReadOnlyInline):
     """Who has a role on the project (edit memberships on their own page)."""
 
     model = Membership
     fields = ("user", "role", "limit", "source", "created_at")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
     show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Tenant)
