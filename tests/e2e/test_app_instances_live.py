@@ -173,9 +173,9 @@ def test_launch_watch_running_and_stop(world, portal, page):
     assert page.evaluate("window.__noReload") is True
     assert page.evaluate("window.__seen") == ["requested", "starting", "running"]
     assert page.locator("#instance-detail .badge-ok[data-field=state]").count() == 1
-    # The refreshed body brings the endpoint link, the timeline and the actions.
-    page.wait_for_selector(f"#instance-detail a[href='{portal.url}/w/{instance.pk}/web/']")
-    page.wait_for_selector("#instance-detail .timeline-item:first-child >> text=running")
+    # The refreshed body brings the actions; the workload shell's other tabs hold the
+    # timeline and where to reach the app.
+    page.wait_for_selector("#instance-detail [data-action=stop]")
     assert page.locator("#instance-detail [data-action]").evaluate_all(
         "(els) => els.map(e => e.dataset.action)"
     ) == [
@@ -183,6 +183,12 @@ def test_launch_watch_running_and_stop(world, portal, page):
         "delete",
     ]
     shot(page, "instance-running")
+    page.click("[data-tab=events]")
+    page.wait_for_selector("#instance-detail .timeline-item:first-child >> text=running")
+    page.click("[data-tab=access]")
+    route_url = f"{portal.url}/w/{instance.pk}/web/"
+    page.wait_for_selector(f"#instance-detail [data-open-endpoint=web] >> text={route_url}")
+    page.click("[data-tab=overview]")
 
     # Stop, confirmed on its own page.
     page.click("#instance-detail a[data-action=stop]")
