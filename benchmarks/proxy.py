@@ -604,6 +604,14 @@ def measure_http(targets: dict[str, Target], args) -> dict[str, HttpResult]:
     return results
 
 
+def echo_through(pool, target: Target, connections: int, duration: float) -> dict:
+    """``echo_load`` in the client process, its failure named after the target."""
+    try:
+        return pool.apply(echo_load, (target.ws_url, target.ws_headers, connections, duration))
+    except Exception as exc:
+        raise RuntimeError(f"{target.name}: WebSocket echo failed: {exc!r}") from exc
+
+
 def measure_websockets(targets: dict[str, Target], args) -> dict[str, dict]:
     print()
     print(
@@ -615,12 +623,7 @@ def measure_websockets(targets: dict[str, Target], args) -> dict[str, dict]:
     # One client process for every target: it must not share the proxy's process.
     with SPAWN.Pool(1) as pool:
         for key, target in targets.items():
-            try:
-                results[key] = pool.apply(
-                    echo_load, (target.ws_url, target.ws_headers, args.connections, args.duration)
-                )
-            except Exception as exc:
-                raise RuntimeError(f"{target.name}: WebSocket echo failed: {exc!r}") from exc
+            results[key] = echo_through(pool, target, args.connections, args.duration)
     print_table(
         ["target", "messages", "errors", "messages/s", "p50 ms", "p99 ms"],
         [
@@ -649,10 +652,7 @@ def measure_memory(targets: dict[str, Target], args) -> dict[str, Memory]:
     with SPAWN.Pool(1) as pool:
         for key, target in targets.items():
             # A first exchange loads what a WebSocket needs: "idle" is a warm process.
-            try:
-                pool.apply(echo_load, (target.ws_url, target.ws_headers, 1, 1))
-            except Exception as exc:
-                raise RuntimeError(f"{target.name}: WebSocket echo failed: {exc!r}") from exc
+            echo_through(pool, target, 1, 1)
             results[key] = held_memory(target, args.websockets, args.hold)
     mb = 1024 * 1024
     print_table(
