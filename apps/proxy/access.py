@@ -247,7 +247,7 @@ def _load(key: tuple) -> Target | None:
         upstream=(route.upstream_host, route.upstream_port) if route.status == "active" else None,
         public_prefix=base if route.mode == "path_prefix" else "/",
         upstream_prefix=base if adapter.base_url == "platform_path" else "/",
-        origin="/".join(route.public_url.split("/", 3)[:3]),
+        origin=route.origin,
         portal_url=f"{settings.ISSUER}/projects/{instance.project_id}/instances/{instance.pk}/",
         bridge_headers=headers,
         redact=redact,

@@ -61,7 +61,7 @@ class UiSessionView(BaseAPIView):
         response = Response(body, status=201)
         if minted["route_mode"] == "path_prefix":
             # Same origin as the portal: redeem the ticket now and set the route cookie here.
-            exchanged = sessions.exchange(minted["ticket"], sessions.route_host(minted["route"]))
+            exchanged = sessions.exchange(minted["ticket"], minted["route"].host)
             body["exchange_url"] = body["ticket"] = None
             body["expires_at"] = timezone.now() + timedelta(seconds=exchanged.max_age)
             response.set_cookie(

@@ -89,12 +89,10 @@ def mint(principal, instance, endpoint_name: str, session) -> dict:
         target=instance,
         details={"endpoint": endpoint_name, "route": route.slug},
     )
-    origin = route.public_url.split("/", 3)
-    origin = "/".join(origin[:3])
     return {
         "route": route,
         "ticket": ticket,
-        "exchange_url": f"{origin}/_gpuaas/session",
+        "exchange_url": f"{route.origin}/_gpuaas/session",
         "open_url": entry_url(route),
         "expires_at": datetime.fromtimestamp(expires, tz=UTC),
         "mode": instance.ui_mode,
@@ -132,7 +130,7 @@ def exchange(ticket: str, host: str) -> Exchanged:
             "This app link has expired or was already used; open the app again from the portal."
         )
     route = ProxyRoute.objects.filter(pk=data["route"]).first()
-    if route is None or route_host(route) != host:
+    if route is None or route.host != host:
         raise Unauthenticated("This app link belongs to another app.")
     lifetime = settings.PROXY_SESSION_SECONDS
     if data["until"]:
@@ -150,10 +148,6 @@ def exchange(ticket: str, host: str) -> Exchanged:
         max_age=lifetime,
         entry_path=urlsplit(entry_url(route)).path,
     )
-
-
-def route_host(route) -> str:
-    return route.public_url.split("/", 3)[2]
 
 
 def cookie_path(route) -> str:

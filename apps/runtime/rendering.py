@@ -11,6 +11,7 @@ YAML. Every image is referenced by digest; no host paths, no privileged mode.
 from __future__ import annotations
 
 from apps.catalog.manifests import TEMPLATE, gpu_count, template_fields
+from apps.proxy.exposure import proxied_endpoints
 
 
 def base_path(instance_id, endpoint: str) -> str:
@@ -35,7 +36,7 @@ def _fill_all(items, context):
 
 
 def _context(instance, member) -> dict:
-    proxied = [e for e in instance.manifest["endpoints"] if "platform_proxy" in e["exposure_modes"]]
+    proxied = proxied_endpoints(instance.manifest)
     primary = proxied[0]["name"] if proxied else instance.manifest["endpoints"][0]["name"]
     return {
         "params": {key: _format(value) for key, value in instance.parameters.items()},

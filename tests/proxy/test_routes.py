@@ -155,7 +155,7 @@ def test_logout_revocation_and_stop_change_the_cached_decision(owner, project, a
     route = ProxyRoute.objects.get(instance=instance)
     session = login_session(owner)
     ticket = mint_ticket(owner, instance, session)["ticket"]
-    payload = sessions.read_cookie(sessions.exchange(ticket, sessions.route_host(route)).cookie)
+    payload = sessions.read_cookie(sessions.exchange(ticket, route.host).cookie)
 
     def decision():
         cached, generations = sessions.cached_decision(str(route.pk), str(instance.pk), payload)
