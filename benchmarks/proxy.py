@@ -288,6 +288,7 @@ def seed(static_port: int, echo_port: int) -> dict:
     from django.contrib.sessions.backends.db import SessionStore
 
     from apps.proxy import sessions
+    from apps.runtime import agents
     from apps.runtime import services as runtime
     from apps.tenancy.models import Membership
     from apps.tenancy.principal import for_user
@@ -312,8 +313,8 @@ def seed(static_port: int, echo_port: int) -> dict:
         instance = runtime.launch(
             principal, project, app_slug="jupyterlab", allocation_id=allocation.pk
         ).instance
-        for task in runtime.claim_tasks(node):
-            runtime.report_task(
+        for task in agents.claim_tasks(node):
+            agents.report_task(
                 node, task.pk, succeeded=True, endpoints=[{"name": "web", "host": "127.0.0.1", "port": port}]
             )
         instance.refresh_from_db()

@@ -1,14 +1,11 @@
-"""App instance operations (launch, stop, start, decommission, share) and the
-node agent's side of them (claiming tasks, reporting results, heartbeats).
+"""App instance operations: who sees what, launch, stop, start, decommission, share.
 
-Instance state moves only through ``_transition`` (a conditional UPDATE on the
-state it read), and every move writes an event; the API, the portal, the admin
-and the agent API all go through these functions.
+Instance state moves only through ``states.transition``; the node agent's side
+(claiming tasks, reporting results, heartbeats) is in ``apps.runtime.agents``.
+The API, the portal and the admin go through these functions.
 """
 
 from __future__ import annotations
-
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -35,6 +32,7 @@ from apps.runtime.models import (
     Operation,
     RuntimeSecret,
 )
+from apps.runtime.states import transition
 from apps.tenancy import policy
 from apps.tenancy.models import Project
 from apps.tenancy.principal import Grant, Principal
@@ -322,7 +320,7 @@ def change(principal: Principal, instance: AppInstance, action: str, why: str = 
             raise InvalidState(f"Cannot {action} an instance that is {current.state}.")
         operation = _operation(principal, current, action)
         previous = current.state
-        _transition(
+        transition(
             current,
             in_progress,
             reason=why,
@@ -382,246 +380,6 @@ def share(
     return instance
 
 
-def _transition(
-    instance: AppInstance,
-    new_state: str,
-    *,
-    reason: str = "",
-    actor: str = "",
-    message: str = "",
-    kind: str = "state",
-    members: bool = True,
-) -> bool:
-    """Move the instance; its members follow unless ``members`` is false (one member's
-    own news, already written with ``_member_state``)."""
-    previous = instance.state
-    changed = AppInstance.objects.filter(pk=instance.pk, state=previous).update(
-        state=new_state, state_reason=reason, updated_at=timezone.now()
-    )
-    if changed:
-        instance.state, instance.state_reason = new_state, reason
-        if members:
-            InstanceMember.objects.filter(instance=instance).update(state=new_state, state_reason=reason)
-        events.record(
-            instance,
-            kind,
-            message or reason or f"{previous} -> {new_state}",
-            from_state=previous,
-            to_state=new_state,
-            actor=actor,
-        )
-        proxy_routes.sync(instance)
-    return bool(changed)
-
-
-def _member_state(instance: AppInstance, node: Node, state: str, reason: str = "") -> None:
-    InstanceMember.objects.filter(instance=instance, node=node).update(
-        state=state, state_reason=reason, last_report_at=timezone.now()
-    )
-
-
-def _all_members(instance: AppInstance, state: str) -> bool:
-    return not instance.members.exclude(state=state).exists()
-
-
-def _member_reason(instance: AppInstance, node: Node, reason: str) -> str:
-    """A clustered instance's reason says which member it is about."""
-    if instance.members.count() > 1:
-        return f"{node.hostname}: {reason}"
-    return reason
-
-
-# --- the agent's side -------------------------------------------------------------
-
-
-def claim_tasks(node: Node, limit: int = 10) -> list[AgentTask]:
-    """Hand the node's pending tasks to its agent (each to one caller only)."""
-    with transaction.atomic():
-        tasks = list(
-            AgentTask.objects.select_for_update(skip_locked=True)
-            .filter(node=node, status=AgentTask.Status.PENDING)
-            .order_by("created_at")[:limit]
-        )
-        if not tasks:
-            return []
-        AgentTask.objects.filter(pk__in=[t.pk for t in tasks]).update(
-            status=AgentTask.Status.CLAIMED, claimed_at=timezone.now()
-        )
-        for task in tasks:
-            task.status = AgentTask.Status.CLAIMED
-            instance = AppInstance.objects.get(pk=task.instance_id)
-            if task.operation_id:
-                Operation.objects.filter(pk=task.operation_id, state=Operation.State.PENDING).update(
-                    state=Operation.State.RUNNING, progress=30, updated_at=timezone.now()
-                )
-            if task.action == AgentTask.Action.START and instance.state in (State.REQUESTED, State.STARTING):
-                _member_state(instance, node, State.STARTING)
-            if task.action == AgentTask.Action.START and instance.state == State.REQUESTED:
-                _transition(
-                    instance,
-                    State.STARTING,
-                    actor=f"agent:{node.hostname}",
-                    message=f"the agent on {node.hostname} is starting it",
-                    members=False,
-                )
-    return tasks
-
-
-def task_secrets(node: Node, task_id) -> dict[str, str]:
-    """Secret values for a claimed start task of this node; nothing for anyone else."""
-    task = AgentTask.objects.filter(
-        pk=task_id, node=node, status=AgentTask.Status.CLAIMED, action=AgentTask.Action.START
-    ).first()
-    if task is None:
-        raise NotFound("No such task for this node.")
-    return {
-        s.name: crypto.decrypt(s.value_encrypted)
-        for s in RuntimeSecret.objects.filter(instance_id=task.instance_id)
-    }
-
-
-_DONE_STATE = {
-    AgentTask.Action.START: State.RUNNING,
-    AgentTask.Action.STOP: State.STOPPED,
-    AgentTask.Action.REMOVE: State.DELETED,
-}
-
-
-def report_task(
-    node: Node, task_id, *, succeeded: bool, error: str = "", endpoints: list[dict] = ()
-) -> AgentTask:
-    """The agent's result for a task: endpoints on start, the failure reason otherwise."""
-    now = timezone.now()
-    with transaction.atomic():
-        task = AgentTask.objects.select_for_update().filter(pk=task_id, node=node).first()
-        if task is None:
-            raise NotFound("No such task for this node.")
-        if task.status != AgentTask.Status.CLAIMED:
-            return task  # a repeated report changes nothing
-        task.status = AgentTask.Status.SUCCEEDED if succeeded else AgentTask.Status.FAILED
-        task.error, task.finished_at = error[:2000], now
-        task.save(update_fields=["status", "error", "finished_at", "updated_at"])
-        instance = AppInstance.objects.select_for_update().get(pk=task.instance_id)
-        member = InstanceMember.objects.filter(instance=instance, node=node).first()
-        actor = f"agent:{node.hostname}"
-        if succeeded:
-            done = _DONE_STATE[task.action]
-            if task.action == AgentTask.Action.START and (member is None or member.rank == 0):
-                for item in endpoints:  # the primary serves the instance's endpoints
-                    Endpoint.objects.filter(instance=instance, name=item["name"]).update(
-                        host=item["host"], port=item["port"], reported_at=now
-                    )
-            _member_state(instance, node, done)
-            in_step = task.action != AgentTask.Action.START or instance.state == State.STARTING
-            if in_step and _all_members(instance, done):
-                if task.action == AgentTask.Action.REMOVE:
-                    Endpoint.objects.filter(instance=instance).update(host="", port=None, reported_at=now)
-                    RuntimeSecret.objects.filter(instance=instance).delete()
-                _transition(instance, done, actor=actor)
-        else:
-            reason = error[:500] or f"{task.action} failed on {node.hostname}"
-            _member_state(instance, node, State.FAILED, reason)
-            _transition(
-                instance,
-                State.FAILED,
-                reason=_member_reason(instance, node, reason),
-                actor=actor,
-                members=False,
-            )
-        if task.operation_id:
-            _operation_progress(task.operation_id, failed=not succeeded, error=error, now=now)
-    return task
-
-
-def _operation_progress(operation_id, *, failed: bool, error: str, now) -> None:
-    """An operation is done when its last task is (failed at its first failure)."""
-    if failed:
-        Operation.objects.filter(pk=operation_id).update(
-            state=Operation.State.FAILED, progress=100, error=error[:2000], finished_at=now, updated_at=now
-        )
-        return
-    tasks = AgentTask.objects.filter(operation_id=operation_id)
-    total, done = tasks.count(), tasks.filter(status=AgentTask.Status.SUCCEEDED).count()
-    if done < total:
-        Operation.objects.filter(pk=operation_id, state=Operation.State.RUNNING).update(
-            progress=30 + 70 * done // total, updated_at=now
-        )
-        return
-    Operation.objects.filter(pk=operation_id).exclude(state=Operation.State.FAILED).update(
-        state=Operation.State.SUCCEEDED, progress=100, error="", finished_at=now, updated_at=now
-    )
-
-
-def heartbeat(node: Node, running: list[str] | None = None) -> None:
-    """The agent is alive; ``running`` lists the instances it still runs, so
-    instances marked failed while the node was silent come back."""
-    now = timezone.now()
-    was_offline = Node.objects.filter(pk=node.pk, agent_offline=True).exists()
-    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=now, agent_offline=False)
-    if running is None:
-        return
-    actor = f"agent:{node.hostname}"
-    on_node = AppInstance.objects.filter(members__node=node).distinct()
-    for instance in on_node.filter(state=State.RUNNING).exclude(pk__in=running):
-        reason = f"the workload is no longer running on {node.hostname}"
-        _member_state(instance, node, State.FAILED, reason)
-        _transition(
-            instance,
-            State.FAILED,
-            reason=_member_reason(instance, node, reason),
-            actor=actor,
-            kind="exited",
-            members=False,
-        )
-    if was_offline:
-        for instance in on_node.filter(state=State.FAILED, pk__in=running):
-            _member_state(instance, node, State.RUNNING)
-            if _all_members(instance, State.RUNNING):
-                _transition(
-                    instance,
-                    State.RUNNING,
-                    actor=actor,
-                    kind="node_online",
-                    message=f"the agent on {node.hostname} is back and still runs it",
-                )
-
-
-def mark_silent_nodes_offline(now=None) -> int:
-    """Beat: nodes whose agent stopped heartbeating go offline; their instances show it."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.AGENT_OFFLINE_AFTER_SECONDS)
-    silent = list(
-        Node.objects.filter(
-            agent_offline=False,
-            enrolled_at__isnull=False,
-            credential_hash__gt="",
-            last_heartbeat_at__lt=cutoff,
-        )
-    )
-    for node in silent:
-        with transaction.atomic():
-            if not Node.objects.filter(pk=node.pk, agent_offline=False).update(agent_offline=True):
-                continue
-            reason = (
-                f"node agent on {node.hostname} offline since {node.last_heartbeat_at:%Y-%m-%d %H:%M:%S} UTC"
-            )
-            for instance in AppInstance.objects.filter(
-                members__node=node, state__in=AppInstance.ACTIVE_STATES
-            ).distinct():
-                _member_state(instance, node, State.FAILED, reason)
-                _transition(
-                    instance,
-                    State.FAILED,
-                    reason=_member_reason(instance, node, reason),
-                    kind="node_offline",
-                    members=False,
-                )
-            audit.record(
-                None, "node.agent_offline", target=node, outcome=audit.FAILURE, details={"reason": reason}
-            )
-    return len(silent)
-
-
 def runtime_secret(instance: AppInstance, name: str) -> str | None:
     """For the platform's own use (the proxy's auth bridge); never for an API answer."""
     secret = RuntimeSecret.objects.filter(instance=instance, name=name).first()
@@ -645,29 +403,9 @@ def drain_allocation(allocation: Allocation) -> int:
         state__in=[*AppInstance.ACTIVE_STATES, State.STOPPED, State.FAILED],
     ).distinct():
         if not allocation.node.credential_hash:
-            _transition(instance, State.DELETED, reason="node released", message="the node was released")
+            transition(instance, State.DELETED, reason="node released", message="the node was released")
             continue
         if instance.state != State.DECOMMISSIONING:
             change(SYSTEM, instance, "decommission")
         remaining += 1
     return remaining
-
-
-def expire_stale_claims(now=None) -> int:
-    """Beat: a task claimed by an agent that never reported (it died mid-task) fails
-    with a reason, so its instance does not stay ``starting`` forever."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.AGENT_TASK_TIMEOUT_SECONDS)
-    stale = list(
-        AgentTask.objects.filter(status=AgentTask.Status.CLAIMED, claimed_at__lt=cutoff).select_related(
-            "node"
-        )
-    )
-    for task in stale:
-        report_task(
-            task.node,
-            task.pk,
-            succeeded=False,
-            error=f"the agent on {task.node.hostname} claimed this {task.action} and never reported back",
-        )
-    return len(stale)

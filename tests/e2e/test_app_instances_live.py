@@ -25,7 +25,7 @@ from django.db import connection
 from apps.allocations.models import Allocation, Node
 from apps.catalog import services as catalog
 from apps.catalog.models import App, Flavor
-from apps.runtime import services
+from apps.runtime import agents
 from apps.runtime.models import AppInstance
 from apps.tenancy.models import Membership
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
@@ -100,11 +100,11 @@ def _in_thread(work, *args):
 
 
 def _claim(node):
-    return [task.pk for task in services.claim_tasks(node)]
+    return [task.pk for task in agents.claim_tasks(node)]
 
 
 def _report_started(node, task_id):
-    services.report_task(
+    agents.report_task(
         node, task_id, succeeded=True, endpoints=[{"name": "web", "host": "127.0.0.1", "port": 41234}]
     )
 

@@ -20,7 +20,7 @@ from apps.catalog import services as catalog
 from apps.catalog.models import App, Entitlement
 from apps.core.models import AuditEvent
 from apps.proxy import routes as proxy_routes
-from apps.runtime import services
+from apps.runtime import agents, services
 from apps.runtime.models import AgentTask, AppInstance
 from apps.tenancy import principal as principals
 from tests.allocations.conftest import make_nodes
@@ -166,9 +166,9 @@ def launched(user, project, allocation, slug="jupyterlab", **parameters) -> AppI
 
 def agent_finishes(instance, *, succeeded=True, port=41234, error=""):
     node = instance.allocation.node
-    [task] = services.claim_tasks(node)
+    [task] = agents.claim_tasks(node)
     endpoints = [{"name": "web", "host": "127.0.0.1", "port": port}] if succeeded else []
-    services.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
+    agents.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
     instance.refresh_from_db()
 
 
@@ -583,8 +583,8 @@ def test_workload_shell_tabs_show_status_members_access_and_events(as_user, admi
     publish("every", every_type_manifest(), name="Every type")
     instance = launched(admin, project, allocation, "every", tag="abc")
     node = allocation.node
-    [task] = services.claim_tasks(node)
-    services.report_task(
+    [task] = agents.claim_tasks(node)
+    agents.report_task(
         node,
         task.pk,
         succeeded=True,

@@ -28,6 +28,7 @@ from websockets.exceptions import InvalidStatus
 from apps.catalog import services as catalog
 from apps.catalog.models import App
 from apps.proxy import access, sessions
+from apps.runtime import agents
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
 from tests.runtime.conftest import (  # noqa: F401 - fixtures the proxy tests share with the runtime's
@@ -76,8 +77,8 @@ def start_instance(user, project, allocation, app: App, *, host: str, port: int)
     )
     instance = operation.instance
     node = allocation.node
-    for task in runtime.claim_tasks(node):
-        runtime.report_task(
+    for task in agents.claim_tasks(node):
+        agents.report_task(
             node, task.pk, succeeded=True, endpoints=[{"name": "web", "host": host, "port": port}]
         )
     instance.refresh_from_db()

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from apps.runtime import services
+from apps.runtime import agents, services
 from apps.runtime.models import AgentTask, AppInstance, Endpoint
 from tests.runtime.agent_fixtures import wait_for
 
@@ -153,7 +153,7 @@ def test_workloads_outlive_the_agent_and_dead_ones_are_reported(
 
     node_agent.kill()
     settings.AGENT_OFFLINE_AFTER_SECONDS = 1
-    wait_for(lambda: services.mark_silent_nodes_offline() == 1, timeout=10, what="the node going offline")
+    wait_for(lambda: agents.mark_silent_nodes_offline() == 1, timeout=10, what="the node going offline")
     platform.wait_state(instance_id, "failed")
     assert f"node agent on {hostname} offline" in AppInstance.objects.get(pk=instance_id).state_reason
     assert jupyter_status(instance_id, token) == 200  # the workload did not notice

@@ -11,7 +11,7 @@ import pytest
 from apps.allocations import services as allocations
 from apps.catalog import services as catalog
 from apps.catalog.models import App
-from apps.runtime import services
+from apps.runtime import agents, services
 from apps.runtime.models import AgentTask, AppInstance, Operation
 from apps.tenancy import principal as principals
 from tests.runtime.conftest import SHIPPED
@@ -70,9 +70,9 @@ def launch_pair(api, user, project, allocations):
 def agent_on(allocation, *, succeeded=True, error=""):
     """What the agent on this allocation's node does with its pending task."""
     node = allocation.node
-    [task] = services.claim_tasks(node)
+    [task] = agents.claim_tasks(node)
     endpoints = [{"name": "web", "host": node.hostname, "port": 41000}] if succeeded else []
-    services.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
+    agents.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
     return task
 
 
@@ -144,7 +144,7 @@ def test_a_member_that_stops_running_on_its_node_fails_the_instance(
     instance, primary, worker = launch_pair(api, allocator, project, three_allocations)
     agent_on(primary)
     agent_on(worker)
-    services.heartbeat(worker.node, running=[])
+    agents.heartbeat(worker.node, running=[])
     instance.refresh_from_db()
     assert instance.state == "failed" and instance.state_reason.startswith(worker.node.hostname)
 

@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from apps.runtime import services
+from apps.runtime import agents, services
 from apps.runtime.models import AgentTask, AppInstance, Operation, RuntimeSecret
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Grant, Principal
@@ -23,9 +23,9 @@ def launch(api, project, allocation, **body):
 def agent_finishes(instance, *, succeeded=True, error="", port=41234):
     """What the node agent does, through the same services its API calls."""
     node = instance.allocation.node
-    [task] = services.claim_tasks(node)
+    [task] = agents.claim_tasks(node)
     endpoints = [{"name": "web", "host": "127.0.0.1", "port": port}] if succeeded else []
-    services.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
+    agents.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
     instance.refresh_from_db()
     return task
 
@@ -248,8 +248,8 @@ def test_a_claim_the_agent_never_reports_fails_after_the_timeout(
 
     api.force_login(allocator)
     instance = AppInstance.objects.get(pk=launch(api, project, active_allocation).json()["instance_id"])
-    services.claim_tasks(instance.allocation.node)
-    assert services.expire_stale_claims() == 0
-    assert services.expire_stale_claims(now=timezone.now() + timedelta(hours=1)) == 1
+    agents.claim_tasks(instance.allocation.node)
+    assert agents.expire_stale_claims() == 0
+    assert agents.expire_stale_claims(now=timezone.now() + timedelta(hours=1)) == 1
     instance.refresh_from_db()
     assert instance.state == "failed" and "never reported back" in instance.state_reason

@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from apps.allocations import nodes
 from apps.core.errors import Unauthenticated, error_json
-from apps.runtime import events, services
+from apps.runtime import agents, events
 from apps.tenancy.principal import Principal
 
 
@@ -96,7 +96,7 @@ class HeartbeatView(AgentView):
         data = HeartbeatSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         running = data.validated_data.get("running")
-        services.heartbeat(request.user.node, [str(i) for i in running] if running is not None else None)
+        agents.heartbeat(request.user.node, [str(i) for i in running] if running is not None else None)
         return Response(status=204)
 
 
@@ -118,7 +118,7 @@ class TaskReportView(AgentView):
         data = TaskReportSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        services.report_task(
+        agents.report_task(
             request.user.node,
             task_id,
             succeeded=values["status"] == "succeeded",
@@ -132,7 +132,7 @@ class TaskSecretsView(AgentView):
     @extend_schema(responses={200: dict}, summary="Secret values a claimed start task references")
     def get(self, request, task_id):
         return Response(
-            services.task_secrets(request.user.node, task_id), headers={"Cache-Control": "no-store"}
+            agents.task_secrets(request.user.node, task_id), headers={"Cache-Control": "no-store"}
         )
 
 
@@ -162,17 +162,17 @@ async def fetch_tasks(request):
         return error_json(
             400, "validation_error", "wait must be a number of seconds.", {"wait": ["Not a number."]}
         )
-    tasks = await sync_to_async(services.claim_tasks)(node)
+    tasks = await sync_to_async(agents.claim_tasks)(node)
     if not tasks and wait > 0:
         layer = get_channel_layer()
         channel = await layer.new_channel()
         await layer.group_add(events.agent_group(node.pk), channel)
         try:
-            tasks = await sync_to_async(services.claim_tasks)(node)  # one may have arrived while subscribing
+            tasks = await sync_to_async(agents.claim_tasks)(node)  # one may have arrived while subscribing
             if not tasks:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(layer.receive(channel), timeout=wait)
-                tasks = await sync_to_async(services.claim_tasks)(node)
+                tasks = await sync_to_async(agents.claim_tasks)(node)
         finally:
             await layer.group_discard(events.agent_group(node.pk), channel)
     return JsonResponse({"tasks": [_task_body(task) for task in tasks]})

@@ -1,0 +1,227 @@
+"""The node agent's side of the runtime: claiming tasks, fetching a task's secrets,
+reporting results and heartbeats, and the beat tasks that notice silent agents and
+claims never reported. A clustered instance moves when all its members have."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apps.allocations.models import Node
+from apps.core import audit, crypto
+from apps.core.errors import NotFound
+from apps.runtime.models import AgentTask, AppInstance, Endpoint, InstanceMember, Operation, RuntimeSecret
+from apps.runtime.states import all_members_in, member_reason, set_member_state, transition
+
+State = AppInstance.State
+
+
+def claim_tasks(node: Node, limit: int = 10) -> list[AgentTask]:
+    """Hand the node's pending tasks to its agent (each to one caller only)."""
+    with transaction.atomic():
+        tasks = list(
+            AgentTask.objects.select_for_update(skip_locked=True)
+            .filter(node=node, status=AgentTask.Status.PENDING)
+            .order_by("created_at")[:limit]
+        )
+        if not tasks:
+            return []
+        AgentTask.objects.filter(pk__in=[t.pk for t in tasks]).update(
+            status=AgentTask.Status.CLAIMED, claimed_at=timezone.now()
+        )
+        for task in tasks:
+            task.status = AgentTask.Status.CLAIMED
+            instance = AppInstance.objects.get(pk=task.instance_id)
+            if task.operation_id:
+                Operation.objects.filter(pk=task.operation_id, state=Operation.State.PENDING).update(
+                    state=Operation.State.RUNNING, progress=30, updated_at=timezone.now()
+                )
+            if task.action == AgentTask.Action.START and instance.state in (State.REQUESTED, State.STARTING):
+                set_member_state(instance, node, State.STARTING)
+            if task.action == AgentTask.Action.START and instance.state == State.REQUESTED:
+                transition(
+                    instance,
+                    State.STARTING,
+                    actor=f"agent:{node.hostname}",
+                    message=f"the agent on {node.hostname} is starting it",
+                    members=False,
+                )
+    return tasks
+
+
+def task_secrets(node: Node, task_id) -> dict[str, str]:
+    """Secret values for a claimed start task of this node; nothing for anyone else."""
+    task = AgentTask.objects.filter(
+        pk=task_id, node=node, status=AgentTask.Status.CLAIMED, action=AgentTask.Action.START
+    ).first()
+    if task is None:
+        raise NotFound("No such task for this node.")
+    return {
+        s.name: crypto.decrypt(s.value_encrypted)
+        for s in RuntimeSecret.objects.filter(instance_id=task.instance_id)
+    }
+
+
+_DONE_STATE = {
+    AgentTask.Action.START: State.RUNNING,
+    AgentTask.Action.STOP: State.STOPPED,
+    AgentTask.Action.REMOVE: State.DELETED,
+}
+
+
+def report_task(
+    node: Node, task_id, *, succeeded: bool, error: str = "", endpoints: list[dict] = ()
+) -> AgentTask:
+    """The agent's result for a task: endpoints on start, the failure reason otherwise."""
+    now = timezone.now()
+    with transaction.atomic():
+        task = AgentTask.objects.select_for_update().filter(pk=task_id, node=node).first()
+        if task is None:
+            raise NotFound("No such task for this node.")
+        if task.status != AgentTask.Status.CLAIMED:
+            return task  # a repeated report changes nothing
+        task.status = AgentTask.Status.SUCCEEDED if succeeded else AgentTask.Status.FAILED
+        task.error, task.finished_at = error[:2000], now
+        task.save(update_fields=["status", "error", "finished_at", "updated_at"])
+        instance = AppInstance.objects.select_for_update().get(pk=task.instance_id)
+        member = InstanceMember.objects.filter(instance=instance, node=node).first()
+        actor = f"agent:{node.hostname}"
+        if succeeded:
+            done = _DONE_STATE[task.action]
+            if task.action == AgentTask.Action.START and (member is None or member.rank == 0):
+                for item in endpoints:  # the primary serves the instance's endpoints
+                    Endpoint.objects.filter(instance=instance, name=item["name"]).update(
+                        host=item["host"], port=item["port"], reported_at=now
+                    )
+            set_member_state(instance, node, done)
+            in_step = task.action != AgentTask.Action.START or instance.state == State.STARTING
+            if in_step and all_members_in(instance, done):
+                if task.action == AgentTask.Action.REMOVE:
+                    Endpoint.objects.filter(instance=instance).update(host="", port=None, reported_at=now)
+                    RuntimeSecret.objects.filter(instance=instance).delete()
+                transition(instance, done, actor=actor)
+        else:
+            reason = error[:500] or f"{task.action} failed on {node.hostname}"
+            set_member_state(instance, node, State.FAILED, reason)
+            transition(
+                instance,
+                State.FAILED,
+                reason=member_reason(instance, node, reason),
+                actor=actor,
+                members=False,
+            )
+        if task.operation_id:
+            _operation_progress(task.operation_id, failed=not succeeded, error=error, now=now)
+    return task
+
+
+def _operation_progress(operation_id, *, failed: bool, error: str, now) -> None:
+    """An operation is done when its last task is (failed at its first failure)."""
+    if failed:
+        Operation.objects.filter(pk=operation_id).update(
+            state=Operation.State.FAILED, progress=100, error=error[:2000], finished_at=now, updated_at=now
+        )
+        return
+    tasks = AgentTask.objects.filter(operation_id=operation_id)
+    total, done = tasks.count(), tasks.filter(status=AgentTask.Status.SUCCEEDED).count()
+    if done < total:
+        Operation.objects.filter(pk=operation_id, state=Operation.State.RUNNING).update(
+            progress=30 + 70 * done // total, updated_at=now
+        )
+        return
+    Operation.objects.filter(pk=operation_id).exclude(state=Operation.State.FAILED).update(
+        state=Operation.State.SUCCEEDED, progress=100, error="", finished_at=now, updated_at=now
+    )
+
+
+def heartbeat(node: Node, running: list[str] | None = None) -> None:
+    """The agent is alive; ``running`` lists the instances it still runs, so
+    instances marked failed while the node was silent come back."""
+    now = timezone.now()
+    was_offline = Node.objects.filter(pk=node.pk, agent_offline=True).exists()
+    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=now, agent_offline=False)
+    if running is None:
+        return
+    actor = f"agent:{node.hostname}"
+    on_node = AppInstance.objects.filter(members__node=node).distinct()
+    for instance in on_node.filter(state=State.RUNNING).exclude(pk__in=running):
+        reason = f"the workload is no longer running on {node.hostname}"
+        set_member_state(instance, node, State.FAILED, reason)
+        transition(
+            instance,
+            State.FAILED,
+            reason=member_reason(instance, node, reason),
+            actor=actor,
+            kind="exited",
+            members=False,
+        )
+    if was_offline:
+        for instance in on_node.filter(state=State.FAILED, pk__in=running):
+            set_member_state(instance, node, State.RUNNING)
+            if all_members_in(instance, State.RUNNING):
+                transition(
+                    instance,
+                    State.RUNNING,
+                    actor=actor,
+                    kind="node_online",
+                    message=f"the agent on {node.hostname} is back and still runs it",
+                )
+
+
+def mark_silent_nodes_offline(now=None) -> int:
+    """Beat: nodes whose agent stopped heartbeating go offline; their instances show it."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.AGENT_OFFLINE_AFTER_SECONDS)
+    silent = list(
+        Node.objects.filter(
+            agent_offline=False,
+            enrolled_at__isnull=False,
+            credential_hash__gt="",
+            last_heartbeat_at__lt=cutoff,
+        )
+    )
+    for node in silent:
+        with transaction.atomic():
+            if not Node.objects.filter(pk=node.pk, agent_offline=False).update(agent_offline=True):
+                continue
+            reason = (
+                f"node agent on {node.hostname} offline since {node.last_heartbeat_at:%Y-%m-%d %H:%M:%S} UTC"
+            )
+            for instance in AppInstance.objects.filter(
+                members__node=node, state__in=AppInstance.ACTIVE_STATES
+            ).distinct():
+                set_member_state(instance, node, State.FAILED, reason)
+                transition(
+                    instance,
+                    State.FAILED,
+                    reason=member_reason(instance, node, reason),
+                    kind="node_offline",
+                    members=False,
+                )
+            audit.record(
+                None, "node.agent_offline", target=node, outcome=audit.FAILURE, details={"reason": reason}
+            )
+    return len(silent)
+
+
+def expire_stale_claims(now=None) -> int:
+    """Beat: a task claimed by an agent that never reported (it died mid-task) fails
+    with a reason, so its instance does not stay ``starting`` forever."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.AGENT_TASK_TIMEOUT_SECONDS)
+    stale = list(
+        AgentTask.objects.filter(status=AgentTask.Status.CLAIMED, claimed_at__lt=cutoff).select_related(
+            "node"
+        )
+    )
+    for task in stale:
+        report_task(
+            task.node,
+            task.pk,
+            succeeded=False,
+            error=f"the agent on {task.node.hostname} claimed this {task.action} and never reported back",
+        )
+    return len(stale)
