@@ -71,11 +71,13 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
     def node(self, instance):
         return instance.allocation.node.hostname
 
-    def _change(self, request, queryset, action: str, done: str):
+    def _as_operator(self, request, queryset, operation, done: str):
+        """``operation(operator, instance)``, a service call, for each selected instance."""
         operator = principals.for_user(request.user)
-        apply_each(
-            self, request, queryset, lambda instance: services.change(operator, instance, action), done=done
-        )
+        apply_each(self, request, queryset, lambda instance: operation(operator, instance), done=done)
+
+    def _change(self, request, queryset, action: str, done: str):
+        self._as_operator(request, queryset, lambda op, i: services.change(op, i, action), done)
 
     @admin.action(description="Force-stop the selected instances")
     def force_stop(self, request, queryset):
@@ -86,11 +88,8 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
         self._change(request, queryset, "decommission", "Decommissioning")
 
     def _ui_mode(self, request, queryset, override: str, done: str):
-        operator = principals.for_user(request.user)
         queryset = queryset.select_related("app_version")
-        apply_each(
-            self, request, queryset, lambda i: proxy_routes.set_ui_mode(operator, i, override), done=done
-        )
+        self._as_operator(request, queryset, lambda op, i: proxy_routes.set_ui_mode(op, i, override), done)
 
     @admin.action(description="App UI: embed in the workload shell (when the app allows it)")
     def ui_embedded(self, request, queryset):

@@ -231,3 +231,27 @@ def test_embedding_on_subdomains_needs_the_apps_domain_on_the_portals_site(
     assert (decision.mode, decision.route_mode) == (mode, "subdomain")
     if mode == "link_out":
         assert decision.reason.startswith("the apps domain is another site than the portal's")
+
+
+def test_operators_force_stop_and_choose_the_ui_mode_from_the_admin(
+    client, owner, platform_admin, project, active_allocation, webapp
+):
+    from django.urls import reverse
+
+    instance = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
+    client.force_login(platform_admin)
+    changelist = reverse("admin:runtime_appinstance_changelist")
+
+    def act(action):
+        return client.post(changelist, {"action": action, "_selected_action": [str(instance.pk)]}, follow=True)
+
+    assert "Set to open in its own tab" in act("ui_link_out").content.decode()
+    instance.refresh_from_db()
+    assert (instance.ui_mode, instance.ui_mode_override) == ("link_out", "link_out")
+    act("ui_platform_decides")
+    instance.refresh_from_db()
+    assert (instance.ui_mode, instance.ui_mode_override) == ("embedded", "")
+    assert AuditEvent.objects.filter(action="instance.ui_mode.change").count() == 2
+    assert "Stopping" in act("force_stop").content.decode()
+    instance.refresh_from_db()
+    assert instance.state == "stopping"
