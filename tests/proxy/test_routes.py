@@ -243,7 +243,8 @@ def test_operators_force_stop_and_choose_the_ui_mode_from_the_admin(
     changelist = reverse("admin:runtime_appinstance_changelist")
 
     def act(action):
-        return client.post(changelist, {"action": action, "_selected_action": [str(instance.pk)]}, follow=True)
+        selected = {"action": action, "_selected_action": [str(instance.pk)]}
+        return client.post(changelist, selected, follow=True)
 
     assert "Set to open in its own tab" in act("ui_link_out").content.decode()
     instance.refresh_from_db()
