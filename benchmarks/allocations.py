@@ -56,6 +56,7 @@ import httpx
 
 # harness puts the repository root on sys.path: imported before apps, gpuaas and tests.
 from harness import (
+    RESULT_HEADERS,
     ROOT,
     CeleryWorker,
     RedisServer,
@@ -137,12 +138,33 @@ class Client:
     requests: int = 0
 
 
+
+def add_nodes(flavor, numbers) -> None:
+    """Available, approved nodes ``gpu-NNNNN`` of the flavor, 32 to a leaf switch and rack."""
+    from apps.allocations.models import Node
+
+    Node.objects.bulk_create(
+        [
+            Node(
+                hostname=f"gpu-{i:05d}",
+                flavor=flavor,
+                state=Node.State.AVAILABLE,
+                approved=True,
+                ib_guid=f"0x{i:016x}",
+                switch_serial=f"LEAF{i // 32:03d}",
+                switch_port=f"Eth1/{i % 32 + 1}",
+                rack=f"r{i // 32:03d}",
+            )
+            for i in numbers
+        ],
+        batch_size=2000,
+    )
+
 def seed(args) -> dict:
     """Flavor, free nodes for the single runs and the storm, one tenant per storm
     client (network, storage, quota) and a tenant for the single runs."""
     from django.core.management import call_command
 
-    from apps.allocations.models import Node
     from apps.catalog.models import Flavor
     from apps.metering import services as metering
     from apps.networking import services as networking
@@ -161,22 +183,7 @@ def seed(args) -> dict:
         rate_per_node_hour="98.32",
     )
     node_count = args.allocations + args.single_runs + 1  # +1: the unmeasured warm-up allocation
-    Node.objects.bulk_create(
-        [
-            Node(
-                hostname=f"gpu-{i:05d}",
-                flavor=flavor,
-                state=Node.State.AVAILABLE,
-                approved=True,
-                ib_guid=f"0x{i:016x}",
-                switch_serial=f"LEAF{i // 32:03d}",
-                switch_port=f"Eth1/{i % 32 + 1}",
-                rack=f"r{i // 32:03d}",
-            )
-            for i in range(node_count)
-        ],
-        batch_size=2000,
-    )
+    add_nodes(flavor, range(node_count))
     networking.load_pool(prefix="vrf", count=args.clients + 1, first_vni=50001, first_vlan=1000)
 
     def onboard(tenant_id: str, nodes: int) -> Client:
@@ -218,22 +225,7 @@ def seed_history(args, issuer_tenants: int) -> dict:
     started = time.perf_counter()
     flavor = Flavor.objects.get(name=FLAVOR)
     existing = Node.objects.count()
-    Node.objects.bulk_create(
-        [
-            Node(
-                hostname=f"gpu-{i:05d}",
-                flavor=flavor,
-                state=Node.State.AVAILABLE,
-                approved=True,
-                ib_guid=f"0x{i:016x}",
-                switch_serial=f"LEAF{i // 32:03d}",
-                switch_port=f"Eth1/{i % 32 + 1}",
-                rack=f"r{i // 32:03d}",
-            )
-            for i in range(existing, args.status_nodes)
-        ],
-        batch_size=2000,
-    )
+    add_nodes(flavor, range(existing, args.status_nodes))
     tenants = Tenant.objects.bulk_create(
         [
             Tenant(
@@ -1073,29 +1065,9 @@ def main() -> int:
             )
             print()
             print_table(
+                [*RESULT_HEADERS, "p95 < 20 ms"],
                 [
-                    "scenario",
-                    "requests",
-                    "errors",
-                    "req/s",
-                    "p50 ms",
-                    "p95 ms",
-                    "p99 ms",
-                    "server CPU ms/req",
-                    "p95 < 20 ms",
-                ],
-                [
-                    [
-                        r.name,
-                        r.requests,
-                        r.errors,
-                        f"{r.rps:.0f}",
-                        fmt_ms(r.percentile(50)),
-                        fmt_ms(r.percentile(95)),
-                        fmt_ms(r.percentile(99)),
-                        f"{r.cpu_ms_per_request:.2f}",
-                        "PASS" if r.percentile(95) < STATUS_GOAL_MS else "FAIL",
-                    ]
+                    [*r.cells(fmt_ms), "PASS" if r.percentile(95) < STATUS_GOAL_MS else "FAIL"]
                     for r in status_results
                 ],
             )

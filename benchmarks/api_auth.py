@@ -29,6 +29,7 @@ import httpx
 
 # harness puts the repository root on sys.path: imported before apps, gpuaas and tests.
 from harness import (
+    RESULT_HEADERS,
     Result,
     Server,
     configure_environment,
@@ -354,31 +355,7 @@ def main() -> int:
             print()
             print("Throughput and latency (loopback, httpx asyncio client in the same machine):")
             print()
-            print_table(
-                [
-                    "scenario",
-                    "requests",
-                    "errors",
-                    "req/s",
-                    "p50 ms",
-                    "p95 ms",
-                    "p99 ms",
-                    "server CPU ms/req",
-                ],
-                [
-                    [
-                        r.name,
-                        r.requests,
-                        r.errors,
-                        f"{r.rps:.0f}",
-                        f"{r.percentile(50):.1f}",
-                        f"{r.percentile(95):.1f}",
-                        f"{r.percentile(99):.1f}",
-                        f"{r.cpu_ms_per_request:.2f}",
-                    ]
-                    for r in results
-                ],
-            )
+            print_table(RESULT_HEADERS, [r.cells() for r in results])
 
             rows = query_counts(
                 [

@@ -327,6 +327,31 @@ class Result:
     def percentile(self, p: float) -> float:
         return percentile(self.latencies_ms, p)
 
+    def cells(self, ms=lambda value: f"{value:.1f}") -> list:
+        """The row under ``RESULT_HEADERS``; ``ms`` formats the latencies."""
+        return [
+            self.name,
+            self.requests,
+            self.errors,
+            f"{self.rps:.0f}",
+            ms(self.percentile(50)),
+            ms(self.percentile(95)),
+            ms(self.percentile(99)),
+            f"{self.cpu_ms_per_request:.2f}",
+        ]
+
+
+RESULT_HEADERS = [
+    "scenario",
+    "requests",
+    "errors",
+    "req/s",
+    "p50 ms",
+    "p95 ms",
+    "p99 ms",
+    "server CPU ms/req",
+]
+
 
 # --- report ------------------------------------------------------------------
 
