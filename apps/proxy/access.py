@@ -14,6 +14,7 @@ database together.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import time
 import weakref
@@ -26,8 +27,9 @@ from django.core.cache import cache
 from django.core.cache.backends.redis import RedisSerializer
 from django.db import close_old_connections
 
-from apps.proxy import sessions
+from apps.proxy import pipeline, sessions
 from apps.proxy.adapters import Adapter
+from apps.proxy.dataplane import limits
 
 _TTL = 2.0
 _ACTIVITY_EVERY = 15.0
@@ -104,70 +106,6 @@ class _SingleFlight:
 
 
 _loads = _SingleFlight()
-
-
-class _Batch:
-    """Redis commands sent in pipelines, one pipeline in flight at a time: the
-    commands issued while one is out go together in the next.
-
-    Every proxied request asks Redis for its decision and counts its connection
-    in and out, and redis-py's cost is per round trip far more than per command,
-    so requests that reach Redis together share one. Nothing waits for a batch to
-    fill: a command goes out in the turn of the event loop it was issued in, or as
-    soon as the round trip before it is back. One connection per process also
-    means a burst (a thousand WebSockets closing at once) cannot exhaust the
-    client's pool (100 connections), where a release would fail and its count
-    stay for up to an hour (decision 0017).
-    """
-
-    def __init__(self, url: str):
-        from redis.asyncio import Redis
-
-        self.client = Redis.from_url(url)
-        self.pending: list[tuple[tuple, asyncio.Future]] = []
-        self.sender: asyncio.Task | None = None
-
-    def call(self, *command) -> asyncio.Future:
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self.pending.append((command, future))
-        if self.sender is None:
-            self.sender = loop.create_task(self._send())
-        return future
-
-    async def _send(self) -> None:
-        try:
-            while self.pending:
-                batch, self.pending = self.pending, []
-                pipe = self.client.pipeline(transaction=False)
-                for command, _ in batch:
-                    pipe.execute_command(*command)
-                try:
-                    results = await pipe.execute(raise_on_error=False)
-                except Exception as exc:  # the connection, not a command: every caller sees it
-                    results = [exc] * len(batch)
-                for (_, future), result in zip(batch, results, strict=True):
-                    if future.done():
-                        continue
-                    if isinstance(result, Exception):
-                        future.set_exception(result)
-                    else:
-                        future.set_result(result)
-        finally:
-            self.sender = None
-
-
-_batches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def redis(url: str, *command) -> asyncio.Future:
-    """The reply to a Redis command, sent with the others of this turn of the event
-    loop (on a client of the running loop: its connections belong to it)."""
-    batches = _batches.setdefault(asyncio.get_running_loop(), {})
-    batch = batches.get(url)
-    if batch is None:
-        batch = batches[url] = _Batch(url)
-    return batch.call(*command)
 
 
 def is_proxied(host: str, path: str) -> bool:
@@ -272,29 +210,71 @@ def unavailable(target: Target, decision: sessions.Decision) -> str | None:
 
 async def authorize(target: Target, cookie: str | None, channel: str = "http") -> sessions.Decision:
     """May the holder of this route cookie reach this target now?"""
+    decision, _ = await _authorize(target, cookie, channel, count=False)
+    return decision
+
+
+async def admit(
+    target: Target, cookie: str | None, channel: str
+) -> tuple[sessions.Decision, limits.Count | None]:
+    """``authorize``, and the connection counted against the route's limits, in one
+    Redis command. The count is None when a limit is reached or access is refused;
+    the caller gives a count back (``limits.release``) when the connection ends."""
+    return await _authorize(target, cookie, channel, count=True)
+
+
+async def _authorize(target: Target, cookie: str | None, channel: str, count: bool):
     payload = sessions.read_cookie(cookie)
     if payload is None or payload.get("r") != target.route_id:
         decision = sessions.Decision(False, 401, "no session for this app")
         await _in_thread(_deny)(target, decision, None, channel)
-        return decision
-    decision, generations = await _cached_decision(target, payload)
+        return decision, None
+    url = _cache_redis_url()
+    keys = sessions.decision_keys(target.route_id, target.instance_id, payload)
+    counted = None
+    if url is None:
+        # In process (the embedded default): the local cache answers without any I/O.
+        found = cache.get_many(keys)
+        if count:
+            counted, _ = await limits.acquire(None, target, payload["u"])
+    else:
+        # The same keys as Django's cache, read with the decision's serialization.
+        raw = _raw_keys(tuple(keys))
+        if count:
+            counted, values = await limits.acquire(url, target, payload["u"], raw)
+        else:
+            values = await pipeline.call(url, "MGET", *raw)
+        found = {key: _value(value) for key, value in zip(keys, values, strict=True) if value is not None}
+    decision, generations = sessions.current_decision(keys, found)
     if decision is None:
         key = ("decide", target.route_id, target.instance_id, payload["u"], payload["s"], generations)
         decision = await _loads.run(
             key, _in_thread(sessions.decide), target.route_id, target.instance_id, payload, generations
         )
     if not decision.allowed:
+        if counted is not None:
+            limits.release(counted)
+            counted = None
         await _in_thread(_deny)(target, decision, payload, channel)
-    return decision
+    return decision, counted
 
 
 _serializer = RedisSerializer()
-# Django's names for the decision keys, by the keys: ``cache`` resolves its backend
-# on every attribute, which costs more than the Redis read itself.
-_raw_keys: dict[tuple, tuple[bytes | str, ...]] = {}
+_django_names: dict[tuple[str, ...], tuple[bytes | str, ...]] = {}
 # The values read, by their bytes: the same generations and decisions come back on
 # every request of a session, and unpickling them costs more than the lookup.
 _values: dict[bytes, object] = {}
+
+
+def _raw_keys(keys: tuple[str, ...]) -> tuple[bytes | str, ...]:
+    """Django's names for cache keys: ``cache`` resolves its backend on every
+    attribute, which costs more than the Redis read itself."""
+    raw = _django_names.get(keys)
+    if raw is None:
+        if len(_django_names) >= 10_000:
+            _django_names.clear()
+        raw = _django_names[keys] = tuple(cache.make_key(key) for key in keys)
+    return raw
 
 
 def _value(raw: bytes):
@@ -307,30 +287,18 @@ def _value(raw: bytes):
 
 
 def _cache_redis_url() -> str | None:
-    """The Redis server Django's cache writes to, when the cache is Redis."""
+    """The Redis server Django's cache writes to, when the cache is Redis (the
+    connection counts live there too, so one command can read and count)."""
     config = settings.CACHES["default"]
     if config["BACKEND"] != "django.core.cache.backends.redis.RedisCache":
         return None
     location = config["LOCATION"]
-    return (re.split("[;,]", location) if isinstance(location, str) else location)[0]
+    return _first_server(location) if isinstance(location, str) else location[0]
 
 
-async def _cached_decision(target: Target, payload: dict) -> tuple[sessions.Decision | None, tuple]:
-    """``sessions.cached_decision`` without a worker thread: on Redis, the same keys
-    read with the asyncio client (as Django's cache names and serializes them); in
-    process (the embedded default), the local cache answers without any I/O."""
-    keys = sessions.decision_keys(target.route_id, target.instance_id, payload)
-    url = _cache_redis_url()
-    if url is None:
-        return sessions.current_decision(keys, cache.get_many(keys))
-    raw = _raw_keys.get(tuple(keys))
-    if raw is None:
-        if len(_raw_keys) >= 10_000:
-            _raw_keys.clear()
-        raw = _raw_keys[tuple(keys)] = tuple(cache.make_key(key) for key in keys)
-    values = await redis(url, "MGET", *raw)
-    found = {key: _value(value) for key, value in zip(keys, values, strict=True) if value is not None}
-    return sessions.current_decision(keys, found)
+@functools.cache
+def _first_server(location: str) -> str:
+    return re.split("[;,]", location)[0]
 
 
 def _deny(target: Target, decision: sessions.Decision, payload: dict | None, channel: str) -> None:

@@ -15,6 +15,13 @@ OPEN_WEBSOCKETS = Gauge(
 )
 
 
+_counters: dict[tuple[str, int], object] = {}
+
+
 def count(kind: str, status: int) -> None:
-    # Status classes, not codes: a label per code and route would explode the series.
-    REQUESTS.labels(kind, f"{status // 100}xx" if status else "aborted").inc()
+    counter = _counters.get((kind, status))
+    if counter is None:
+        # Status classes, not codes: a label per code and route would explode the series.
+        label = f"{status // 100}xx" if status else "aborted"
+        counter = _counters[kind, status] = REQUESTS.labels(kind, label)
+    counter.inc()

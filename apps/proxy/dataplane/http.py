@@ -38,28 +38,26 @@ async def handle(scope: dict, receive, send, host: str) -> None:
             else:
                 status = await page(send, inbound, pages.NOT_FOUND, target)
             return
-        decision = await access.authorize(target, inbound.route_cookie, "http")
+        decision, count = await access.admit(target, inbound.route_cookie, "http")
         user_id = decision.user_id
-        if not decision.allowed:
-            status = await page(
-                send, inbound, pages.NO_SESSION if decision.status == 401 else pages.DENIED, target
-            )
-            return
-        if target.state == "pending":
-            status = await page(send, inbound, pages.STARTING, target, extra=_RETRY_AFTER_STARTING, refresh=5)
-            return
-        if reason := access.unavailable(target, decision):
-            status = await page(send, inbound, pages.UNAVAILABLE, target, message=reason)
-            return
-        keys = await limits.acquire(target, user_id)
-        if keys is None:
-            status = await page(send, inbound, pages.BUSY, target, extra=_RETRY_AFTER_BUSY)
-            return
         try:
-            await access.touch(target)
-            status, sent = await _forward(scope, receive, send, target, inbound, raw_path)
+            if not decision.allowed:
+                spec = pages.NO_SESSION if decision.status == 401 else pages.DENIED
+                status = await page(send, inbound, spec, target)
+            elif target.state == "pending":
+                status = await page(
+                    send, inbound, pages.STARTING, target, extra=_RETRY_AFTER_STARTING, refresh=5
+                )
+            elif reason := access.unavailable(target, decision):
+                status = await page(send, inbound, pages.UNAVAILABLE, target, message=reason)
+            elif count is None:
+                status = await page(send, inbound, pages.BUSY, target, extra=_RETRY_AFTER_BUSY)
+            else:
+                await access.touch(target)
+                status, sent = await _forward(scope, receive, send, target, inbound, raw_path)
         finally:
-            await limits.release(keys)
+            if count is not None:
+                limits.release(count)
     finally:
         access_line(scope, status, target, user_id, sent, time.monotonic() - started)
 

@@ -1,24 +1,32 @@
 """Concurrent connections per app instance and per user (HTTP requests in flight
-and open WebSockets), counted in Redis when there is one, so every proxy process
-shares the count, and in process on the embedded default.
+and open WebSockets), counted in the cache's Redis when there is one, so every
+proxy process shares the count, and in process on the embedded default.
 
 One command each way: a script counts the connection on both keys only if both
-stay within their limits, another gives it back (in the round trip of
-``apps.proxy.access.redis`` they share with other requests). Each key gets an
-expiry on every count: a process that dies holding connections leaks its counts
-only until then.
+stay within their limits (and reads the request's decision keys in the same
+command, ``apps.proxy.access.admit``), another gives it back. Both go in the
+round trips of ``apps.proxy.pipeline`` that they share with other requests.
+Each key gets an expiry on every count: a process that dies holding connections
+leaks its counts only until then.
 """
 
 from __future__ import annotations
 
-from django.conf import settings
+import logging
+from typing import TYPE_CHECKING, NamedTuple
 
-from apps.proxy.access import Target, redis
+from apps.proxy import pipeline
 
+if TYPE_CHECKING:
+    from apps.proxy.access import Target
+
+log = logging.getLogger(__name__)
 _EXPIRY_SECONDS = 3600
-# KEYS: the instance's and the user's counter; ARGV: their limits, the expiry.
-# 1 when counted on both, 0 (and nothing counted) when either is full.
+# KEYS: the instance's and the user's counter, then any keys to read; ARGV: the two
+# limits, the expiry. {1, values} when counted on both, {0, values} (and nothing
+# counted) when either is full.
 _ACQUIRE = """
+local counted = 1
 local instance = redis.call('INCR', KEYS[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 local user = redis.call('INCR', KEYS[2])
@@ -26,48 +34,73 @@ redis.call('EXPIRE', KEYS[2], ARGV[3])
 if instance > tonumber(ARGV[1]) or user > tonumber(ARGV[2]) then
     redis.call('DECR', KEYS[1])
     redis.call('DECR', KEYS[2])
-    return 0
+    counted = 0
 end
-return 1
+if #KEYS > 2 then
+    return {counted, redis.call('MGET', unpack(KEYS, 3))}
+end
+return {counted, {}}
 """
 _RELEASE = "redis.call('DECR', KEYS[1]) redis.call('DECR', KEYS[2])"
 _local: dict[str, int] = {}
 
 
-def _keys(target: Target, user_id) -> tuple[str, str]:
-    return f"gpuaas:proxy:conn:inst:{target.instance_id}", f"gpuaas:proxy:conn:user:{user_id}"
+class Count(NamedTuple):
+    """A connection counted: what gives it back."""
+
+    redis_url: str | None
+    instance_key: str
+    user_key: str
 
 
-async def acquire(target: Target, user_id) -> tuple[str, str] | None:
-    """Count one more connection; None (and nothing counted) when a limit is reached."""
-    keys = _keys(target, user_id)
-    if settings.REDIS_URL:
-        counted = await redis(
-            settings.REDIS_URL,
+async def acquire(
+    redis_url: str | None, target: Target, user_id, read: tuple = ()
+) -> tuple[Count | None, list]:
+    """Count one more connection (None, and nothing counted, when a limit is reached),
+    and the values of the Redis keys ``read``, read in the same command."""
+    count = Count(
+        redis_url, f"gpuaas:proxy:conn:inst:{target.instance_id}", f"gpuaas:proxy:conn:user:{user_id}"
+    )
+    if redis_url:
+        counted, values = await pipeline.call(
+            redis_url,
             "EVAL",
             _ACQUIRE,
-            2,
-            *keys,
+            2 + len(read),
+            count.instance_key,
+            count.user_key,
+            *read,
             target.limit_per_instance,
             target.limit_per_user,
             _EXPIRY_SECONDS,
         )
-        return keys if counted else None
-    instance_count = _local.get(keys[0], 0) + 1
-    user_count = _local.get(keys[1], 0) + 1
+        return (count if counted else None), values
+    instance_count = _local.get(count.instance_key, 0) + 1
+    user_count = _local.get(count.user_key, 0) + 1
     if instance_count > target.limit_per_instance or user_count > target.limit_per_user:
-        return None
-    _local[keys[0]], _local[keys[1]] = instance_count, user_count
-    return keys
+        return None, []
+    _local[count.instance_key], _local[count.user_key] = instance_count, user_count
+    return count, []
 
 
-async def release(keys: tuple[str, str]) -> None:
-    if settings.REDIS_URL:
-        await redis(settings.REDIS_URL, "EVAL", _RELEASE, 2, *keys)
+def release(count: Count) -> None:
+    """Give a connection back. Not awaited: the decrement goes out in the next batch,
+    ahead of any count that follows it on this process's connection."""
+    if count.redis_url:
+        pipeline.call(
+            count.redis_url, "EVAL", _RELEASE, 2, count.instance_key, count.user_key
+        ).add_done_callback(_released)
         return
-    for key in keys:
+    for key in (count.instance_key, count.user_key):
         left = _local.get(key, 1) - 1
         if left > 0:
             _local[key] = left
         else:
             _local.pop(key, None)
+
+
+def _released(reply) -> None:
+    if not reply.cancelled() and reply.exception() is not None:
+        log.warning(
+            "a proxied connection's count was not given back (it expires in an hour): %s", reply.exception()
+        )

@@ -48,22 +48,20 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         if inbound.origin is not None and inbound.origin != target.origin:
             status = await _deny(scope, send, 403, "This WebSocket was opened from another site.")
             return
-        decision = await access.authorize(target, inbound.route_cookie, "websocket")
+        decision, count = await access.admit(target, inbound.route_cookie, "websocket")
         user_id = decision.user_id
-        if not decision.allowed:
-            status = await _deny(scope, send, decision.status, "Open the app from the portal.")
-            return
-        if reason := access.unavailable(target, decision):
-            status = await _deny(scope, send, 503, reason or "The app is not running.")
-            return
-        keys = await limits.acquire(target, user_id)
-        if keys is None:
-            status = await _deny(scope, send, 429, "Too many open connections.", close_code=1013)
-            return
         try:
-            status = await _open(scope, receive, send, target, inbound)
+            if not decision.allowed:
+                status = await _deny(scope, send, decision.status, "Open the app from the portal.")
+            elif reason := access.unavailable(target, decision):
+                status = await _deny(scope, send, 503, reason or "The app is not running.")
+            elif count is None:
+                status = await _deny(scope, send, 429, "Too many open connections.", close_code=1013)
+            else:
+                status = await _open(scope, receive, send, target, inbound)
         finally:
-            await limits.release(keys)
+            if count is not None:
+                limits.release(count)
     finally:
         access_line(scope, status, target, user_id, 0, time.monotonic() - started)
 
