@@ -225,10 +225,15 @@ def response_headers(
     out: list[tuple[bytes, bytes]] = []
     csp_seen = False
     encoding = b""
+    # One search over all the values first: the secret is almost never in a header.
+    redact = target.redact
+    if redact:
+        values = b"\0".join(value for _, value in raw)
+        redact = tuple(secret for secret in redact if secret in values)
     for name, value in raw:
         if name in HOP_BY_HOP or name in connection_named:
             continue
-        if target.redact and any(secret in value for secret in target.redact):
+        if redact and any(secret in value for secret in redact):
             continue
         if name == b"location":
             value = rewrite_location(value.decode("latin-1"), target).encode("latin-1")

@@ -2,10 +2,11 @@
 
 httpx costs more per request than the whole rest of the proxy, so requests to
 upstreams go through this small client instead: keep-alive connections pooled
-per upstream and per event loop, httptools for parsing, bodies passed through
-as they arrive (no decompression, no buffering beyond one socket read). There
-is no read timeout: a Server-Sent Events or LLM stream may stay quiet for as
-long as it likes; the browser going away is what ends it.
+per upstream and per event loop, httptools for parsing (fed straight from the
+event loop), bodies passed through as they arrive (no decompression, and no more
+than one read buffered ahead of the browser). There is no read timeout: a
+Server-Sent Events or LLM stream may stay quiet for as long as it likes; the
+browser going away is what ends it.
 """
 
 from __future__ import annotations
@@ -32,31 +33,90 @@ class UpstreamClosed(UpstreamError):
     """The upstream closed the connection or sent something that is not HTTP."""
 
 
-class Connection:
-    """One keep-alive connection; the httptools parser calls the ``on_*`` methods."""
+class Connection(asyncio.Protocol):
+    """One keep-alive connection, fed by the event loop (no stream reader between the
+    socket and the parser); the httptools parser calls the ``on_*`` methods."""
 
     __slots__ = (
         "key",
-        "reader",
-        "writer",
+        "transport",
         "parser",
         "reused",
         "status",
         "headers",
         "chunks",
+        "buffered",
         "headers_done",
         "complete",
         "until_close",
         "broken",
         "keep_alive",
+        "fresh",
+        "closed",
+        "error",
+        "waiter",
+        "reading_paused",
+        "writing_paused",
     )
 
-    def __init__(self, key: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        self.key, self.reader, self.writer = key, reader, writer
+    def __init__(self, key: tuple[str, int]):
+        self.key = key
+        self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
-        self.reused = False
-        self.broken = False
-        self.keep_alive = False
+        self.reused = self.broken = self.keep_alive = False
+        self.headers_done = self.complete = self.until_close = False
+        self.status, self.headers, self.chunks, self.buffered = 0, [], [], 0
+        self.fresh = self.closed = False  # data parsed since the last wait; the app's end seen
+        self.error: UpstreamClosed | None = None
+        self.waiter: asyncio.Future | None = None
+        self.reading_paused = self.writing_paused = False
+
+    # --- the event loop's side ----------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self.error = UpstreamClosed(f"the app sent a malformed response: {exc}")
+            self.transport.abort()
+        self.fresh = True
+        # Backpressure: a response is read no faster than the browser takes it.
+        if self.buffered > _READ_SIZE and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if exc is not None and self.error is None:
+            self.error = UpstreamClosed(str(exc))
+        self._wake()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def _wait(self) -> None:
+        self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self.waiter
+        finally:
+            self.waiter = None
 
     # --- parser callbacks ---------------------------------------------------------
 
@@ -70,6 +130,7 @@ class Connection:
 
     def on_body(self, body: bytes) -> None:
         self.chunks.append(body)
+        self.buffered += len(body)
 
     def on_message_complete(self) -> None:
         self.complete = True
@@ -77,13 +138,18 @@ class Connection:
     # --- one exchange -------------------------------------------------------------
 
     def send(self, data: bytes) -> None:
-        self.status, self.headers, self.chunks = 0, [], []
-        self.headers_done = self.complete = self.until_close = False
-        self.writer.write(data)
+        self.status, self.headers, self.chunks, self.buffered = 0, [], [], 0
+        self.headers_done = self.complete = self.until_close = self.fresh = False
+        self.transport.write(data)
 
     async def write(self, data: bytes) -> None:
-        self.writer.write(data)
-        await self.writer.drain()
+        """Send part of a request body, waiting while the app is slower than the browser."""
+        self.transport.write(data)
+        while self.writing_paused and not self.closed:
+            await self._wait()
+        if self.closed:
+            self.broken = True
+            raise self.error or UpstreamClosed("the app closed the connection")
 
     async def read_head(self, head_request: bool) -> None:
         while not self.headers_done:
@@ -104,6 +170,10 @@ class Connection:
             return None
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         chunks.clear()
+        self.buffered = 0
+        if self.reading_paused and not self.closed:
+            self.reading_paused = False
+            self.transport.resume_reading()
         return data
 
     async def fill(self) -> None:
@@ -111,32 +181,33 @@ class Connection:
         await self._feed()
 
     async def _feed(self) -> None:
-        try:
-            data = await self.reader.read(_READ_SIZE)
-        except OSError as exc:
+        if not self.fresh and not self.closed:
+            await self._wait()
+        if self.error is not None:
             self.broken = True
-            raise UpstreamClosed(str(exc)) from exc
-        if not data:
-            self.broken = True
-            if self.headers_done and self.until_close:
-                self.complete = True
-                return
-            raise UpstreamClosed("the app closed the connection")
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self.broken = True
-            raise UpstreamClosed(f"the app sent a malformed response: {exc}") from exc
+            raise self.error
+        if self.fresh:
+            self.fresh = False
+            return
+        self.broken = True
+        if self.headers_done and self.until_close:
+            self.complete = True
+            return
+        raise UpstreamClosed("the app closed the connection")
 
     def abort(self) -> None:
         """Drop the connection now (the browser went away); a pending read sees its end."""
         self.broken = True
-        self.writer.transport.abort()
+        self.transport.abort()
 
     @property
     def reusable(self) -> bool:
         return (
-            self.complete and not self.broken and self.keep_alive and not self.writer.transport.is_closing()
+            self.complete
+            and not self.broken
+            and self.keep_alive
+            and not self.closed
+            and not self.transport.is_closing()
         )
 
 
@@ -150,20 +221,21 @@ class Pool:
         idle = self.idle.get(key)
         while idle:
             conn = idle.pop()
-            if not conn.writer.transport.is_closing() and not conn.reader.at_eof():
+            if not conn.closed and not conn.transport.is_closing():
                 conn.reused = True
                 return conn
-            conn.writer.close()
+            conn.transport.close()
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(settings.PROXY_UPSTREAM_CONNECT_SECONDS):
-                reader, writer = await asyncio.open_connection(key[0], key[1], limit=_READ_SIZE)
+                _, conn = await loop.create_connection(lambda: Connection(key), key[0], key[1])
         except TimeoutError as exc:
             raise ConnectTimedOut(
                 f"the app did not answer within {settings.PROXY_UPSTREAM_CONNECT_SECONDS} s"
             ) from exc
         except OSError as exc:
             raise UpstreamError(f"the app refused the connection ({exc.strerror or exc})") from exc
-        return Connection(key, reader, writer)
+        return conn
 
     def release(self, conn: Connection) -> None:
         if conn.reusable:
@@ -172,19 +244,25 @@ class Pool:
                 idle.append(conn)
                 return
         if conn.broken:
-            conn.writer.transport.abort()
+            conn.transport.abort()
         else:
-            conn.writer.close()
+            conn.transport.close()
 
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.WeakKeyDictionary()
+_last: tuple[asyncio.AbstractEventLoop | None, Pool | None] = (None, None)
 
 
 def pool() -> Pool:
     """The pool of the running event loop: one per process in production (one loop),
     one per server in tests, so no connection is used from a loop it does not belong to."""
+    global _last
     loop = asyncio.get_running_loop()
-    found = _pools.get(loop)
-    if found is None:
-        found = _pools[loop] = Pool()
+    last_loop, found = _last
+    if last_loop is not loop:
+        # A weak-keyed lookup makes a weak reference each time: the common case skips it.
+        found = _pools.get(loop)
+        if found is None:
+            found = _pools[loop] = Pool()
+        _last = (loop, found)
     return found
