@@ -43,6 +43,7 @@ class Command(BaseCommand):
                     host=host,
                     port=port,
                     log_config=None,
+                    access_log=False,  # the portal and the proxy write their own access lines
                     ws="websockets-sansio",
                     proxy_headers=False,
                     lifespan="off",
@@ -58,6 +59,7 @@ class Command(BaseCommand):
                 port=port,
                 workers=workers,
                 log_config=None,
+                access_log=False,
                 ws="websockets-sansio",
                 proxy_headers=True,
                 lifespan="off",
