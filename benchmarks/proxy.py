@@ -25,8 +25,8 @@ while the WebSockets are held.
     .venv/bin/python benchmarks/proxy.py            # about 8 minutes
     .venv/bin/python benchmarks/proxy.py --quick    # CI smoke: 2 s per target, 10 s hold
 
-Needs PostgreSQL and Redis (``make services``), Debian's ``nginx`` and ``wrk``
-(``apt-get install nginx wrk``) and configurable-http-proxy
+Needs PostgreSQL and Redis (``make services``), Debian's ``nginx`` with its Lua
+module (``make nginx``), ``wrk`` (``apt-get install wrk``) and configurable-http-proxy
 (``cd benchmarks/peers && npm ci``). Everything shares one machine with the load
 generators: compare figures only within one run.
 """
@@ -214,18 +214,16 @@ def start_chp(var_dir: Path, port: int, routes: dict[str, int]) -> Background:
 
 def start_dataplane(var_dir: Path, port: int, portal_port: int, env: dict[str, str]) -> Background:
     """docker/nginx.conf, the production template, filled in as the nginx image does."""
-    from tests.support.nginx import render
+    from tests.support.nginx import LUA_DIR, render
 
-    # A directory per start: a restarted data plane begins with an empty auth cache.
     directory = Path(tempfile.mkdtemp(prefix="dataplane-", dir=var_dir))
-    directory.chmod(0o755)  # the workers (nobody) keep the auth cache below it
     conf = directory / "nginx.conf"
     conf.write_text(
         render(
             {
                 "GPUAAS_NGINX_LISTEN": f"127.0.0.1:{port}",
                 "GPUAAS_NGINX_STATE_DIR": str(directory),
-                "GPUAAS_NGINX_RESOLVER": "127.0.0.1",
+                "GPUAAS_NGINX_LUA_DIR": str(LUA_DIR),
                 "GPUAAS_PORTAL_UPSTREAM": f"127.0.0.1:{portal_port}",
                 "GPUAAS_PROXY_AUTH_SECRET": env["GPUAAS_PROXY_AUTH_SECRET"],
                 "GPUAAS_APPS_DOMAIN": "",

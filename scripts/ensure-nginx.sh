@@ -1,19 +1,37 @@
 #!/usr/bin/env bash
-# Debian's nginx for the data-plane tests (tests/proxy/test_nginx.py). On bookworm the
-# `nginx` package is the one build that has both auth_request (authorization per
-# request) and sub_filter (blanking an app's bridged token from its pages).
+# Debian's nginx with its Lua module, for the data-plane tests (tests/proxy/test_nginx.py)
+# and the proxy benchmark: the packages docker/Dockerfile.nginx installs, so tests run
+# what production runs. On bookworm the `nginx` package has sub_filter (blanking an
+# app's bridged token from its pages); the Lua module keeps the portal's grants and
+# picks the upstream per request (decision 0018).
 set -euo pipefail
-if [ ! -x /usr/sbin/nginx ]; then
-    echo "installing nginx"
-    apt-get update -qq
-    # --no-install-recommends: no init scripts' default site to start or to clash with.
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >/dev/null
-fi
-modules=$(/usr/sbin/nginx -V 2>&1)
-for module in http_auth_request_module http_sub_module; do
-    if ! grep -q -- "--with-$module" <<<"$modules"; then
-        echo "/usr/sbin/nginx lacks $module: install Debian's nginx package" >&2
-        exit 1
+packages=(nginx libnginx-mod-http-ndk libnginx-mod-http-lua lua-resty-core)
+missing=()
+for package in "${packages[@]}"; do
+    if [ "$(dpkg-query -W -f '${db:Status-Status}' "$package" 2>/dev/null)" != installed ]; then
+        missing+=("$package")
     fi
 done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}"
+    apt-get update -qq
+    # --no-install-recommends: no init scripts' default site to start or to clash with.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if ! /usr/sbin/nginx -V 2>&1 | grep -q -- --with-http_sub_module; then
+    echo "/usr/sbin/nginx lacks http_sub_module: install Debian's nginx package" >&2
+    exit 1
+fi
+# The modules load, and the Lua the configuration needs is found (nginx -t runs init_by_lua).
+check=$(mktemp -d)
+trap 'rm -rf "$check"' EXIT
+cat >"$check/nginx.conf" <<EOF
+load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+pid $check/nginx.pid;
+error_log stderr;
+events {}
+http { init_by_lua_block { require "ngx.balancer" } }
+EOF
+/usr/sbin/nginx -q -t -p "$check" -c "$check/nginx.conf"
 /usr/sbin/nginx -v

@@ -1,18 +1,18 @@
 """``GET /_gpuaas/auth``: the decision nginx asks for before it moves a byte
-(``auth_request`` in docker/nginx.conf, decision 0016).
+(docker/nginx.conf and docker/nginx/gpuaas.lua, decisions 0016 and 0018).
 
 nginx sends the browser request's host, raw URI and (for a WebSocket) Origin in
 ``X-Original-*`` headers, with the route cookie. The answer is 204 with what
-nginx needs to proxy the request itself: the upstream, the route's prefixes, the
-bridge header, the frame-ancestors, the secret to blank from pages and the keys
-of the connection limits. Every value depends only on the route and the cookie,
-never on the rest of the URI, so nginx may cache it for a few seconds per
-cookie and route. The portal says how long, in ``Cache-Control``:
-``max-age`` for as long as an answer holds, ``stale-while-revalidate`` for how
-much longer nginx may use it while it asks again in the background (decision
-0017). Refusals are not cached: a refused refresh leaves the old grant to expire.
+nginx needs to proxy the request itself: the upstream and its IP addresses, the
+route's prefixes, the bridge header, the frame-ancestors, the secret to blank
+from pages and the keys of the connection limits. Every value depends only on
+the route and the cookie, never on the rest of the URI, so nginx may keep it for
+a few seconds per cookie and route. The portal says how long, in
+``Cache-Control``: ``max-age`` for as long as an answer holds,
+``stale-while-revalidate`` for how much longer nginx may use it while it asks
+again (decision 0017). Refusals are not kept, and remove the grant they answer.
 
-``auth_request`` only understands 2xx, 401 and 403, so any refusal is 401 or
+nginx's side knows only 2xx, 401 and 403, so any refusal is 401 or
 403 there. For the page the browser sees, nginx asks again with
 ``X-Gpuaas-Auth-Page`` naming the status it has: 401 or 403 get the refusal
 with its real status (404, 503 with ``Retry-After``, ...); nginx's own 429, 502
@@ -24,7 +24,11 @@ app wants ``GPUAAS_PROXY_AUTH_SECRET`` in ``X-Gpuaas-Auth-Secret``.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import ipaddress
+import socket
+import time
 from http.cookies import CookieError, SimpleCookie
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -43,6 +47,10 @@ _RETRY_AFTER = ((b"retry-after", b"5"),)
 _NGINX_PAGES = {"429": pages.BUSY, "502": pages.BAD_GATEWAY, "504": pages.GATEWAY_TIMEOUT}
 # Revocation reaches a request through nginx after 2 s, and never after more than 3 s.
 _CACHE_FOR = ((b"cache-control", b"max-age=2, stale-while-revalidate=1"),)
+# An app's host name -> (resolved until, its addresses as nginx's balancer takes them).
+_ADDRESSES: dict[str, tuple[float, str]] = {}
+_RESOLVE_FOR = 30.0  # as nginx's resolver kept them (valid=30s)
+_ADDRESSES_MAX = 4096
 
 
 class Answer(NamedTuple):
@@ -69,7 +77,7 @@ async def handle(scope: dict, receive, send) -> None:
     elif answer.status == 204:
         await _send(send, 204, answer.grant + _CACHE_FOR, b"")
     else:
-        # auth_request knows only 401 and 403; the page request tells the browser the rest.
+        # nginx takes only 401 and 403; the page request tells the browser the rest.
         await _send(send, 401 if answer.status == 401 else 403, [], b"")
 
 
@@ -95,18 +103,48 @@ async def _decide(target: Target | None, uri: str, headers: dict) -> Answer:
             # nginx names the headers it sets in its configuration; the seed's one bridge mode is this one.
             return Answer(502, pages.BAD_GATEWAY, "This app's sign-in header is not one nginx can send.")
         bridge = value
+    try:
+        addresses = await upstream_addresses(target.upstream[0])
+    except OSError:
+        return Answer(502, pages.BAD_GATEWAY, "The app's address cannot be resolved.")
     await access.touch(target)
-    grant = _grant(target, decision.user_id, bridge)
+    grant = _grant(target, decision.user_id, bridge, addresses)
     return Answer(204, grant=tuple((name.encode(), value.encode()) for name, value in grant))
 
 
-def _grant(target: Target, user_id, bridge: str) -> list[tuple[str, str]]:
+async def upstream_addresses(host: str) -> str:
+    """The upstream's IP addresses, space-separated, an IPv6 one in brackets: nginx's
+    balancer connects to addresses, not names. Names are resolved off the event loop
+    and kept for a while; one that does not resolve raises ``OSError``."""
+    try:
+        return _bracketed(str(ipaddress.ip_address(host)))
+    except ValueError:
+        pass
+    now = time.monotonic()
+    kept = _ADDRESSES.get(host)
+    if kept and kept[0] > now:
+        return kept[1]
+    infos = await asyncio.get_running_loop().run_in_executor(
+        None, socket.getaddrinfo, host, None, 0, socket.SOCK_STREAM
+    )
+    addresses = " ".join(dict.fromkeys(_bracketed(info[4][0]) for info in infos))
+    if len(_ADDRESSES) >= _ADDRESSES_MAX:
+        _ADDRESSES.clear()
+    _ADDRESSES[host] = (now + _RESOLVE_FOR, addresses)
+    return addresses
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _grant(target: Target, user_id, bridge: str, addresses: str) -> list[tuple[str, str]]:
     hard = settings.PROXY_MAX_CONNECTIONS_PER_INSTANCE, settings.PROXY_MAX_CONNECTIONS_PER_USER
     host, port = target.upstream
-    host = f"[{host}]" if ":" in host else host
     path_mode = target.mode == "path_prefix"
     return [
-        ("x-gpuaas-upstream", f"{host}:{port}"),
+        ("x-gpuaas-upstream", f"{_bracketed(host)}:{port}"),
+        ("x-gpuaas-upstream-addr", addresses),
         ("x-gpuaas-public-prefix", target.public_prefix),
         ("x-gpuaas-upstream-prefix", target.upstream_prefix),
         # Redirects and cookie paths the app emits under this prefix move under the

@@ -1,27 +1,119 @@
 """What only the production data plane does: Debian's nginx running docker/nginx.conf
-in front of the portal (uvicorn). nginx moves the bytes; the portal answers
-``/_gpuaas/auth``, for nginx alone, and nginx keeps a grant for up to 3 s
-(docs/decisions/0016, 0017). What both data planes do is in ``test_data_planes.py``."""
+in front of the portal (uvicorn). nginx moves the bytes, over kept-alive connections
+to the apps; the portal answers ``/_gpuaas/auth``, for nginx alone, and nginx keeps
+a grant for up to 3 s (docs/decisions/0016, 0017, 0018). What both data planes do
+is in ``test_data_planes.py``."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import socket
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
-from apps.proxy import sessions
+from apps.proxy import access, sessions
+from apps.runtime import agents
+from apps.runtime import services as runtime
+from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
 from tests.conftest import member
 from tests.proxy.conftest import (
     AUTH_SECRET,
     browser,
     eventually,
+    handshake,
     login_session,
     mint_ticket,
     open_session,
+    proxied_manifest,
+    publish_manifest,
+    refused_status,
     route_url,
+    ws_url,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class _Echo(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps connections alive
+
+    def do_GET(self):
+        body = json.dumps({"host": self.headers["Host"], "path": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class CountingApp(ThreadingHTTPServer):
+    """An app that answers every GET with the Host and path it got, and counts the
+    connections it accepts."""
+
+    daemon_threads = True
+    block_on_close = False  # nginx holds kept-alive connections open
+
+    def __init__(self, host: str):
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.accepted = 0
+        super().__init__((host, 0), _Echo)
+        self.host, self.port = host, self.server_address[1]
+
+    def get_request(self):
+        request = super().get_request()
+        self.accepted += 1
+        return request
+
+
+@pytest.fixture
+def counting_app():
+    started = []
+
+    def start(host: str = "127.0.0.1") -> CountingApp:
+        app = CountingApp(host)
+        threading.Thread(target=app.serve_forever, daemon=True).start()
+        started.append(app)
+        return app
+
+    yield start
+    for app in started:
+        app.shutdown()
+        app.server_close()
+
+
+@pytest.fixture
+def names(monkeypatch):
+    """``names[name] = [addresses]``: what the portal's resolver answers for ``name``
+    (an empty list: no such name); every other name is resolved as usual."""
+    answers: dict[str, list[str]] = {}
+    resolve = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host not in answers:
+            return resolve(host, port, *args, **kwargs)
+        if not answers[host]:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (a, port or 0, 0, 0))
+            if ":" in a
+            else (socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port or 0))
+            for a in answers[host]
+        ]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return answers
 
 
 def test_a_route_without_its_slash_is_redirected(launch, nginx):
@@ -89,3 +181,123 @@ def test_nginx_keeps_a_grant_at_most_three_seconds_and_never_a_refusal(launch, n
     assert granted.status_code == 204
     assert granted.headers["cache-control"] == "max-age=2, stale-while-revalidate=1"
     assert refused.status_code == 401 and "cache-control" not in refused.headers
+
+
+# --- the grants nginx keeps (nginx/gpuaas.lua) -----------------------------------------------
+
+
+def test_a_kept_grant_stops_within_three_seconds_of_logout_though_requests_keep_coming(launch, nginx, owner):
+    instance = launch()
+    session = login_session(owner)
+    minted = mint_ticket(owner, instance, session)
+    exchanged = httpx.post(f"{nginx.url}/_gpuaas/session", data={"ticket": minted["ticket"]}, trust_env=False)
+    with browser(nginx, exchanged.cookies[sessions.COOKIE]) as client:
+        assert client.get(route_url(instance, "echo")).status_code == 200
+        sessions.end_platform_session(session.session_key, owner.pk)
+        logged_out = time.monotonic()
+        # A steady stream, so the grant is served stale and refreshed, never just missed.
+        while (status := client.get(route_url(instance, "echo")).status_code) == 200:
+            assert time.monotonic() - logged_out < 3.5
+            time.sleep(0.05)
+        # The refused refresh took the grant away: no request is served from it again.
+        assert [status] + [client.get(route_url(instance, "echo")).status_code for _ in range(5)] == [401] * 6
+
+
+def test_a_refusal_is_not_kept(launch, nginx, owner, project, active_allocation, upstream):
+    app = publish_manifest("starting", proxied_manifest())
+    instance = runtime.launch(
+        principals.for_user(owner), project, app_slug=app.slug, allocation_id=active_allocation.pk
+    ).instance
+    with browser(nginx, open_session(nginx, owner, instance)) as client:
+        assert client.get(route_url(instance, "echo")).status_code == 503
+        node = active_allocation.node
+        for task in agents.claim_tasks(node):
+            endpoints = [{"name": "web", "host": upstream.host, "port": upstream.port}]
+            agents.report_task(node, task.pk, succeeded=True, endpoints=endpoints)
+        access.forget()
+        # At once: the 503 was not kept.
+        assert client.get(route_url(instance, "echo")).status_code == 200
+
+
+def test_a_websocket_handshake_is_decided_afresh(launch, nginx, project):
+    instance = launch()
+    colleague = member("project_admin", project=project)
+    cookie = open_session(nginx, colleague, instance)
+    url = ws_url(instance, "ws")
+
+    async def echo():
+        async with connect(url, **handshake(nginx, cookie)) as ws:
+            await ws.send("hi")
+            return await ws.recv()
+
+    with browser(nginx, cookie) as client:
+        assert client.get(route_url(instance, "echo")).status_code == 200  # a grant is kept now
+        # Not from the kept grant: the handshake's Origin is checked, and access is asked again.
+        assert refused_status(url, **handshake(nginx, cookie, "http://evil.example")) == 403
+        assert asyncio.run(echo()) == "hi"
+        Membership.objects.filter(user=colleague).delete()
+        assert refused_status(url, **handshake(nginx, cookie)) == 403
+
+
+def test_a_portal_that_does_not_answer_means_nothing_is_proxied(launch, nginx, owner, proxy_server):
+    instance = launch()
+    cookie = open_session(nginx, owner, instance)
+    proxy_server.stop()
+    with browser(nginx, cookie) as client:
+        response = client.get(route_url(instance, "echo"))
+    assert response.status_code == 500 and "echo" not in response.text
+
+
+# --- connections to the apps -------------------------------------------------------------------
+
+
+def test_connections_to_an_app_are_kept_alive(launch, nginx, owner, counting_app):
+    app = counting_app()
+    instance = launch(host=app.host, port=app.port)
+    with browser(nginx, open_session(nginx, owner, instance)) as client:
+        for _ in range(20):
+            assert client.get(route_url(instance, "page")).status_code == 200
+    assert app.accepted <= 2  # one per nginx worker at most, not one per request
+
+
+def test_an_ipv6_app_is_reached_with_its_bracketed_host(launch, nginx, owner, counting_app):
+    try:
+        app = counting_app("::1")
+    except OSError:
+        pytest.skip("no IPv6 loopback")
+    instance = launch(host="::1", port=app.port)
+    with browser(nginx, open_session(nginx, owner, instance)) as client:
+        seen = client.get(route_url(instance, "page"))
+    assert seen.status_code == 200
+    assert seen.json() == {"host": f"[::1]:{app.port}", "path": f"/w/{instance.pk}/web/page"}
+
+
+def test_an_app_by_name_is_reached_at_its_addresses_in_turn(launch, nginx, owner, counting_app, names):
+    app = counting_app()
+    name = f"node-{uuid.uuid4().hex[:8]}.test"
+    names[name] = ["::1", app.host]  # nothing answers on the first
+    instance = launch(host=name, port=app.port)
+    with browser(nginx, open_session(nginx, owner, instance)) as client:
+        seen = client.get(route_url(instance, "page"))
+    assert seen.status_code == 200 and seen.json()["host"] == f"{name}:{app.port}"
+
+
+def test_an_app_whose_name_does_not_resolve_is_a_502(launch, nginx, owner, names):
+    name = f"gone-{uuid.uuid4().hex[:8]}.test"
+    names[name] = []
+    instance = launch(host=name, port=8888)
+    with browser(nginx, open_session(nginx, owner, instance)) as client:
+        page = client.get(route_url(instance, "echo"))
+    assert page.status_code == 502 and "address cannot be resolved" in page.text
+
+
+def test_a_bearer_passthrough_route_sends_the_browsers_authorization(launch, nginx, owner):
+    manifest = proxied_manifest(auth="bearer_passthrough")
+    del manifest["endpoints"][0]["proxy"]["auth_bridge"]
+    manifest["ui"]["mode_supported"] = ["link_out"]  # the gateway cannot start such an app's auth
+    instance = launch(manifest=manifest)
+    with browser(nginx, open_session(nginx, owner, instance)) as client:
+        echo = client.get(route_url(instance, "echo"), headers={"Authorization": "Bearer mine"})
+        without = client.get(route_url(instance, "echo"))
+    assert echo.json()["digests"]["authorization"] == hashlib.sha256(b"Bearer mine").hexdigest()
+    assert "authorization" not in dict(without.json()["headers"])

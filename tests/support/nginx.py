@@ -1,7 +1,8 @@
 """Debian's nginx running docker/nginx.conf, the production data plane, for tests.
 
-The configuration is the one template production uses; ``render`` fills its
-``${GPUAAS_*}`` placeholders the way the nginx image's envsubst does at start.
+The configuration is the one template production uses, with its Lua
+(docker/nginx/); ``render`` fills its ``${GPUAAS_*}`` placeholders the way the
+nginx image (docker/Dockerfile.nginx) does at start.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from pathlib import Path
 
 from tests.support.servers import free_port
 
-NGINX = "/usr/sbin/nginx"  # scripts/ensure-nginx.sh installs it
-TEMPLATE = Path(__file__).resolve().parents[2] / "docker" / "nginx.conf"
+NGINX = "/usr/sbin/nginx"  # scripts/ensure-nginx.sh installs it, with its Lua module
+DOCKER = Path(__file__).resolve().parents[2] / "docker"
+TEMPLATE = DOCKER / "nginx.conf"
+LUA_DIR = DOCKER / "nginx"
 _PLACEHOLDER = re.compile(r"\$\{(GPUAAS_[A-Z_]+)\}")
 
 
@@ -27,19 +30,24 @@ def render(values: dict[str, str]) -> str:
 
 
 class Nginx:
-    def __init__(self, portal: str, auth_secret: str, *, apps_domain: str = "", max_per_instance: int = 200,
-                 max_per_user: int = 64):
+    def __init__(
+        self,
+        portal: str,
+        auth_secret: str,
+        *,
+        apps_domain: str = "",
+        max_per_instance: int = 200,
+        max_per_user: int = 64,
+    ):
         self.port = free_port()
-        # Workers run as nobody: they must reach the auth cache under this directory.
         self.dir = Path(tempfile.mkdtemp(prefix="gpuaas-nginx-"))
-        self.dir.chmod(0o755)
         self.conf = self.dir / "nginx.conf"
         self.conf.write_text(
             render(
                 {
                     "GPUAAS_NGINX_LISTEN": f"127.0.0.1:{self.port}",
                     "GPUAAS_NGINX_STATE_DIR": str(self.dir),
-                    "GPUAAS_NGINX_RESOLVER": "127.0.0.1",
+                    "GPUAAS_NGINX_LUA_DIR": str(LUA_DIR),
                     "GPUAAS_PORTAL_UPSTREAM": portal,
                     "GPUAAS_PROXY_AUTH_SECRET": auth_secret,
                     "GPUAAS_APPS_DOMAIN": apps_domain,

@@ -9,6 +9,8 @@ import time
 import uvicorn
 from channels.layers import channel_layers
 
+from apps.core import asgiserver
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -22,9 +24,7 @@ class ThreadedUvicorn:
     ):
         self.host = host
         self.port = port or free_port()
-        config = uvicorn.Config(
-            app, host=host, port=self.port, log_config=None, lifespan="off", ws="websockets-sansio"
-        )
+        config = uvicorn.Config(app, host=host, port=self.port, **asgiserver.OPTIONS)
         self.server = uvicorn.Server(config)
         self.server.install_signal_handlers = lambda: None  # not the main thread
         self.thread = threading.Thread(target=self.server.run, name=f"uvicorn-{self.port}", daemon=True)

@@ -11,7 +11,7 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from apps.core import embedded
+from apps.core import asgiserver, embedded
 from gpuaas import env
 
 
@@ -39,14 +39,7 @@ class Command(BaseCommand):
             )
             try:
                 uvicorn.run(
-                    "gpuaas.asgi:application",
-                    host=host,
-                    port=port,
-                    log_config=None,
-                    access_log=False,  # the portal and the proxy write their own access lines
-                    ws="websockets-sansio",
-                    proxy_headers=False,
-                    lifespan="off",
+                    "gpuaas.asgi:application", host=host, port=port, proxy_headers=False, **asgiserver.OPTIONS
                 )
             finally:
                 embedded.stop_local_agent(agent)
@@ -58,9 +51,6 @@ class Command(BaseCommand):
                 host=host,
                 port=port,
                 workers=workers,
-                log_config=None,
-                access_log=False,
-                ws="websockets-sansio",
                 proxy_headers=True,
-                lifespan="off",
+                **asgiserver.OPTIONS,
             )

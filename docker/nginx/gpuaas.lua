@@ -1,0 +1,270 @@
+-- The nginx data plane's hot path (docker/nginx.conf, decision 0018): the portal's
+-- grants kept in shared memory, and the upstream chosen per request so that nginx
+-- can keep connections to the apps alive.
+--
+-- authorize() runs in the rewrite phase of /_gpuaas/app. A grant is the portal's 204
+-- to /_gpuaas/auth (apps.proxy.authrequest): its x-gpuaas-* headers become the
+-- $gpuaas_* variables the configuration proxies with. Grants are kept per route
+-- cookie, host and route path for the answer's max-age; after that, for its
+-- stale-while-revalidate, one request asks again while the others still use the old
+-- grant. Refusals are never kept, and remove the grant they answer. A WebSocket
+-- handshake is always asked afresh (its Origin is checked) and never kept.
+
+local balancer = require "ngx.balancer"
+
+local grants = ngx.shared.gpuaas_grants
+local capture = ngx.location.capture
+local now = ngx.now
+local exit = ngx.exit
+local var = ngx.var
+local concat = table.concat
+local find = string.find
+local match = string.match
+local sub = string.sub
+local gsub = string.gsub
+local re_gsub = ngx.re.gsub
+local lower = string.lower
+local tonumber = tonumber
+
+local M = {}
+
+-- The grant's headers, in the order a grant is stored: first those that become
+-- $gpuaas_* variables, then those only this code reads.
+local HEADERS = {
+    "x-gpuaas-upstream",
+    "x-gpuaas-public-prefix",
+    "x-gpuaas-rewrite-from",
+    "x-gpuaas-forwarded-prefix",
+    "x-gpuaas-redact",
+    "x-gpuaas-frame-ancestors",
+    "x-gpuaas-instance",
+    "x-gpuaas-instance-tier",
+    "x-gpuaas-user",
+    "x-gpuaas-user-tier",
+    "x-gpuaas-upstream-prefix",
+    "x-gpuaas-authorization",
+    "x-gpuaas-passthrough",
+    "x-gpuaas-upstream-addr",
+}
+local VARIABLES = {}
+for i = 1, 10 do
+    VARIABLES[i] = gsub(sub(HEADERS[i], 3), "-", "_")
+end
+local COUNT = #VARIABLES
+
+-- This worker's copy of fresh grants, by key: a fresh grant is used without a trip to
+-- shared memory. The copy expires with the shared grant, and a shared grant is only
+-- replaced, or taken away by a refusal, once it is no longer fresh: the copy never
+-- says more than the shared dictionary. Emptied when it grows past a bound.
+local fresh, fresh_count = {}, 0
+local FRESH_MAX = 4096
+
+local function split(text, separator)
+    local parts, start = {}, 1
+    while true do
+        local at = find(text, separator, start, true)
+        if not at then
+            parts[#parts + 1] = sub(text, start)
+            return parts
+        end
+        parts[#parts + 1] = sub(text, start, at - 1)
+        start = at + 1
+    end
+end
+
+-- Stored form: "fresh-until\n" and the headers' values in HEADERS' order, one a line
+-- (header values hold no newline).
+local function parse(stored)
+    local grant = split(stored, "\n")
+    grant.fresh_until = tonumber(table.remove(grant, 1))
+    grant.upstream_prefix = grant[COUNT + 1]
+    grant.authorization = grant[COUNT + 2]
+    grant.passthrough = grant[COUNT + 3] == "1"
+    grant.addresses = split(grant[COUNT + 4], " ")
+    grant.port = tonumber(grant[1]:match(":(%d+)$"))
+    return grant
+end
+
+local function remember(key, grant)
+    if fresh_count >= FRESH_MAX then
+        fresh, fresh_count = {}, 0
+    end
+    if not fresh[key] then
+        fresh_count = fresh_count + 1
+    end
+    fresh[key] = grant
+end
+
+-- The path sent upstream, from the raw request URI (never the decoded one) and the
+-- route's prefixes (apps.proxy.access.Target.upstream_path): on a path_prefix route
+-- the public prefix is replaced by the upstream's; on an app host a path already
+-- under the upstream's prefix is kept, any other is put under it.
+local function upstream_uri(grant, uri)
+    local public, upstream = grant[2], grant.upstream_prefix
+    if public ~= "/" then
+        if sub(uri, 1, #public) == public then
+            return upstream .. sub(uri, #public + 1)
+        end
+        return ""
+    end
+    if sub(uri, 1, #upstream) == upstream then
+        return uri
+    end
+    if sub(uri, 1, 1) == "/" then
+        return upstream .. sub(uri, 2)
+    end
+    return ""
+end
+
+-- The platform's cookies (portal session, CSRF token, route session) never reach an
+-- app; its own cookies do.
+local PLATFORM_COOKIES = [[(?:^|;)\s*(?:_gpuaas_route|sessionid|csrftoken)=[^;]*]]
+
+local function app_cookies(cookies)
+    if not cookies then
+        return ""
+    end
+    cookies = re_gsub(cookies, PLATFORM_COOKIES, "", "jo")
+    return (gsub(cookies, "^;%s*", ""))
+end
+
+local function apply(grant, uri)
+    for i = 1, COUNT do
+        var[VARIABLES[i]] = grant[i]
+    end
+    var.gpuaas_upstream_uri = upstream_uri(grant, uri)
+    var.gpuaas_app_cookie = app_cookies(var.http_cookie)
+    -- The browser's Authorization goes upstream only on bearer_passthrough routes;
+    -- elsewhere it is the route's bridge header, or nothing.
+    var.gpuaas_authorization_out = grant.passthrough and (var.http_authorization or "") or grant.authorization
+    ngx.ctx.gpuaas = grant
+end
+
+-- Asks the portal. Returns the grant's stored form and how long to keep it (fresh,
+-- then stale), or the status of a refusal or of a portal that did not answer.
+local function ask()
+    local answer = capture("/_gpuaas/auth")
+    if answer.status ~= 204 then
+        return nil, answer.status
+    end
+    local headers = {}
+    for name, value in pairs(answer.header) do
+        headers[lower(name)] = value
+    end
+    local values = {}
+    for i, name in ipairs(HEADERS) do
+        values[i] = headers[name] or ""
+    end
+    local control = headers["cache-control"] or ""
+    local max_age = tonumber(control:match("max%-age=(%d+)")) or 0
+    local stale = tonumber(control:match("stale%-while%-revalidate=(%d+)")) or 0
+    return (now() + max_age) .. "\n" .. concat(values, "\n"), 204, max_age, stale
+end
+
+local function refuse(status)
+    if status == 401 or status == 403 then
+        return exit(status)  -- the location's error_page asks the portal for the page
+    end
+    ngx.log(ngx.ERR, "the portal's /_gpuaas/auth answered ", status, ": nothing is proxied")
+    return exit(500)
+end
+
+function M.authorize()
+    local uri = var.request_uri
+    if var.http_upgrade then
+        local stored, status = ask()
+        if not stored then
+            return refuse(status)
+        end
+        return apply(parse(stored), uri)
+    end
+
+    -- The key: route cookie, host and, on the portal's host, the route's path.
+    local key = (var.cookie__gpuaas_route or "") .. "|" .. var.host .. "|" .. (match(uri, "^/w/[^/?]+/[^/?]+/") or "")
+    local grant = fresh[key]
+    if grant and grant.fresh_until > now() then
+        return apply(grant, uri)
+    end
+    local kept = grants:get(key)
+    grant = kept and parse(kept)
+    if grant and grant.fresh_until > now() then
+        remember(key, grant)
+        return apply(grant, uri)
+    end
+    -- Stale (the dictionary drops it when its stale time ends): one request asks again
+    -- (the lock lasts as long as a stale grant may), the others use it meanwhile.
+    if grant and not grants:add("asking|" .. key, true, 1) then
+        return apply(grant, uri)
+    end
+
+    local stored, status, max_age, stale = ask()
+    if grant then
+        grants:delete("asking|" .. key)
+    end
+    if stored then
+        local asked = parse(stored)
+        if max_age > 0 then
+            grants:set(key, stored, max_age + stale)
+            remember(key, asked)
+        end
+        return apply(asked, uri)
+    end
+    if status == 401 or status == 403 then
+        grants:delete(key)
+    elseif grant then
+        return apply(grant, uri)  -- the portal did not answer: the stale grant, while it lasts
+    end
+    return refuse(status)
+end
+
+-- body_filter_by_lua, ahead of sub_filter: ends the response with the app's last
+-- byte. sub_filter makes the response chunked, and nginx would write the closing
+-- chunk on its own, a second write to the client, when it notices the app is done;
+-- with the end marked here it goes out with the body. Only for short bodies of known
+-- length: counting means copying each piece into Lua.
+local SHORT_BODY = 65536
+
+function M.end_of_body()
+    local ctx = ngx.ctx
+    local left = ctx.gpuaas_left
+    if left == false or ngx.arg[2] then
+        return
+    end
+    if left == nil then
+        left = tonumber(var.upstream_http_content_length)
+        if not left or left > SHORT_BODY then
+            ctx.gpuaas_left = false
+            return
+        end
+    end
+    left = left - #ngx.arg[1]
+    if left <= 0 then
+        ngx.arg[2] = true
+    end
+    ctx.gpuaas_left = left
+end
+
+-- balancer_by_lua in the gpuaas_apps upstream: the route's address, so nginx reuses
+-- kept-alive connections to it (the keepalive pool matches connections by address).
+-- A name with several addresses gets them in turn, as nginx's resolver would.
+function M.balance()
+    local ctx = ngx.ctx
+    local grant = ctx.gpuaas
+    local addresses = grant.addresses
+    local try = 1
+    if addresses[2] then
+        try = (ctx.gpuaas_try or 0) + 1
+        ctx.gpuaas_try = try
+        if try == 1 then
+            balancer.set_more_tries(#addresses - 1)
+        end
+    end
+    local address = addresses[(try - 1) % #addresses + 1]
+    local ok, err = balancer.set_current_peer(address, grant.port)
+    if not ok then
+        ngx.log(ngx.ERR, "upstream ", address, ":", grant.port, ": ", err)
+        return exit(ngx.ERROR)
+    end
+end
+
+return M
