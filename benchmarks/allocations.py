@@ -138,7 +138,6 @@ class Client:
     requests: int = 0
 
 
-
 def add_nodes(flavor, numbers) -> None:
     """Available, approved nodes ``gpu-NNNNN`` of the flavor, 32 to a leaf switch and rack."""
     from apps.allocations.models import Node
@@ -159,6 +158,7 @@ def add_nodes(flavor, numbers) -> None:
         ],
         batch_size=2000,
     )
+
 
 def seed(args) -> dict:
     """Flavor, free nodes for the single runs and the storm, one tenant per storm

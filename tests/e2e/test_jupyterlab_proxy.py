@@ -138,7 +138,16 @@ def log_in(page, base: str, username: str) -> None:
 
 
 def test_jupyterlab_through_the_proxy_runs_a_notebook(
-    variant, settings, portal, page, api, allocator, project, active_allocation, jupyterlab, node_agent  # noqa: F811
+    variant,
+    settings,
+    portal,
+    page,
+    api,
+    allocator,
+    project,
+    active_allocation,
+    jupyterlab,  # noqa: F811
+    node_agent,  # noqa: F811
 ):
     route_mode, ui_mode = variant
     instance = launch_jupyterlab(api, allocator, project, active_allocation)
