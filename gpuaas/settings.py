@@ -384,6 +384,7 @@ PROXY_SESSION_SECONDS = env.integer("GPUAAS_PROXY_SESSION_SECONDS", 8 * 3600)
 # revocation and stop).
 PROXY_AUTHZ_CACHE_SECONDS = 5
 PROXY_UPSTREAM_CONNECT_SECONDS = 5.0
-# nginx as the data plane (docker/nginx.conf) asks GET /_gpuaas/auth per request and
-# proves it is nginx with this shared secret; unset, the endpoint refuses everyone.
+# nginx as the data plane (docker/nginx.conf) asks GET /_gpuaas/auth for the grants it
+# keeps a few seconds, and proves it is nginx with this shared secret; unset, the
+# endpoint refuses everyone.
 PROXY_AUTH_SECRET = env.string("GPUAAS_PROXY_AUTH_SECRET")

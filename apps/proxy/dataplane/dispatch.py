@@ -1,13 +1,13 @@
 """The ASGI entry: route traffic goes to the proxy before Django, the rest to Django.
 
 Django's middleware would buffer bodies and add the portal's own headers, so
-proxied requests never reach it. ``/_gpuaas/auth`` is nginx's ``auth_request``
-endpoint (``apps.proxy.authrequest``), ``/_gpuaas/session`` the ticket exchange.
+proxied requests never reach it. ``/_gpuaas/auth`` is where the nginx data plane asks
+for its grants (``apps.proxy.authrequest``), ``/_gpuaas/session`` the ticket exchange.
 """
 
 from __future__ import annotations
 
-from apps.proxy import access
+from apps.proxy import access, authrequest
 from apps.proxy.dataplane import exchange, http, pages, websocket
 
 
@@ -26,7 +26,7 @@ class ProxyDispatcher:
                 if path == "/_gpuaas/session":
                     return await exchange.handle(scope, receive, send, host)
                 if path == "/_gpuaas/auth":
-                    return await _auth_request(scope, receive, send)
+                    return await authrequest.handle(scope, receive, send)
                 if path.startswith("/_gpuaas/"):
                     return await _not_found(send)
                 return await http.handle(scope, receive, send, host)
@@ -39,16 +39,6 @@ def _host(scope) -> str:
             return value.decode("latin-1").lower()
     server = scope.get("server")
     return f"{server[0]}:{server[1]}" if server else ""
-
-
-async def _auth_request(scope, receive, send):
-    try:
-        from apps.proxy import authrequest
-    except ModuleNotFoundError as exc:
-        if exc.name != "apps.proxy.authrequest":
-            raise
-        return await _not_found(send)
-    return await authrequest.handle(scope, receive, send)
 
 
 async def _not_found(send):
