@@ -5,12 +5,12 @@ nginx sends the browser request's host, raw URI and (for a WebSocket) Origin in
 ``X-Original-*`` headers, with the route cookie. The answer is 204 with what
 nginx needs to proxy the request itself: the upstream and its IP addresses, the
 route's prefixes, the bridge header, the frame-ancestors, the secret to blank
-from pages and the keys of the connection limits. Every value depends only on
-the route and the cookie, never on the rest of the URI, so nginx may keep it for
-a few seconds per cookie and route. The portal says how long, in
-``Cache-Control``: ``max-age`` for as long as an answer holds,
-``stale-while-revalidate`` for how much longer nginx may use it while it asks
-again (decision 0017). Refusals are not kept, and remove the grant they answer.
+from pages, and the connection limits with what they count (instance, user).
+Every value depends only on the route and the cookie, never on the rest of the
+URI, so nginx may keep it for a few seconds per cookie and route. The portal
+says how long, in ``Cache-Control``: ``max-age`` for as long as an answer
+holds, ``stale-while-revalidate`` for how much longer nginx may use it while it
+asks again (decision 0017). Refusals are not kept, and remove the grant they answer.
 
 nginx's side knows only 2xx, 401 and 403, so any refusal is 401 or
 403 there. For the page the browser sees, nginx asks again with
@@ -39,10 +39,6 @@ from apps.proxy import access, sessions
 from apps.proxy.access import Target
 from apps.proxy.dataplane import pages
 
-# nginx's limit_conn needs a fixed number per zone: a route's limit is counted in
-# the zone of the largest of these at or under it, or in the "max" zone, whose
-# number is the platform's hard limit (decision 0016).
-LIMIT_TIERS = (1, 2, 4, 8, 16, 32, 64, 128)
 _RETRY_AFTER = ((b"retry-after", b"5"),)
 _NGINX_PAGES = {"429": pages.BUSY, "502": pages.BAD_GATEWAY, "504": pages.GATEWAY_TIMEOUT}
 # Revocation reaches a request through nginx after 2 s, and never after more than 3 s.
@@ -139,7 +135,9 @@ def _bracketed(host: str) -> str:
 
 
 def _grant(target: Target, user_id, bridge: str, addresses: str) -> list[tuple[str, str]]:
-    hard = settings.PROXY_MAX_CONNECTIONS_PER_INSTANCE, settings.PROXY_MAX_CONNECTIONS_PER_USER
+    # A route keeps the limits it was planned with; a hard limit lowered since still caps them.
+    per_instance = min(target.limit_per_instance, settings.PROXY_MAX_CONNECTIONS_PER_INSTANCE)
+    per_user = min(target.limit_per_user, settings.PROXY_MAX_CONNECTIONS_PER_USER)
     host, port = target.upstream
     path_mode = target.mode == "path_prefix"
     return [
@@ -157,17 +155,10 @@ def _grant(target: Target, user_id, bridge: str, addresses: str) -> list[tuple[s
         ("x-gpuaas-redact", target.redact[0].decode() if target.redact else ""),
         ("x-gpuaas-frame-ancestors", target.frame_ancestors),
         ("x-gpuaas-instance", target.instance_id),
-        ("x-gpuaas-instance-tier", limit_tier(target.limit_per_instance, hard[0])),
+        ("x-gpuaas-instance-limit", str(per_instance)),
         ("x-gpuaas-user", str(user_id)),
-        ("x-gpuaas-user-tier", limit_tier(target.limit_per_user, hard[1])),
+        ("x-gpuaas-user-limit", str(per_user)),
     ]
-
-
-def limit_tier(limit: int, hard_limit: int) -> str:
-    """The nginx zone a limit is counted in: never more connections than the limit."""
-    if limit >= hard_limit:
-        return "max"
-    return str(max((tier for tier in LIMIT_TIERS if tier <= limit), default=LIMIT_TIERS[0]))
 
 
 def _route_cookie(header: str) -> str | None:

@@ -9,10 +9,14 @@
 -- stale-while-revalidate, one request asks again while the others still use the old
 -- grant. Refusals are never kept, and remove the grant they answer. A WebSocket
 -- handshake is always asked afresh (its Origin is checked) and never kept.
+--
+-- A granted request is then counted against its route's connection limits, per app
+-- instance and per user, and release() gives the count back when it ends.
 
 local balancer = require "ngx.balancer"
 
 local grants = ngx.shared.gpuaas_grants
+local connections = ngx.shared.gpuaas_connections
 local capture = ngx.location.capture
 local now = ngx.now
 local exit = ngx.exit
@@ -37,17 +41,17 @@ local HEADERS = {
     "x-gpuaas-forwarded-prefix",
     "x-gpuaas-redact",
     "x-gpuaas-frame-ancestors",
-    "x-gpuaas-instance",
-    "x-gpuaas-instance-tier",
-    "x-gpuaas-user",
-    "x-gpuaas-user-tier",
     "x-gpuaas-upstream-prefix",
     "x-gpuaas-authorization",
     "x-gpuaas-passthrough",
     "x-gpuaas-upstream-addr",
+    "x-gpuaas-instance",
+    "x-gpuaas-instance-limit",
+    "x-gpuaas-user",
+    "x-gpuaas-user-limit",
 }
 local VARIABLES = {}
-for i = 1, 10 do
+for i = 1, 6 do
     VARIABLES[i] = gsub(sub(HEADERS[i], 3), "-", "_")
 end
 local COUNT = #VARIABLES
@@ -82,6 +86,11 @@ local function parse(stored)
     grant.passthrough = grant[COUNT + 3] == "1"
     grant.addresses = split(grant[COUNT + 4], " ")
     grant.port = tonumber(grant[1]:match(":(%d+)$"))
+    grant.instance_key = "instance:" .. grant[COUNT + 5]
+    grant.instance_limit = tonumber(grant[COUNT + 6])
+    grant.user_key = "user:" .. grant[COUNT + 7]
+    grant.user_limit = tonumber(grant[COUNT + 8])
+    grant.counted = grant.instance_key .. "\n" .. grant.user_key
     return grant
 end
 
@@ -128,7 +137,36 @@ local function app_cookies(cookies)
     return (gsub(cookies, "^;%s*", ""))
 end
 
+-- Connections are counted in shared memory, so the limits hold across workers. A key
+-- at 0 stays: deleting it would race a count made in another worker in between, and
+-- lose it. The dictionary keeps one small entry per instance and user seen since
+-- nginx started (4 MB holds tens of thousands); when full, it evicts the least
+-- recently used, and a key at 0 is touched by nothing.
+local function give_back(key)
+    connections:incr(key, -1)
+end
+
+-- Counts the request on its instance and its user, or counts nothing and says false
+-- when either is at its limit. What was counted is kept in $gpuaas_counted, not in
+-- ngx.ctx: an error_page (a 502 or 504 page) redirects the request internally, which
+-- empties ngx.ctx before release() runs.
+local function count(grant)
+    local instance, user = grant.instance_key, grant.user_key
+    local instances = connections:incr(instance, 1, 0)
+    local users = connections:incr(user, 1, 0)
+    if instances > grant.instance_limit or users > grant.user_limit then
+        give_back(instance)
+        give_back(user)
+        return false
+    end
+    var.gpuaas_counted = grant.counted
+    return true
+end
+
 local function apply(grant, uri)
+    if not count(grant) then
+        return exit(429)  -- the location's error_page asks the portal for the page
+    end
     for i = 1, COUNT do
         var[VARIABLES[i]] = grant[i]
     end
@@ -215,6 +253,19 @@ function M.authorize()
         return apply(grant, uri)  -- the portal did not answer: the stale grant, while it lasts
     end
     return refuse(status)
+end
+
+-- log_by_lua, where a request counted by authorize() ends (the app's location, or the
+-- page an error_page redirected it to): gives its connection back, once, however it
+-- ended (the app's response, its failure, the browser leaving, a WebSocket closing).
+function M.release()
+    local counted = var.gpuaas_counted
+    if not counted or counted == "" then
+        return
+    end
+    local at = find(counted, "\n", 1, true)
+    give_back(sub(counted, 1, at - 1))
+    give_back(sub(counted, at + 1))
 end
 
 -- body_filter_by_lua, ahead of sub_filter: ends the response with the app's last

@@ -371,10 +371,10 @@ def test_an_app_that_refuses_the_websocket_refuses_the_browser(data_plane, launc
 def test_connections_over_the_instance_limit_get_429_with_retry_after(
     settings, data_plane, launch, owner, counted_in
 ):
-    # The ASGI proxy counts in Redis, or in its process without Redis; nginx in its
-    # shared memory (limit_conn, 0016).
+    # The ASGI proxy counts in the cache's Redis, or in its process when the cache is
+    # local (the embedded default); nginx in its shared memory (0018).
     if counted_in == "process":
-        settings.REDIS_URL = ""
+        settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     instance = launch(limits={"per_instance": 1})
     with browser(data_plane, open_session(data_plane, owner, instance)) as client:
         with client.stream("GET", route_url(instance, f"slow?id={uuid.uuid4().hex}")) as held:

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, ExitStack
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from apps.proxy import access, sessions
 from apps.runtime import agents
@@ -39,6 +41,7 @@ from tests.proxy.conftest import (
     route_url,
     ws_url,
 )
+from tests.support.servers import free_port, reply_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,12 +50,7 @@ class _Echo(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keeps connections alive
 
     def do_GET(self):
-        body = json.dumps({"host": self.headers["Host"], "path": self.path}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply_json(self, 200, {"host": self.headers["Host"], "path": self.path})
 
     def log_message(self, *args):
         pass
@@ -301,3 +299,113 @@ def test_a_bearer_passthrough_route_sends_the_browsers_authorization(launch, ngi
         without = client.get(route_url(instance, "echo"))
     assert echo.json()["digests"]["authorization"] == hashlib.sha256(b"Bearer mine").hexdigest()
     assert "authorization" not in dict(without.json()["headers"])
+
+
+# --- connection limits, counted in Lua ----------------------------------------------------------
+
+
+def hold(stack: ExitStack, client: httpx.Client, url: str) -> Iterator[bytes]:
+    """A request the app answers slowly, held open (its first bytes read) until ``stack``
+    closes it or the test reads the rest."""
+    response = stack.enter_context(client.stream("GET", url))
+    assert response.status_code == 200
+    chunks = response.iter_raw()
+    stack.callback(chunks.close)  # kept until then: a dropped iterator closes the connection
+    next(chunks)
+    return chunks
+
+
+def slow(instance) -> str:
+    """An address the app answers with a first line and then nothing, until the browser leaves."""
+    return route_url(instance, f"slow?id={uuid.uuid4().hex}")
+
+
+def test_a_limit_that_is_not_a_power_of_two_admits_exactly_that_many(launch, nginx, owner, upstream):
+    instance = launch(limits={"per_instance": 3})
+    ids = [uuid.uuid4().hex for _ in range(3)]
+    with browser(nginx, open_session(nginx, owner, instance)) as client, ExitStack() as held:
+        streams = [hold(held, client, route_url(instance, f"sse?id={stream_id}")) for stream_id in ids]
+        page = client.get(route_url(instance, "echo"))
+        as_json = client.get(route_url(instance, "echo"), headers={"Accept": "application/json"})
+        for stream_id, stream in zip(ids, streams, strict=True):
+            upstream.get("release", id=stream_id)
+            assert b"".join(stream) == b"data: two\n\n"
+        # Given back as they ended: three at a time again, and no more.
+        assert eventually(lambda: client.get(route_url(instance, "echo")).status_code == 200)
+        for _ in range(3):
+            hold(held, client, slow(instance))
+        assert client.get(route_url(instance, "echo")).status_code == 429
+    # The browser's page and the API client's envelope, from the portal as for any refusal.
+    assert page.status_code == 429 and int(page.headers["retry-after"]) > 0
+    assert "Too many connections" in page.text and f"/instances/{instance.pk}/" in page.text
+    assert as_json.status_code == 429 and int(as_json.headers["retry-after"]) > 0
+    assert as_json.json()["error"]["code"] == "too_many_connections"
+
+
+def test_a_count_is_given_back_once_however_the_request_ends(launch, nginx, owner, upstream):
+    # The user's count spans routes, so one held request here shows a count given back
+    # twice, and the app that refuses connections (its 502 page comes by an internal
+    # redirect, which empties the request's Lua context) counts against it too.
+    instance = launch(limits={"per_user": 3})
+    refusing = launch(limits={"per_user": 3}, port=free_port())
+    with (
+        browser(nginx, open_session(nginx, owner, instance)) as client,
+        browser(nginx, open_session(nginx, owner, refusing)) as failing,
+        ExitStack() as held,
+    ):
+        hold(held, client, slow(instance))
+        # Three 502 pages in a row with two places free: each gave its count back.
+        assert [failing.get(route_url(refusing, "echo")).status_code for _ in range(3)] == [502] * 3
+        # The app fails mid-response.
+        for _ in range(3):
+            with pytest.raises(httpx.RemoteProtocolError):
+                client.get(route_url(instance, "die"))
+        # The browser leaves mid-response.
+        for _ in range(3):
+            aborted = uuid.uuid4().hex
+            with client.stream("GET", route_url(instance, f"slow?id={aborted}")) as response:
+                next(response.iter_raw())
+            assert eventually(lambda gone=aborted: upstream.get("disconnected", id=gone)["disconnected"])
+        assert eventually(lambda: client.get(route_url(instance, "echo")).status_code == 200)
+        # Two places, as before all that: none was lost, none given back twice.
+        hold(held, client, slow(instance))
+        hold(held, client, slow(instance))
+        assert client.get(route_url(instance, "echo")).status_code == 429
+
+
+def test_a_websocket_counts_while_it_is_open(launch, nginx, owner):
+    instance = launch(limits={"per_instance": 3})
+    cookie = open_session(nginx, owner, instance)
+    url, echo = ws_url(instance, "ws"), route_url(instance, "echo")
+
+    async def refused() -> int:
+        with pytest.raises(InvalidStatus) as refusal:
+            async with connect(url, **handshake(nginx, cookie)):
+                pass
+        return refusal.value.response.status_code
+
+    async def scenario():
+        async with AsyncExitStack() as stack:
+
+            async def opened():
+                return await stack.enter_async_context(connect(url, **handshake(nginx, cookie)))
+
+            sockets = [await opened() for _ in range(3)]
+            assert await refused() == 429
+            with browser(nginx, cookie) as client:
+                assert client.get(echo).status_code == 429
+            await sockets[0].close()
+            # Given back once it closed: one more opens, and then none.
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    reopened = await opened()
+                    break
+                except InvalidStatus:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.05)
+            await reopened.send("hi")
+            assert await reopened.recv() == "hi"
+            assert await refused() == 429
+
+    asyncio.run(scenario())

@@ -4,12 +4,13 @@ MAAS's OAuth1 PLAINTEXT signature for the configured API key."""
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+
+from tests.support.servers import reply_json
 
 _OAUTH = re.compile(r'(\w+)="([^"]*)"')
 
@@ -26,12 +27,7 @@ class FakeMaas:
 
         class Handler(BaseHTTPRequestHandler):
             def _reply(self, status: int, body=None):
-                payload = json.dumps(body).encode() if body is not None else b""
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                reply_json(self, status, body)
 
             def _authorized(self) -> bool:
                 header = self.headers.get("Authorization", "")

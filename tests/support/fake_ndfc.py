@@ -8,6 +8,8 @@ import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.support.servers import reply_json
+
 API = "/appcenter/cisco/ndfc/api/v1/lan-fabric/rest/top-down/fabrics/"
 
 
@@ -22,12 +24,7 @@ class FakeNdfc:
 
         class Handler(BaseHTTPRequestHandler):
             def _reply(self, status, body=None):
-                payload = json.dumps(body).encode() if body is not None else b""
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                reply_json(self, status, body)
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")

@@ -13,6 +13,8 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from tests.support.servers import reply_json
+
 
 class _Key:
     def __init__(self):
@@ -35,12 +37,7 @@ class FakeIssuer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 issuer.jwks_requests += 1
-                body = json.dumps({"keys": [key.jwk for key in issuer.keys]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                reply_json(self, 200, {"keys": [key.jwk for key in issuer.keys]})
 
             def log_message(self, *args):
                 pass

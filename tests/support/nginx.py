@@ -30,15 +30,7 @@ def render(values: dict[str, str]) -> str:
 
 
 class Nginx:
-    def __init__(
-        self,
-        portal: str,
-        auth_secret: str,
-        *,
-        apps_domain: str = "",
-        max_per_instance: int = 200,
-        max_per_user: int = 64,
-    ):
+    def __init__(self, portal: str, auth_secret: str, *, apps_domain: str = ""):
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="gpuaas-nginx-"))
         self.conf = self.dir / "nginx.conf"
@@ -51,8 +43,6 @@ class Nginx:
                     "GPUAAS_PORTAL_UPSTREAM": portal,
                     "GPUAAS_PROXY_AUTH_SECRET": auth_secret,
                     "GPUAAS_APPS_DOMAIN": apps_domain,
-                    "GPUAAS_PROXY_MAX_CONNECTIONS_PER_INSTANCE": str(max_per_instance),
-                    "GPUAAS_PROXY_MAX_CONNECTIONS_PER_USER": str(max_per_user),
                 }
             )
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -10,6 +11,16 @@ import uvicorn
 from channels.layers import channel_layers
 
 from apps.core import asgiserver
+
+
+def reply_json(handler, status: int, body=None) -> None:
+    """A JSON answer (or an empty one) from a ``BaseHTTPRequestHandler`` of a fake server."""
+    payload = json.dumps(body).encode() if body is not None else b""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload)
 
 
 def free_port() -> int:
