@@ -687,10 +687,16 @@ def goals(http: dict[str, HttpResult], memory: dict[str, Memory]) -> None:
         return "PASS" if ok else "FAIL"
 
     print()
-    ratio = http["dataplane"].rps / http["direct"].rps
+    # Against nginx's own proxying in this run (decision 0020); the share of direct beside it.
+    plane, plain, direct = (http[k].rps for k in ("dataplane", "plain", "direct"))
+    share = plane / plain
     print(
-        f"goal: nginx data plane >= {DATA_PLANE_GOAL:.0%} of direct nginx req/s: {ratio:.0%} "
-        f"({http['dataplane'].rps:,.0f} / {http['direct'].rps:,.0f}): {verdict(ratio >= DATA_PLANE_GOAL)}"
+        f"goal: nginx data plane >= {DATA_PLANE_GOAL:.0%} of nginx proxying directly (plain proxy_pass) "
+        f"req/s: {share:.0%} ({plane:,.0f} / {plain:,.0f}): {verdict(share >= DATA_PLANE_GOAL)}"
+    )
+    print(
+        f"      (of direct access to the upstream: data plane {plane / direct:.0%}, "
+        f"plain proxy_pass {plain / direct:.0%})"
     )
     asgi, chp = (http[k].rps / http[k].cpu_cores for k in ("asgi", "chp"))
     print(
