@@ -23,7 +23,6 @@ local exit = ngx.exit
 local var = ngx.var
 local concat = table.concat
 local find = string.find
-local match = string.match
 local sub = string.sub
 local gsub = string.gsub
 local re_gsub = ngx.re.gsub
@@ -137,6 +136,41 @@ local function app_cookies(cookies)
     return (gsub(cookies, "^;%s*", ""))
 end
 
+-- The route cookie and the Cookie header sent upstream. A browser that holds only the
+-- route cookie (an app host's usual case) is answered without nginx's cookie parser
+-- or a regular expression: its one cookie has no separator and nothing for the app.
+local ROUTE_COOKIE = "_gpuaas_route="
+
+local function cookies()
+    local header = var.http_cookie
+    if header and sub(header, 1, #ROUTE_COOKIE) == ROUTE_COOKIE
+        and not find(header, ";", 1, true) and not find(header, ",", 1, true) and not find(header, " ", 1, true) then
+        return sub(header, #ROUTE_COOKIE + 1), ""
+    end
+    return var.cookie__gpuaas_route or "", app_cookies(header)
+end
+
+-- On the portal's host, the route's path (/w/{instance}/{endpoint}/), found without
+-- a pattern: string.match would keep LuaJIT from compiling the request's path.
+local function route_path(uri)
+    if sub(uri, 1, 3) ~= "/w/" then
+        return ""
+    end
+    local instance_end = find(uri, "/", 4, true)
+    if not instance_end or instance_end == 4 then
+        return ""
+    end
+    local endpoint_end = find(uri, "/", instance_end + 1, true)
+    if not endpoint_end or endpoint_end == instance_end + 1 then
+        return ""
+    end
+    local query = find(uri, "?", 4, true)
+    if query and query < endpoint_end then
+        return ""
+    end
+    return sub(uri, 1, endpoint_end)
+end
+
 -- Connections are counted in shared memory, so the limits hold across workers. A key
 -- at 0 stays: deleting it would race a count made in another worker in between, and
 -- lose it. The dictionary keeps one small entry per instance and user seen since
@@ -163,7 +197,7 @@ local function count(grant)
     return true
 end
 
-local function apply(grant, uri)
+local function apply(grant, uri, app_cookie)
     if not count(grant) then
         return exit(429)  -- the location's error_page asks the portal for the page
     end
@@ -171,7 +205,7 @@ local function apply(grant, uri)
         var[VARIABLES[i]] = grant[i]
     end
     var.gpuaas_upstream_uri = upstream_uri(grant, uri)
-    var.gpuaas_app_cookie = app_cookies(var.http_cookie)
+    var.gpuaas_app_cookie = app_cookie
     -- The browser's Authorization goes upstream only on bearer_passthrough routes;
     -- elsewhere it is the route's bridge header, or nothing.
     var.gpuaas_authorization_out = grant.passthrough and (var.http_authorization or "") or grant.authorization
@@ -209,30 +243,31 @@ end
 
 function M.authorize()
     local uri = var.request_uri
+    local route, app_cookie = cookies()
     if var.http_upgrade then
         local stored, status = ask()
         if not stored then
             return refuse(status)
         end
-        return apply(parse(stored), uri)
+        return apply(parse(stored), uri, app_cookie)
     end
 
     -- The key: route cookie, host and, on the portal's host, the route's path.
-    local key = (var.cookie__gpuaas_route or "") .. "|" .. var.host .. "|" .. (match(uri, "^/w/[^/?]+/[^/?]+/") or "")
+    local key = route .. "|" .. var.host .. "|" .. route_path(uri)
     local grant = fresh[key]
     if grant and grant.fresh_until > now() then
-        return apply(grant, uri)
+        return apply(grant, uri, app_cookie)
     end
     local kept = grants:get(key)
     grant = kept and parse(kept)
     if grant and grant.fresh_until > now() then
         remember(key, grant)
-        return apply(grant, uri)
+        return apply(grant, uri, app_cookie)
     end
     -- Stale (the dictionary drops it when its stale time ends): one request asks again
     -- (the lock lasts as long as a stale grant may), the others use it meanwhile.
     if grant and not grants:add("asking|" .. key, true, 1) then
-        return apply(grant, uri)
+        return apply(grant, uri, app_cookie)
     end
 
     local stored, status, max_age, stale = ask()
@@ -245,12 +280,12 @@ function M.authorize()
             grants:set(key, stored, max_age + stale)
             remember(key, asked)
         end
-        return apply(asked, uri)
+        return apply(asked, uri, app_cookie)
     end
     if status == 401 or status == 403 then
         grants:delete(key)
     elseif grant then
-        return apply(grant, uri)  -- the portal did not answer: the stale grant, while it lasts
+        return apply(grant, uri, app_cookie)  -- the portal did not answer: the stale grant, while it lasts
     end
     return refuse(status)
 end

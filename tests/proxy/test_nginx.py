@@ -301,6 +301,20 @@ def test_a_bearer_passthrough_route_sends_the_browsers_authorization(launch, ngi
     assert "authorization" not in dict(without.json()["headers"])
 
 
+def test_a_route_cookie_sent_alone_reaches_no_app_and_a_lookalike_is_not_one(launch, nginx, owner):
+    instance = launch()
+    cookie = open_session(nginx, owner, instance)
+
+    def echo(cookies: str) -> httpx.Response:
+        return httpx.get(route_url(instance, "echo"), headers={"Cookie": cookies}, trust_env=False)
+
+    alone = echo(f"{sessions.COOKIE}={cookie}")
+    assert alone.status_code == 200 and "cookie" not in dict(alone.json()["headers"])
+    assert echo(f"x{sessions.COOKIE}={cookie}").status_code == 401
+    kept = echo(f"{sessions.COOKIE}={cookie};a=b")
+    assert kept.status_code == 200 and dict(kept.json()["headers"])["cookie"] == "a=b"
+
+
 # --- connection limits, counted in Lua ----------------------------------------------------------
 
 
