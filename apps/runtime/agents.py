@@ -14,7 +14,7 @@ from apps.allocations.models import Node
 from apps.core import audit, crypto
 from apps.core.errors import NotFound
 from apps.runtime.models import AgentTask, AppInstance, Endpoint, InstanceMember, Operation, RuntimeSecret
-from apps.runtime.states import all_members_in, member_reason, set_member_state, transition
+from apps.runtime.states import all_members_in, member_failed, set_member_state, transition
 
 State = AppInstance.State
 
@@ -105,14 +105,7 @@ def report_task(
                 transition(instance, done, actor=actor)
         else:
             reason = error[:500] or f"{task.action} failed on {node.hostname}"
-            set_member_state(instance, node, State.FAILED, reason)
-            transition(
-                instance,
-                State.FAILED,
-                reason=member_reason(instance, node, reason),
-                actor=actor,
-                members=False,
-            )
+            member_failed(instance, node, reason, actor=actor)
         if task.operation_id:
             _operation_progress(task.operation_id, failed=not succeeded, error=error, now=now)
     return task
@@ -149,15 +142,7 @@ def heartbeat(node: Node, running: list[str] | None = None) -> None:
     on_node = AppInstance.objects.filter(members__node=node).distinct()
     for instance in on_node.filter(state=State.RUNNING).exclude(pk__in=running):
         reason = f"the workload is no longer running on {node.hostname}"
-        set_member_state(instance, node, State.FAILED, reason)
-        transition(
-            instance,
-            State.FAILED,
-            reason=member_reason(instance, node, reason),
-            actor=actor,
-            kind="exited",
-            members=False,
-        )
+        member_failed(instance, node, reason, actor=actor, kind="exited")
     if was_offline:
         for instance in on_node.filter(state=State.FAILED, pk__in=running):
             set_member_state(instance, node, State.RUNNING)
@@ -193,14 +178,7 @@ def mark_silent_nodes_offline(now=None) -> int:
             for instance in AppInstance.objects.filter(
                 members__node=node, state__in=AppInstance.ACTIVE_STATES
             ).distinct():
-                set_member_state(instance, node, State.FAILED, reason)
-                transition(
-                    instance,
-                    State.FAILED,
-                    reason=member_reason(instance, node, reason),
-                    kind="node_offline",
-                    members=False,
-                )
+                member_failed(instance, node, reason, kind="node_offline")
             audit.record(
                 None, "node.agent_offline", target=node, outcome=audit.FAILURE, details={"reason": reason}
             )

@@ -54,8 +54,12 @@ def all_members_in(instance: AppInstance, state: str) -> bool:
     return not instance.members.exclude(state=state).exists()
 
 
-def member_reason(instance: AppInstance, node: Node, reason: str) -> str:
-    """A clustered instance's reason says which member it is about."""
+def member_failed(
+    instance: AppInstance, node: Node, reason: str, *, actor: str = "", kind: str = "state"
+) -> None:
+    """One member failed, so the instance has: a clustered instance's reason says
+    which member it is about."""
+    set_member_state(instance, node, AppInstance.State.FAILED, reason)
     if instance.members.count() > 1:
-        return f"{node.hostname}: {reason}"
-    return reason
+        reason = f"{node.hostname}: {reason}"
+    transition(instance, AppInstance.State.FAILED, reason=reason, actor=actor, kind=kind, members=False)
