@@ -29,6 +29,8 @@ from tests.proxy.conftest import (
     eventually,
     everything_seen,
     handshake,
+    login_session,
+    mint_ticket,
     open_session,
     proxied_manifest,
     publish_manifest,
@@ -429,6 +431,27 @@ def test_a_cookie_for_one_route_does_not_open_another(data_plane, launch, owner)
     with browser(data_plane, open_session(data_plane, owner, first)) as client:
         assert client.get(route_url(first, "echo")).status_code == 200
         assert client.get(route_url(second, "echo")).status_code == 401
+
+
+def test_revoked_access_and_logout_stop_requests(data_plane, launch, owner, project):
+    # The ASGI proxy stops the very next request; nginx within its grants' cache time (0017).
+    settled = (lambda check: check()) if data_plane.kind == "asgi" else eventually
+    instance = launch()
+    colleague = member("project_admin", project=project)
+    session = login_session(owner)
+    minted = mint_ticket(owner, instance, session)
+    ticket = {"ticket": minted["ticket"]}
+    exchanged = httpx.post(f"{data_plane.url}/_gpuaas/session", data=ticket, trust_env=False)
+    with (
+        browser(data_plane, exchanged.cookies[sessions.COOKIE]) as mine,
+        browser(data_plane, open_session(data_plane, colleague, instance)) as theirs,
+    ):
+        assert mine.get(route_url(instance, "echo")).status_code == 200
+        assert theirs.get(route_url(instance, "echo")).status_code == 200
+        Membership.objects.filter(user=colleague).delete()
+        sessions.end_platform_session(session.session_key, owner.pk)  # what logging out does
+        assert settled(lambda: theirs.get(route_url(instance, "echo")).status_code == 403)
+        assert settled(lambda: mine.get(route_url(instance, "echo")).status_code == 401)
 
 
 def test_a_stopped_instance_is_not_reached_and_strangers_do_not_learn_its_state(data_plane, launch, owner):

@@ -121,24 +121,6 @@ def test_a_route_without_its_slash_is_redirected(launch, nginx):
     assert bare.status_code == 308 and bare.headers["location"].endswith(f"/w/{instance.pk}/web/?x=1")
 
 
-def test_revoked_access_and_logout_stop_requests_within_the_cache_time(launch, nginx, owner, project):
-    instance = launch()
-    colleague = member("project_admin", project=project)
-    session = login_session(owner)
-    minted = mint_ticket(owner, instance, session)
-    exchanged = httpx.post(f"{nginx.url}/_gpuaas/session", data={"ticket": minted["ticket"]}, trust_env=False)
-    with (
-        browser(nginx, exchanged.cookies[sessions.COOKIE]) as mine,
-        browser(nginx, open_session(nginx, colleague, instance)) as theirs,
-    ):
-        assert mine.get(route_url(instance, "echo")).status_code == 200
-        assert theirs.get(route_url(instance, "echo")).status_code == 200
-        Membership.objects.filter(user=colleague).delete()
-        sessions.end_platform_session(session.session_key, owner.pk)  # what logging out does
-        assert eventually(lambda: theirs.get(route_url(instance, "echo")).status_code == 403)
-        assert eventually(lambda: mine.get(route_url(instance, "echo")).status_code == 401)
-
-
 # --- the auth endpoint is nginx's ---------------------------------------------------------------
 
 
@@ -259,10 +241,7 @@ def test_connections_to_an_app_are_kept_alive(launch, nginx, owner, counting_app
 
 
 def test_an_ipv6_app_is_reached_with_its_bracketed_host(launch, nginx, owner, counting_app):
-    try:
-        app = counting_app("::1")
-    except OSError:
-        pytest.skip("no IPv6 loopback")
+    app = counting_app("::1")  # these machines have an IPv6 loopback
     instance = launch(host="::1", port=app.port)
     with browser(nginx, open_session(nginx, owner, instance)) as client:
         seen = client.get(route_url(instance, "page"))
