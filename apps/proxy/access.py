@@ -17,7 +17,6 @@ import asyncio
 import functools
 import re
 import time
-import weakref
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -30,6 +29,7 @@ from django.db import close_old_connections
 from apps.proxy import pipeline, sessions
 from apps.proxy.adapters import Adapter
 from apps.proxy.dataplane import limits
+from apps.proxy.perloop import PerLoop
 
 _TTL = 2.0
 _ACTIVITY_EVERY = 15.0
@@ -93,10 +93,10 @@ class _SingleFlight:
     """One load per key at a time, per event loop; the others wait for its result."""
 
     def __init__(self):
-        self._pending: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._pending: PerLoop[dict] = PerLoop(dict)
 
     async def run(self, key, load, *args):
-        pending = self._pending.setdefault(asyncio.get_running_loop(), {})
+        pending = self._pending.get()
         task = pending.get(key)
         if task is None:
             task = pending[key] = asyncio.ensure_future(load(*args))

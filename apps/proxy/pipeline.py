@@ -1,12 +1,12 @@
 """Redis commands of the proxy's hot path, pipelined on one connection per event loop.
 
-Every proxied request reads its decision and counts its connection in and out:
-three commands per request. redis-py spent more CPU building, sending and parsing
-them than the proxy spent on everything else but uvicorn (decision 0017, then
-0019). This speaks RESP2 over an ``asyncio.Protocol``: a command is encoded once,
-the commands issued in one turn of the event loop leave in one write, and replies
-are matched to their callers in order as they arrive. Nothing waits for a batch
-to fill.
+Every proxied request reads its decision and counts its connection in (one
+command), then gives the count back (another). redis-py spent more CPU building,
+sending and parsing such commands than the proxy spent on everything else but
+uvicorn (decisions 0017, 0019). This speaks RESP2 over an ``asyncio.Protocol``: a
+command is encoded once, the commands issued in one turn of the event loop leave
+in one write, and replies are matched to their callers in order as they arrive.
+Nothing waits for a batch to fill.
 
 Only what the proxy sends is supported: commands with bulk-string arguments and
 the five reply types. One connection per process also means a burst (a thousand
@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-import weakref
 
 from redis.connection import parse_url
+
+from apps.proxy.perloop import PerLoop
 
 _CONNECT_TIMEOUT = 5.0
 _INCOMPLETE = object()
@@ -148,10 +149,6 @@ class Pipeline:
             if not future.done():
                 future.set_exception(exc)
 
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
 
 class _Protocol(asyncio.Protocol):
     def __init__(self, pipeline: Pipeline):
@@ -211,20 +208,13 @@ def parse(buffer: bytearray, position: int):
     raise ValueError(f"not a RESP2 reply: {bytes(buffer[position:end])!r}")
 
 
-_pipelines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_last: tuple[asyncio.AbstractEventLoop | None, dict] = (None, {})
+_pipelines: PerLoop[dict[str, Pipeline]] = PerLoop(dict)
 
 
 def call(url: str, *command) -> asyncio.Future:
     """The reply to a Redis command, sent with the others of this turn of the event
     loop, on this event loop's connection to ``url``."""
-    global _last
-    loop = asyncio.get_running_loop()
-    last_loop, pipelines = _last
-    if last_loop is not loop:
-        # A weak-keyed lookup makes a weak reference each time: the common case skips it.
-        pipelines = _pipelines.setdefault(loop, {})
-        _last = (loop, pipelines)
+    pipelines = _pipelines.get()
     pipeline = pipelines.get(url)
     if pipeline is None:
         pipeline = pipelines[url] = Pipeline(url)

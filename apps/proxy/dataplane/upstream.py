@@ -12,10 +12,11 @@ browser going away is what ends it.
 from __future__ import annotations
 
 import asyncio
-import weakref
 
 import httptools
 from django.conf import settings
+
+from apps.proxy.perloop import PerLoop
 
 _READ_SIZE = 256 * 1024
 _IDLE_PER_UPSTREAM = 64
@@ -249,20 +250,10 @@ class Pool:
             conn.transport.close()
 
 
-_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.WeakKeyDictionary()
-_last: tuple[asyncio.AbstractEventLoop | None, Pool | None] = (None, None)
+_pools: PerLoop[Pool] = PerLoop(Pool)
 
 
 def pool() -> Pool:
-    """The pool of the running event loop: one per process in production (one loop),
-    one per server in tests, so no connection is used from a loop it does not belong to."""
-    global _last
-    loop = asyncio.get_running_loop()
-    last_loop, found = _last
-    if last_loop is not loop:
-        # A weak-keyed lookup makes a weak reference each time: the common case skips it.
-        found = _pools.get(loop)
-        if found is None:
-            found = _pools[loop] = Pool()
-        _last = (loop, found)
-    return found
+    """The pool of the running event loop, so no connection is used from a loop it
+    does not belong to."""
+    return _pools.get()
