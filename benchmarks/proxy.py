@@ -214,7 +214,7 @@ def start_chp(var_dir: Path, port: int, routes: dict[str, int]) -> Background:
 
 def start_dataplane(var_dir: Path, port: int, portal_port: int, env: dict[str, str]) -> Background:
     """docker/nginx.conf, the production template, filled in as the nginx image does."""
-    from tests.support.nginx import LUA_DIR, render
+    from tests.support.nginx import CONF_DIR, render
 
     directory = Path(tempfile.mkdtemp(prefix="dataplane-", dir=var_dir))
     conf = directory / "nginx.conf"
@@ -223,7 +223,7 @@ def start_dataplane(var_dir: Path, port: int, portal_port: int, env: dict[str, s
             {
                 "GPUAAS_NGINX_LISTEN": f"127.0.0.1:{port}",
                 "GPUAAS_NGINX_STATE_DIR": str(directory),
-                "GPUAAS_NGINX_LUA_DIR": str(LUA_DIR),
+                "GPUAAS_NGINX_CONF_DIR": str(CONF_DIR),
                 "GPUAAS_PORTAL_UPSTREAM": f"127.0.0.1:{portal_port}",
                 "GPUAAS_PROXY_AUTH_SECRET": env["GPUAAS_PROXY_AUTH_SECRET"],
                 "GPUAAS_APPS_DOMAIN": "",

@@ -2,9 +2,9 @@
 -- grants kept in shared memory, and the upstream chosen per request so that nginx
 -- can keep connections to the apps alive.
 --
--- authorize() runs in the rewrite phase of /_gpuaas/app. A grant is the portal's 204
--- to /_gpuaas/auth (apps.proxy.authrequest): its x-gpuaas-* headers become the
--- $gpuaas_* variables the configuration proxies with. Grants are kept per route
+-- authorize() runs in the rewrite phase of an app route (app.conf). A grant is the
+-- portal's 204 to /_gpuaas/auth (apps.proxy.authrequest): its x-gpuaas-* headers
+-- become the $gpuaas_* variables the configuration proxies with. Grants are kept per route
 -- cookie, host and route path for the answer's max-age; after that, for its
 -- stale-while-revalidate, one request asks again while the others still use the old
 -- grant. Refusals are never kept, and remove the grant they answer. A WebSocket

@@ -121,6 +121,23 @@ def test_a_route_without_its_slash_is_redirected(launch, nginx):
     assert bare.status_code == 308 and bare.headers["location"].endswith(f"/w/{instance.pk}/web/?x=1")
 
 
+def test_the_access_log_has_the_browsers_path_and_status_but_never_the_query(launch, nginx, owner):
+    instance = launch()
+    with browser(nginx, open_session(nginx, owner, instance)) as client:
+        assert client.get(route_url(instance, "echo") + "?token=served-secret").status_code == 200
+    with browser(nginx) as anonymous:
+        assert anonymous.get(route_url(instance, "echo") + "?token=refused-secret").status_code == 401
+
+    # Written a buffer at a time, at most a second late.
+    def lines() -> list[str]:
+        return [line for line in nginx.output.splitlines() if f"/w/{instance.pk}/web/echo" in line]
+
+    logged = eventually(lambda: len(lines()) == 2 and lines(), seconds=5)
+    path = f'"GET /w/{instance.pk}/web/echo HTTP/1.1"'
+    assert [f"{path} 200" in logged[0], f"{path} 401" in logged[1]] == [True, True], logged
+    assert "secret" not in nginx.output
+
+
 # --- the auth endpoint is nginx's ---------------------------------------------------------------
 
 

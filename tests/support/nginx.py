@@ -20,7 +20,7 @@ from tests.support.servers import free_port
 NGINX = "/usr/sbin/nginx"  # scripts/ensure-nginx.sh installs it, with its Lua module
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 TEMPLATE = DOCKER / "nginx.conf"
-LUA_DIR = DOCKER / "nginx"
+CONF_DIR = DOCKER / "nginx"
 _PLACEHOLDER = re.compile(r"\$\{(GPUAAS_[A-Z_]+)\}")
 
 
@@ -39,7 +39,7 @@ class Nginx:
                 {
                     "GPUAAS_NGINX_LISTEN": f"127.0.0.1:{self.port}",
                     "GPUAAS_NGINX_STATE_DIR": str(self.dir),
-                    "GPUAAS_NGINX_LUA_DIR": str(LUA_DIR),
+                    "GPUAAS_NGINX_CONF_DIR": str(CONF_DIR),
                     "GPUAAS_PORTAL_UPSTREAM": portal,
                     "GPUAAS_PROXY_AUTH_SECRET": auth_secret,
                     "GPUAAS_APPS_DOMAIN": apps_domain,
