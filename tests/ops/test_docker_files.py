@@ -79,3 +79,11 @@ def test_compose_fills_every_placeholder_of_the_nginx_template(compose):
     assert placeholders <= set(environment), placeholders - set(environment)
     assert environment["GPUAAS_PORTAL_UPSTREAM"] == "web:8000"
     assert environment["NGINX_ENVSUBST_FILTER"] == "^GPUAAS_"
+
+
+def test_env_example_names_every_variable_compose_reads():
+    """docker/env.example is where an operator learns what to set: compose reading a
+    variable it does not list is a setting nobody finds."""
+    read = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", (DOCKER / "compose.yaml").read_text()))
+    listed = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", (DOCKER / "env.example").read_text(), re.M))
+    assert read - listed == set()
