@@ -346,8 +346,9 @@ class Target:
         return [group_cpu_seconds(p.pgid) for p in self.processes]
 
     def rss_bytes(self) -> int:
-        """The process that holds the connections (the first), not an authorizer behind it."""
-        return group_rss_bytes(self.processes[0].pgid)
+        """Every process of the proxy: the nginx data plane's WebSockets are held by
+        nginx and by the portal behind it, which relays them (decision 0021)."""
+        return sum(group_rss_bytes(p.pgid) for p in self.processes)
 
 
 # --- load ---------------------------------------------------------------------------
@@ -638,7 +639,7 @@ def measure_websockets(targets: dict[str, Target], args) -> dict[str, dict]:
     return results
 
 
-def measure_memory(targets: dict[str, Target], args) -> dict[str, Memory]:
+def measure_memory(targets: dict[str, Target], args, restart) -> dict[str, Memory]:
     print()
     print(
         f"Memory: {args.websockets:,} WebSockets opened through a freshly started proxy (50 handshakes at a "
@@ -648,6 +649,7 @@ def measure_memory(targets: dict[str, Target], args) -> dict[str, Memory]:
     results = {}
     with SPAWN.Pool(1) as pool:
         for key, target in targets.items():
+            restart(key)
             # A first exchange loads what a WebSocket needs: "idle" is a warm process.
             echo_through(pool, target, 1, 1)
             results[key] = held_memory(target, args.websockets, args.hold)
@@ -856,12 +858,17 @@ def run(args, env: dict[str, str], var_dir: Path, ports: dict[str, int], process
     http = measure_http(targets, args)
     websockets = measure_websockets(targets, args)
 
-    # Memory from a fresh start: each proxy's front process anew, idle but warm.
-    processes.restart(targets["asgi"], portal)
-    targets["dataplane"].processes[1] = targets["asgi"].processes[0]
-    processes.restart(targets["dataplane"], edge)
-    processes.restart(targets["chp"], chp)
-    memory = measure_memory({key: targets[key] for key in ("asgi", "dataplane", "chp")}, args)
+    # Memory from a fresh start: each proxy's processes anew, idle but warm.
+    def restart(key: str) -> None:
+        if key in ("asgi", "dataplane"):
+            processes.restart(targets["asgi"], portal)
+            targets["dataplane"].processes[1] = targets["asgi"].processes[0]
+        if key == "dataplane":
+            processes.restart(targets["dataplane"], edge)
+        if key == "chp":
+            processes.restart(targets["chp"], chp)
+
+    memory = measure_memory({key: targets[key] for key in ("asgi", "dataplane", "chp")}, args, restart)
     goals(http, memory)
     print(f"# load average after: {load_average()}")
     from django.db import connections

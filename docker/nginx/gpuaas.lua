@@ -4,11 +4,13 @@
 --
 -- authorize() runs in the rewrite phase of an app route (app.conf). A grant is the
 -- portal's 204 to /_gpuaas/auth (apps.proxy.authrequest): its x-gpuaas-* headers
--- become the $gpuaas_* variables the configuration proxies with. Grants are kept per route
--- cookie, host and route path for the answer's max-age; after that, for its
+-- become the $gpuaas_* variables the configuration proxies with. Grants are kept per
+-- route cookie, host and route path for the answer's max-age; after that, for its
 -- stale-while-revalidate, one request asks again while the others still use the old
 -- grant. Refusals are never kept, and remove the grant they answer. A WebSocket
--- handshake is always asked afresh (its Origin is checked) and never kept.
+-- handshake is always asked afresh (its Origin is checked) and never kept, and is
+-- relayed by the portal's own proxy, which closes the socket when access ends
+-- (decision 0021): nginx cannot close a connection it has upgraded.
 --
 -- A granted request is then counted against its route's connection limits, per app
 -- instance and per user, and release() gives the count back when it ends.
@@ -249,7 +251,10 @@ function M.authorize()
         if not stored then
             return refuse(status)
         end
-        return apply(parse(stored), uri, app_cookie)
+        if not count(parse(stored)) then
+            return exit(429)
+        end
+        return ngx.exec("@gpuaas_websocket")
     end
 
     -- The key: route cookie, host and, on the portal's host, the route's path.
@@ -290,9 +295,10 @@ function M.authorize()
     return refuse(status)
 end
 
--- log_by_lua, where a request counted by authorize() ends (the app's location, or the
--- page an error_page redirected it to): gives its connection back, once, however it
--- ended (the app's response, its failure, the browser leaving, a WebSocket closing).
+-- log_by_lua, where a request counted by authorize() ends (the app's location, the
+-- page an error_page redirected it to, or the portal's WebSocket location): gives its
+-- connection back, once, however it ended (the app's response, its failure, the
+-- browser leaving, a WebSocket closing).
 function M.release()
     local counted = var.gpuaas_counted
     if not counted or counted == "" then
