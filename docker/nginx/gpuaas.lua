@@ -34,7 +34,7 @@ local tonumber = tonumber
 local M = {}
 
 -- The grant's headers, in the order a grant is stored: first those that become
--- $gpuaas_* variables, then those only this code reads.
+-- variables (VARIABLES), then those only this code reads.
 local HEADERS = {
     "x-gpuaas-upstream",
     "x-gpuaas-public-prefix",
@@ -51,10 +51,9 @@ local HEADERS = {
     "x-gpuaas-user",
     "x-gpuaas-user-limit",
 }
-local VARIABLES = {}
-for i = 1, 6 do
-    VARIABLES[i] = gsub(sub(HEADERS[i], 3), "-", "_")
-end
+-- Short names: nginx lowercases and hashes a variable's name on every access from
+-- Lua, and this code sets ten of them per request (nginx.conf declares them).
+local VARIABLES = { "g_upstream", "g_public", "g_from", "g_forwarded", "g_redact", "g_frame" }
 local COUNT = #VARIABLES
 
 -- This worker's copy of fresh grants, by key: a fresh grant is used without a trip to
@@ -183,7 +182,7 @@ local function give_back(key)
 end
 
 -- Counts the request on its instance and its user, or counts nothing and says false
--- when either is at its limit. What was counted is kept in $gpuaas_counted, not in
+-- when either is at its limit. What was counted is kept in $g_counted, not in
 -- ngx.ctx: an error_page (a 502 or 504 page) redirects the request internally, which
 -- empties ngx.ctx before release() runs.
 local function count(grant)
@@ -195,7 +194,7 @@ local function count(grant)
         give_back(user)
         return false
     end
-    var.gpuaas_counted = grant.counted
+    var.g_counted = grant.counted
     return true
 end
 
@@ -206,11 +205,11 @@ local function apply(grant, uri, app_cookie)
     for i = 1, COUNT do
         var[VARIABLES[i]] = grant[i]
     end
-    var.gpuaas_upstream_uri = upstream_uri(grant, uri)
-    var.gpuaas_app_cookie = app_cookie
+    var.g_uri = upstream_uri(grant, uri)
+    var.g_cookie = app_cookie
     -- The browser's Authorization goes upstream only on bearer_passthrough routes;
     -- elsewhere it is the route's bridge header, or nothing.
-    var.gpuaas_authorization_out = grant.passthrough and (var.http_authorization or "") or grant.authorization
+    var.g_auth = grant.passthrough and (var.http_authorization or "") or grant.authorization
     ngx.ctx.gpuaas = grant
 end
 
@@ -300,7 +299,7 @@ end
 -- connection back, once, however it ended (the app's response, its failure, the
 -- browser leaving, a WebSocket closing).
 function M.release()
-    local counted = var.gpuaas_counted
+    local counted = var.g_counted
     if not counted or counted == "" then
         return
     end
