@@ -228,11 +228,14 @@ def test_subdomain_routes_rewrite_onto_their_own_origin(settings, data_plane, la
         headers = {"Host": host}
         echo = client.get("/echo", headers=headers)
         static = client.get("/static/app.js", headers=headers)  # the app's, not the portal's
+        # A route's path without its slash is redirected on the portal's host; here it is the app's.
+        app_path = client.get("/w/notes/today", headers=headers)
         absolute = client.get("/sub/redirect?to=absolute", headers=headers)
         cookies = client.get("/cookies", headers=headers)
         portal_host = client.get("/echo")  # the same path on the portal's host is the portal's
     assert echo.status_code == 200 and echo.json()["path"] == "/echo"
     assert static.json()["path"] == "/static/app.js"
+    assert app_path.status_code == 200 and app_path.json()["path"] == "/w/notes/today"
     assert dict(echo.json()["headers"])["x-forwarded-host"] == host
     assert "x-forwarded-prefix" not in dict(echo.json()["headers"])
     assert absolute.headers["location"] == "/sub/landing?from=redirect"
