@@ -18,12 +18,18 @@ cookie the way a browser does (ticket -> ``POST /_gpuaas/session``), and prints:
    through it, and after holding them for a minute.
 
 Goals (printed as PASS/FAIL, never asserted): the nginx data plane serves at least
-80 % of direct nginx's requests per second; the ASGI proxy serves at least as many
-requests per CPU-second as configurable-http-proxy; a proxy's memory stays flat
-while the WebSockets are held.
+80 % of the requests per second of plain nginx proxying (decision 0020); the ASGI
+proxy serves at least as many requests per CPU-second as configurable-http-proxy; a
+proxy's memory stays flat while the WebSockets are held.
 
-    .venv/bin/python benchmarks/proxy.py            # about 8 minutes
-    .venv/bin/python benchmarks/proxy.py --quick    # CI smoke: 2 s per target, 10 s hold
+``--instructions`` prints, instead of timings, the instructions one nginx worker
+spends per request on the data plane and on plain ``proxy_pass``, counted by
+callgrind: a figure that does not move with the machine's load, for comparing
+changes to docker/nginx.conf and its Lua.
+
+    .venv/bin/python benchmarks/proxy.py                 # about 8 minutes
+    .venv/bin/python benchmarks/proxy.py --quick         # CI smoke: 2 s per target, 10 s hold
+    .venv/bin/python benchmarks/proxy.py --instructions  # about 2 minutes, needs valgrind
 
 Needs PostgreSQL and Redis (``make services``), Debian's ``nginx`` with its Lua
 module (``make nginx``), ``wrk`` (``apt-get install wrk``) and configurable-http-proxy
@@ -40,6 +46,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -96,6 +103,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--asgi-workers", type=int, default=1, help="uvicorn processes of the ASGI proxy (1)")
     parser.add_argument("--db-name", default="gpuaas_bench_proxy")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="instead: nginx's instructions per request, counted by callgrind (valgrind; about 2 minutes)",
+    )
     args = parser.parse_args()
     args.duration = args.duration or (2 if args.quick else 10)
     args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 2)
@@ -684,6 +696,64 @@ def measure_memory(targets: dict[str, Target], args, restart) -> dict[str, Memor
     return results
 
 
+INSTRUCTION_RUNS = (1000, 6000)
+
+
+def instructions_per_request(target: Target) -> float:
+    """User-space instructions one nginx worker spends on a request of ``target``,
+    counted by callgrind: the same figure however busy the machine is (kernel time is
+    not in it). The target's nginx is stopped and started again as one process under
+    valgrind, for two runs of requests over one kept-alive connection; their
+    difference is per request, without start-up and shutdown."""
+    nginx = target.processes[0]
+    command = list(nginx.process.args)
+    conf = Path(command[command.index("-c") + 1])
+    single = conf.with_name("single-process.conf")
+    single.write_text(re.sub(r"^worker_processes .*$", "worker_processes 1;", conf.read_text(), flags=re.M))
+    command[command.index("-c") + 1] = str(single)
+    command[command.index("-g") + 1] = "daemon off; master_process off;"
+    port = int(target.http_url.split(":")[2].split("/")[0])
+    nginx.stop()
+    counts = []
+    for requests in INSTRUCTION_RUNS:
+        out = conf.with_name(f"callgrind.{requests}")
+        # --smc-check: LuaJIT writes the machine code it runs.
+        valgrind = ["valgrind", "--tool=callgrind", "--smc-check=all-non-file", f"--callgrind-out-file={out}"]
+        process = Background(valgrind + command, {}, conf.with_name(f"callgrind.{requests}.log"))
+        wait_listening(port, process, f"{target.name} under callgrind", timeout=120)
+        with httpx.Client(headers=target.http_headers, timeout=60) as client:
+            for _ in range(requests):
+                client.get(target.http_url).raise_for_status()
+        # nginx exits on SIGTERM and callgrind writes its count; under valgrind a signal
+        # that comes while nginx waits for events can go unnoticed: it is repeated.
+        deadline = time.monotonic() + 120
+        while process.process.poll() is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{target.name} under callgrind did not exit; see {process.log_path}")
+            os.killpg(process.pgid, signal.SIGTERM)
+            time.sleep(1)
+        process.stop()
+        counts.append(int(re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M).group(1)))
+    return (counts[1] - counts[0]) / (INSTRUCTION_RUNS[1] - INSTRUCTION_RUNS[0])
+
+
+def measure_instructions(targets: dict[str, Target]) -> None:
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not installed (apt-get install valgrind)")
+    print()
+    print(
+        f"User-space instructions per request of one nginx worker (callgrind, {INSTRUCTION_RUNS[0]:,} then "
+        f"{INSTRUCTION_RUNS[1]:,} kept-alive GETs of the page, one process):"
+    )
+    print()
+    counted = {key: instructions_per_request(target) for key, target in targets.items()}
+    print_table(
+        ["target", "instructions per request"],
+        [[targets[key].name, f"{count:,.0f}"] for key, count in counted.items()],
+    )
+    print(f"the data plane: {counted['dataplane'] / counted['plain']:.2f}x plain proxy_pass's instructions")
+
+
 def goals(http: dict[str, HttpResult], memory: dict[str, Memory]) -> None:
     def verdict(ok: bool) -> str:
         return "PASS" if ok else "FAIL"
@@ -855,6 +925,9 @@ def run(args, env: dict[str, str], var_dir: Path, ports: dict[str, int], process
         "plain": via("nginx proxy_pass (no auth: reference)", ports["plain"], [processes.add(plain)]),
         "chp": via("configurable-http-proxy 5.2.0 (peer)", ports["chp"], [processes.add(chp())]),
     }
+    if args.instructions:
+        measure_instructions({key: targets[key] for key in ("dataplane", "plain")})
+        return 0
     http = measure_http(targets, args)
     websockets = measure_websockets(targets, args)
 
