@@ -204,9 +204,10 @@ def route_url(instance, path: str = "") -> str:
     return instance.proxy_routes.get().public_url.rstrip("/") + "/" + path.lstrip("/")
 
 
-def open_session(server, user, instance, *, host: str | None = None) -> str:
-    """What the launcher does: post a fresh ticket to the route's origin; the route cookie."""
-    minted = mint_ticket(user, instance)
+def open_session(server, user, instance, *, host: str | None = None, session=None) -> str:
+    """What the launcher does: post a fresh ticket to the route's origin; the route
+    cookie. ``session``: the platform session it hangs on (a new login otherwise)."""
+    minted = mint_ticket(user, instance, session)
     response = httpx.post(
         f"{server.url}/_gpuaas/session",
         data={"ticket": minted["ticket"]},

@@ -30,7 +30,6 @@ from tests.proxy.conftest import (
     everything_seen,
     handshake,
     login_session,
-    mint_ticket,
     open_session,
     proxied_manifest,
     publish_manifest,
@@ -310,10 +309,7 @@ def test_an_open_websocket_is_closed_when_access_ends(data_plane, launch, owner,
     instance = launch()
     user = owner if ending != "revoke" else member("project_admin", project=project)
     session = login_session(user)
-    exchanged = mint_ticket(user, instance, session)
-    cookie = httpx.post(f"{data_plane.url}/_gpuaas/session", data={"ticket": exchanged["ticket"]}).cookies[
-        sessions.COOKIE
-    ]
+    cookie = open_session(data_plane, user, instance, session=session)
 
     def end_access():
         if ending == "stop":
@@ -471,11 +467,8 @@ def test_revoked_access_and_logout_stop_requests(data_plane, launch, owner, proj
     instance = launch()
     colleague = member("project_admin", project=project)
     session = login_session(owner)
-    minted = mint_ticket(owner, instance, session)
-    ticket = {"ticket": minted["ticket"]}
-    exchanged = httpx.post(f"{data_plane.url}/_gpuaas/session", data=ticket, trust_env=False)
     with (
-        browser(data_plane, exchanged.cookies[sessions.COOKIE]) as mine,
+        browser(data_plane, open_session(data_plane, owner, instance, session=session)) as mine,
         browser(data_plane, open_session(data_plane, colleague, instance)) as theirs,
     ):
         assert mine.get(route_url(instance, "echo")).status_code == 200

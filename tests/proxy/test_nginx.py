@@ -33,7 +33,6 @@ from tests.proxy.conftest import (
     eventually,
     handshake,
     login_session,
-    mint_ticket,
     open_session,
     proxied_manifest,
     publish_manifest,
@@ -186,9 +185,7 @@ def test_nginx_keeps_a_grant_at_most_three_seconds_and_never_a_refusal(launch, n
 def test_a_kept_grant_stops_within_three_seconds_of_logout_though_requests_keep_coming(launch, nginx, owner):
     instance = launch()
     session = login_session(owner)
-    minted = mint_ticket(owner, instance, session)
-    exchanged = httpx.post(f"{nginx.url}/_gpuaas/session", data={"ticket": minted["ticket"]}, trust_env=False)
-    with browser(nginx, exchanged.cookies[sessions.COOKIE]) as client:
+    with browser(nginx, open_session(nginx, owner, instance, session=session)) as client:
         assert client.get(route_url(instance, "echo")).status_code == 200
         sessions.end_platform_session(session.session_key, owner.pk)
         logged_out = time.monotonic()
