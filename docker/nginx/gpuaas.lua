@@ -243,8 +243,6 @@ local function refuse(status)
 end
 
 function M.authorize()
-    local uri = var.request_uri
-    local route, app_cookie = cookies()
     if var.http_upgrade then
         local stored, status = ask()
         if not stored then
@@ -256,6 +254,8 @@ function M.authorize()
         return ngx.exec("@gpuaas_websocket")
     end
 
+    local uri = var.request_uri
+    local route, app_cookie = cookies()
     -- The key: route cookie, host and, on the portal's host, the route's path.
     local key = route .. "|" .. var.host .. "|" .. route_path(uri)
     local grant = fresh[key]
