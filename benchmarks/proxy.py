@@ -29,7 +29,7 @@ changes to docker/nginx.conf and its Lua.
 
     .venv/bin/python benchmarks/proxy.py                 # about 8 minutes
     .venv/bin/python benchmarks/proxy.py --quick         # CI smoke: 2 s per target, 10 s hold
-    .venv/bin/python benchmarks/proxy.py --instructions  # about 2 minutes, needs valgrind
+    .venv/bin/python benchmarks/proxy.py --instructions  # about a minute, needs valgrind
 
 Needs PostgreSQL and Redis (``make services``), Debian's ``nginx`` with its Lua
 module (``make nginx``), ``wrk`` (``apt-get install wrk``) and configurable-http-proxy
@@ -54,6 +54,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -106,7 +107,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--instructions",
         action="store_true",
-        help="instead: nginx's instructions per request, counted by callgrind (valgrind; about 2 minutes)",
+        help="instead: nginx's instructions per request, counted by callgrind (valgrind; about a minute)",
     )
     args = parser.parse_args()
     args.duration = args.duration or (2 if args.quick else 10)
@@ -712,7 +713,7 @@ def instructions_per_request(target: Target) -> float:
     single.write_text(re.sub(r"^worker_processes .*$", "worker_processes 1;", conf.read_text(), flags=re.M))
     command[command.index("-c") + 1] = str(single)
     command[command.index("-g") + 1] = "daemon off; master_process off;"
-    port = int(target.http_url.split(":")[2].split("/")[0])
+    port = urlsplit(target.http_url).port
     nginx.stop()
     counts = []
     for requests in INSTRUCTION_RUNS:
