@@ -68,6 +68,13 @@ class Target:
             return self.upstream_prefix + path.lstrip("/")
         return path
 
+    def slash_location(self, path: str, query: str) -> str | None:
+        """Where a path_prefix route's own path without its slash is redirected (308),
+        or None for any other path."""
+        if self.mode != "path_prefix" or path != self.public_prefix.rstrip("/"):
+            return None
+        return self.public_prefix + ("?" + query if query else "")
+
     def public_path(self, upstream_path: str) -> str:
         """The browser path for a path the app emitted (redirects, cookie paths)."""
         if self.mode == "path_prefix" and self.upstream_prefix == "/":

@@ -13,7 +13,8 @@ holds, ``stale-while-revalidate`` for how much longer nginx may use it while it
 asks again (decision 0017). Refusals are not kept, and remove the grant they answer.
 
 nginx's side knows only 2xx, 401 and 403, so any refusal is 401 or
-403 there. For the page the browser sees, nginx asks again with
+403 there; and 308, for a route's own path without its slash, which nginx
+redirects as the ASGI proxy does. For the page the browser sees, nginx asks again with
 ``X-Gpuaas-Auth-Page`` naming the status it has: 401 or 403 get the refusal
 with its real status (404, 503 with ``Retry-After``, ...); nginx's own 429, 502
 and 504 get the proxy's page for them.
@@ -38,6 +39,7 @@ from django.conf import settings
 from apps.proxy import access, sessions
 from apps.proxy.access import Target
 from apps.proxy.dataplane import pages
+from apps.proxy.dataplane.respond import redirect
 
 _RETRY_AFTER = ((b"retry-after", b"5"),)
 _NGINX_PAGES = {"429": pages.BUSY, "502": pages.BAD_GATEWAY, "504": pages.GATEWAY_TIMEOUT}
@@ -54,6 +56,7 @@ class Answer(NamedTuple):
     spec: tuple = ()  # the page of a refusal (apps.proxy.dataplane.pages)
     message: str = ""
     grant: tuple = ()  # the 204's headers
+    location: str = ""  # the 308's
 
 
 async def handle(scope: dict, receive, send) -> None:
@@ -65,7 +68,9 @@ async def handle(scope: dict, receive, send) -> None:
     uri = headers.get("x-original-uri", "")
     target = await access.resolve(headers.get("x-original-host", ""), urlsplit(uri).path)
     answer = await _decide(target, uri, headers)
-    if "x-gpuaas-auth-page" in headers:
+    if answer.status == 308:
+        await redirect(send, 308, answer.location)
+    elif "x-gpuaas-auth-page" in headers:
         nginx_page = _NGINX_PAGES.get(headers["x-gpuaas-auth-page"])
         if answer.status == 204 and nginx_page:
             answer = Answer(nginx_page[0], nginx_page)
@@ -78,9 +83,12 @@ async def handle(scope: dict, receive, send) -> None:
 
 
 async def _decide(target: Target | None, uri: str, headers: dict) -> Answer:
-    path = urlsplit(uri).path
-    if target is None or (target.mode == "path_prefix" and not path.startswith(target.public_prefix)):
+    path, query = urlsplit(uri)[2:4]
+    if target is None:
         return Answer(404, pages.NOT_FOUND)
+    if target.mode == "path_prefix" and not path.startswith(target.public_prefix):
+        location = target.slash_location(path, query)
+        return Answer(308, location=location) if location else Answer(404, pages.NOT_FOUND)
     websocket = bool(headers.get("x-original-upgrade"))
     origin = headers.get("x-original-origin")
     if websocket and origin and origin != target.origin:

@@ -213,16 +213,21 @@ local function apply(grant, uri, app_cookie)
     ngx.ctx.gpuaas = grant
 end
 
+
 -- Asks the portal. Returns the grant's stored form and how long to keep it (fresh,
--- then stale), or the status of a refusal or of a portal that did not answer.
+-- then stale), or the status of a refusal or of a portal that did not answer. A 308
+-- (a route's own path without its slash) is the browser's answer, and ends here.
 local function ask()
     local answer = capture("/_gpuaas/auth")
-    if answer.status ~= 204 then
-        return nil, answer.status
-    end
     local headers = {}
     for name, value in pairs(answer.header) do
         headers[lower(name)] = value
+    end
+    if answer.status ~= 204 then
+        if answer.status == 308 and headers.location then
+            ngx.redirect(headers.location, 308)  -- does not return
+        end
+        return nil, answer.status
     end
     local values = {}
     for i, name in ipairs(HEADERS) do

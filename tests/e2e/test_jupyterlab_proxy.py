@@ -4,8 +4,11 @@ in headless Chromium: the workload shell's App UI tab embeds it, a notebook runs
 proxy's auth bridge injects it upstream) never reaches the browser: not in a page,
 a URL, a header, a cookie or a response body the browser saw.
 
-Both route modes: ``path_prefix`` on the portal's origin; ``subdomain`` where each
-app is its own origin. Embedding a subdomain app needs the apps domain on the
+Both data planes: the portal's own ASGI proxy, and nginx running docker/nginx.conf
+in front of the whole portal as in production (its Lua authorizes, nginx moves the
+bytes and blanks the token, the portal relays the kernel's WebSocket). Both route
+modes: ``path_prefix`` on the portal's origin; ``subdomain`` where each app is its
+own origin. Embedding a subdomain app needs the apps domain on the
 portal's site (its SameSite cookies are not sent in a cross-site frame), as in
 production: ``portal.example.com`` and ``*.apps.example.com``, which the browser
 resolves to loopback (``--host-resolver-rules``). Under ``*.localhost`` (which
@@ -30,6 +33,7 @@ from apps.runtime.models import AppInstance
 from tests.conftest import member
 from tests.runtime.agent_fixtures import node_agent, wait_for  # noqa: F401 - the real agent
 from tests.runtime.conftest import jupyterlab  # noqa: F401
+from tests.support.nginx import Nginx
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 START_TIMEOUT = 120.0  # JupyterLab starts in ~3-5 s on an idle machine; CI machines are not idle
@@ -85,22 +89,29 @@ def active_allocation(project, allocator):
     )
 
 
-# variant: (route mode, portal host, apps domain, how the shell shows the app)
+# variant: (data plane, route mode, portal host, apps domain, how the shell shows the app)
 VARIANTS = {
-    "path_prefix": ("path_prefix", "127.0.0.1", "", "embedded"),
-    "subdomain_same_site": ("subdomain", "portal.example.com", "apps.example.com", "embedded"),
-    "subdomain_localhost": ("subdomain", "localhost", "apps.localhost", "link_out"),
+    "path_prefix": ("asgi", "path_prefix", "127.0.0.1", "", "embedded"),
+    "path_prefix_nginx": ("nginx", "path_prefix", "127.0.0.1", "", "embedded"),
+    "subdomain_same_site": ("asgi", "subdomain", "portal.example.com", "apps.example.com", "embedded"),
+    "subdomain_localhost": ("asgi", "subdomain", "localhost", "apps.localhost", "link_out"),
 }
+NGINX_SECRET = "e2e-nginx-asks-the-portal"
 
 
 @pytest.fixture(params=list(VARIANTS))
 def variant(request, settings, portal):
-    mode, host, apps_domain, ui_mode = VARIANTS[request.param]
-    settings.ISSUER = portal.url.replace("127.0.0.1", host)
+    plane, mode, host, apps_domain, ui_mode = VARIANTS[request.param]
+    front = portal
+    if plane == "nginx":
+        settings.PROXY_AUTH_SECRET = NGINX_SECRET
+        front = Nginx(f"127.0.0.1:{portal.port}", NGINX_SECRET, apps_domain=apps_domain).start()
+        request.addfinalizer(front.stop)
+    settings.ISSUER = front.url.replace("127.0.0.1", host)
     settings.CSRF_TRUSTED_ORIGINS = [settings.ISSUER]
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, ".example.com"]
     settings.APPS_DOMAIN = apps_domain
-    return mode, ui_mode
+    return plane, mode, ui_mode, front
 
 
 def launch_jupyterlab(api, allocator, project, allocation) -> AppInstance:  # noqa: F811
@@ -149,7 +160,7 @@ def test_jupyterlab_through_the_proxy_runs_a_notebook(
     jupyterlab,  # noqa: F811
     node_agent,  # noqa: F811
 ):
-    route_mode, ui_mode = variant
+    plane, route_mode, ui_mode, front = variant
     instance = launch_jupyterlab(api, allocator, project, active_allocation)
     route = instance.proxy_routes.get()
     assert (route.mode, route.status, instance.ui_mode) == (route_mode, "active", ui_mode)
@@ -182,12 +193,14 @@ def test_jupyterlab_through_the_proxy_runs_a_notebook(
     output.wait_for(timeout=60_000)
     assert output.inner_text().strip() == "42"
 
+    if plane == "nginx":  # and the app's page came through it (its access log is written each second)
+        wait_for(lambda: f"GET /w/{instance.pk}/web/lab" in front.output, timeout=10, what="nginx's log line")
     app_frame = next(f for p in page.context.pages for f in p.frames if "/w/" in f.url and "/lab" in f.url)
     origin = route.public_url.rstrip("/") if route_mode == "subdomain" else base
     assert app_frame.url.startswith(f"{origin}/w/{instance.pk}/web/lab")
     if SCREENSHOTS:
         shown = page if ui_mode == "embedded" else app_page
-        shown.screenshot(path=os.path.join(SCREENSHOTS, f"jupyterlab-{route_mode}-{ui_mode}.png"))
+        shown.screenshot(path=os.path.join(SCREENSHOTS, f"jupyterlab-{plane}-{route_mode}-{ui_mode}.png"))
 
     cookies = page.context.cookies()
     route_cookies = [c for c in cookies if c["name"] == "_gpuaas_route"]

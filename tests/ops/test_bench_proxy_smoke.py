@@ -28,3 +28,4 @@ def test_quick_proxy_benchmark_runs_clean():
     for goal in ("nginx data plane >=", "ASGI proxy req/s per core >=", "ASGI proxy memory flat"):
         assert f"goal: {goal}" in stdout
     assert "| ASGI proxy (uvicorn" in stdout
+    assert "nginx data plane / plain proxy_pass, 2 alternating rounds" in stdout

@@ -521,6 +521,15 @@ def test_an_app_that_refuses_connections_is_a_502(data_plane, launch, owner):
     assert set(as_json.json()["error"]) == {"code", "message", "correlation_id", "details"}
 
 
+def test_a_route_without_its_slash_is_redirected_before_access_is_checked(data_plane, launch):
+    instance = launch()
+    with browser(data_plane) as client:
+        bare = client.get(route_url(instance).rstrip("/") + "?x=1")
+        unknown = client.get(f"{data_plane.url}/w/{uuid.uuid4()}/web")
+    assert bare.status_code == 308 and bare.headers["location"].endswith(f"/w/{instance.pk}/web/?x=1")
+    assert unknown.status_code == 404
+
+
 def test_unknown_routes_are_404(data_plane):
     with browser(data_plane) as client:
         missing = client.get(f"{data_plane.url}/w/{uuid.uuid4()}/web/echo")

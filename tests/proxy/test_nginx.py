@@ -113,13 +113,6 @@ def names(monkeypatch):
     return answers
 
 
-def test_a_route_without_its_slash_is_redirected(launch, nginx):
-    instance = launch()
-    with browser(nginx) as client:
-        bare = client.get(route_url(instance).rstrip("/") + "?x=1")
-    assert bare.status_code == 308 and bare.headers["location"].endswith(f"/w/{instance.pk}/web/?x=1")
-
-
 def test_the_access_log_has_the_browsers_path_and_status_but_never_the_query(launch, nginx, owner):
     instance = launch()
     with browser(nginx, open_session(nginx, owner, instance)) as client:

@@ -30,11 +30,8 @@ async def handle(scope: dict, receive, send, host: str) -> None:
             return
         raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
         if target.mode == "path_prefix" and not raw_path.startswith(target.public_prefix):
-            if raw_path == target.public_prefix.rstrip("/"):
-                query = scope["query_string"]
-                status = await redirect(
-                    send, 308, target.public_prefix + ("?" + query.decode() if query else "")
-                )
+            if location := target.slash_location(raw_path, scope["query_string"].decode("latin-1")):
+                status = await redirect(send, 308, location)
             else:
                 status = await page(send, inbound, pages.NOT_FOUND, target)
             return
