@@ -55,6 +55,9 @@ local HEADERS = {
 -- Lua, and this code sets ten of them per request (nginx.conf declares them).
 local VARIABLES = { "g_upstream", "g_public", "g_from", "g_forwarded", "g_redact", "g_frame" }
 local COUNT = #VARIABLES
+-- Names the stored form (below): a grant stored by a configuration with other HEADERS
+-- (the shared dictionary outlives `nginx -s reload`) is not read, but asked again.
+local FORMAT = tostring(ngx.crc32_short(concat(HEADERS, " ")))
 
 -- This worker's copy of fresh grants, by key: a fresh grant is used without a trip to
 -- shared memory. The copy expires with the shared grant, and a shared grant is only
@@ -76,10 +79,13 @@ local function split(text, separator)
     end
 end
 
--- Stored form: "fresh-until\n" and the headers' values in HEADERS' order, one a line
--- (header values hold no newline).
+-- Stored form: "FORMAT\nfresh-until\n" and the headers' values in HEADERS' order, one
+-- a line (header values hold no newline). Nil for another format.
 local function parse(stored)
     local grant = split(stored, "\n")
+    if table.remove(grant, 1) ~= FORMAT then
+        return nil
+    end
     grant.fresh_until = tonumber(table.remove(grant, 1))
     grant.upstream_prefix = grant[COUNT + 1]
     grant.authorization = grant[COUNT + 2]
@@ -215,7 +221,8 @@ end
 
 
 -- Asks the portal. Returns the grant's stored form and how long to keep it (fresh,
--- then stale), or the status of a refusal or of a portal that did not answer. A 308
+-- then stale), or the status of a refusal or of a portal that did not answer, or did
+-- not answer with every header of a grant (web replicas older than this nginx). A 308
 -- (a route's own path without its slash) is the browser's answer, and ends here.
 local function ask()
     local answer = capture("/_gpuaas/auth")
@@ -227,24 +234,31 @@ local function ask()
         if answer.status == 308 and headers.location then
             ngx.redirect(headers.location, 308)  -- does not return
         end
+        if answer.status ~= 401 and answer.status ~= 403 then
+            ngx.log(ngx.ERR, "the portal's /_gpuaas/auth answered ", answer.status, ": nothing is proxied")
+        end
         return nil, answer.status
     end
     local values = {}
     for i, name in ipairs(HEADERS) do
-        values[i] = headers[name] or ""
+        values[i] = headers[name]
+        if not values[i] then
+            ngx.log(ngx.ERR, "the portal's grant has no ", name, ": nothing is proxied ",
+                    "(web replicas older than this nginx: upgrade them first)")
+            return nil, 500
+        end
     end
     local control = headers["cache-control"] or ""
     local max_age = tonumber(control:match("max%-age=(%d+)")) or 0
     local stale = tonumber(control:match("stale%-while%-revalidate=(%d+)")) or 0
-    return (now() + max_age) .. "\n" .. concat(values, "\n"), 204, max_age, stale
+    return FORMAT .. "\n" .. (now() + max_age) .. "\n" .. concat(values, "\n"), 204, max_age, stale
 end
 
 local function refuse(status)
     if status == 401 or status == 403 then
         return exit(status)  -- the location's error_page asks the portal for the page
     end
-    ngx.log(ngx.ERR, "the portal's /_gpuaas/auth answered ", status, ": nothing is proxied")
-    return exit(500)
+    return exit(500)  -- ask() said why, in the error log
 end
 
 function M.authorize()

@@ -39,7 +39,7 @@ from tests.runtime.conftest import (  # noqa: F401 - fixtures the proxy tests sh
     nodes,
     ready_tenant,
 )
-from tests.support.nginx import Nginx
+from tests.support.nginx import CONF_DIR, Nginx
 from tests.support.servers import ThreadedUvicorn, free_port
 
 AUTH_SECRET = "nginx-and-portal-share-this"
@@ -149,13 +149,29 @@ def proxy_server(settings):
 
 
 @pytest.fixture
-def nginx(settings, proxy_server):
+def nginx_with(settings, proxy_server):
+    """``nginx_with(portal=..., conf_dir=...)``: nginx (docker/nginx.conf) in front of
+    the portal, or of another address, with docker/nginx/ or a copy; routes are planned
+    on its address."""
+    started = []
+
+    def start(*, portal: str | None = None, conf_dir: Path = CONF_DIR) -> Nginx:
+        settings.PROXY_AUTH_SECRET = AUTH_SECRET
+        portal = portal or f"127.0.0.1:{proxy_server.port}"
+        server = Nginx(portal, AUTH_SECRET, apps_domain=APPS_DOMAIN, conf_dir=conf_dir).start()
+        started.append(server)
+        settings.ISSUER = server.url
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def nginx(nginx_with):
     """nginx (docker/nginx.conf) in front of the portal; routes are planned on its address."""
-    settings.PROXY_AUTH_SECRET = AUTH_SECRET
-    server = Nginx(f"127.0.0.1:{proxy_server.port}", AUTH_SECRET, apps_domain=APPS_DOMAIN).start()
-    settings.ISSUER = server.url
-    yield server
-    server.stop()
+    return nginx_with()
 
 
 @dataclass

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import http.client
+import shutil
 import socket
 import threading
 import time
@@ -40,6 +42,7 @@ from tests.proxy.conftest import (
     route_url,
     ws_url,
 )
+from tests.support.nginx import CONF_DIR
 from tests.support.servers import free_port, reply_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -233,6 +236,92 @@ def test_a_portal_that_does_not_answer_means_nothing_is_proxied(launch, nginx, o
     with browser(nginx, cookie) as client:
         response = client.get(route_url(instance, "echo"))
     assert response.status_code == 500 and "echo" not in response.text
+
+
+class _Relay(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        upstream = http.client.HTTPConnection("127.0.0.1", self.server.portal_port, timeout=10)
+        upstream.request("GET", self.path, headers=dict(self.headers))
+        answer = upstream.getresponse()
+        body = answer.read()
+        self.send_response(answer.status)
+        for name, value in answer.getheaders():
+            if name.lower() not in (self.server.missing, "content-length", "transfer-encoding", "connection"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        upstream.close()
+
+    def log_message(self, *args):
+        pass
+
+
+class OlderPortal(ThreadingHTTPServer):
+    """The web replicas as an older release answers nginx's questions: without
+    ``missing``, a header of the grant this nginx needs (None: as they are)."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, portal_port: int, missing: str | None):
+        self.portal_port, self.missing = portal_port, missing
+        super().__init__(("127.0.0.1", 0), _Relay)
+        self.port = self.server_address[1]
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize("missing", [None, "x-gpuaas-user-limit"])
+def test_a_grant_without_a_header_nginx_needs_proxies_nothing_and_says_why(
+    launch, nginx_with, owner, proxy_server, missing
+):
+    portal = OlderPortal(proxy_server.port, missing)
+    try:
+        server = nginx_with(portal=f"127.0.0.1:{portal.port}")
+        instance = launch()
+        cookie = open_session(proxy_server, owner, instance, host=f"127.0.0.1:{server.port}")
+        with browser(server, cookie) as client:
+            response = client.get(route_url(instance, "echo"))
+    finally:
+        portal.shutdown()
+        portal.server_close()
+    if missing is None:
+        assert response.status_code == 200 and response.json()["path"].endswith("/echo")
+    else:
+        assert response.status_code == 500 and "echo" not in response.text
+        assert f"the portal's grant has no {missing}" in server.output
+
+
+def test_a_grant_kept_before_a_reload_in_another_layout_is_asked_again(tmp_path, launch, nginx_with, owner):
+    conf_dir = tmp_path / "nginx"
+    shutil.copytree(CONF_DIR, conf_dir)
+    lua = conf_dir / "gpuaas.lua"
+    current = lua.read_text()
+    # A release that stored two of the grant's headers the other way round: consistent
+    # in itself, but its kept grants, read by this one, would swap them.
+    previous = current
+    swapped = [('"x-gpuaas-forwarded-prefix"', '"x-gpuaas-frame-ancestors"'), ('"g_forwarded"', '"g_frame"')]
+    for one, other in swapped:
+        previous = previous.replace(one, "\0").replace(other, one).replace("\0", other)
+    assert previous != current
+    lua.write_text(previous)
+    server = nginx_with(conf_dir=conf_dir)
+    instance = launch()
+    cookie = open_session(server, owner, instance)
+    with browser(server, cookie) as client:
+        before = client.get(route_url(instance, "echo"))
+        kept = time.monotonic()
+        lua.write_text(current)
+        server.reload()
+        after = client.get(route_url(instance, "echo"))
+    # The second request came while the first one's grant was still fresh (2 s).
+    assert time.monotonic() - kept < 2.0, "too slow to tell: the kept grant had expired"
+    for response in (before, after):
+        assert response.status_code == 200
+        assert dict(response.json()["headers"])["x-forwarded-prefix"] == f"/w/{instance.pk}/web"
+        assert response.headers["content-security-policy"] == f"frame-ancestors {server.url}"
 
 
 # --- connections to the apps -------------------------------------------------------------------

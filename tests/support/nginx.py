@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -30,7 +31,7 @@ def render(values: dict[str, str]) -> str:
 
 
 class Nginx:
-    def __init__(self, portal: str, auth_secret: str, *, apps_domain: str = ""):
+    def __init__(self, portal: str, auth_secret: str, *, apps_domain: str = "", conf_dir: Path = CONF_DIR):
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="gpuaas-nginx-"))
         self.conf = self.dir / "nginx.conf"
@@ -39,7 +40,7 @@ class Nginx:
                 {
                     "GPUAAS_NGINX_LISTEN": f"127.0.0.1:{self.port}",
                     "GPUAAS_NGINX_STATE_DIR": str(self.dir),
-                    "GPUAAS_NGINX_CONF_DIR": str(CONF_DIR),
+                    "GPUAAS_NGINX_CONF_DIR": str(conf_dir),
                     "GPUAAS_PORTAL_UPSTREAM": portal,
                     "GPUAAS_PROXY_AUTH_SECRET": auth_secret,
                     "GPUAAS_APPS_DOMAIN": apps_domain,
@@ -72,6 +73,21 @@ class Nginx:
                 return self
             except OSError:
                 time.sleep(0.05)
+
+    def reload(self) -> None:
+        """``nginx -s reload``: the configuration and its Lua read anew by new workers
+        (shared memory is kept); returns once the old workers are gone."""
+        old = self._workers()
+        self.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while (workers := self._workers()) & old or not workers:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nginx did not reload:\n{self.output}")
+            time.sleep(0.05)
+
+    def _workers(self) -> set[str]:
+        pid = self.process.pid
+        return set(Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
 
     def stop(self) -> None:
         if self.process is not None:
