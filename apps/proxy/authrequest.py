@@ -12,12 +12,12 @@ says how long, in ``Cache-Control``: ``max-age`` for as long as an answer
 holds, ``stale-while-revalidate`` for how much longer nginx may use it while it
 asks again (decision 0017). Refusals are not kept, and remove the grant they answer.
 
-nginx's side knows only 2xx, 401 and 403, so any refusal is 401 or
-403 there; and 308, for a route's own path without its slash, which nginx
-redirects as the ASGI proxy does. For the page the browser sees, nginx asks again with
-``X-Gpuaas-Auth-Page`` naming the status it has: 401 or 403 get the refusal
-with its real status (404, 503 with ``Retry-After``, ...); nginx's own 429, 502
-and 504 get the proxy's page for them.
+nginx's side knows only 2xx, 401 and 403, so any refusal is 401 or 403 there.
+For the page the browser sees, nginx asks again with ``X-Gpuaas-Auth-Page``
+naming the status it has: 401 or 403 get the refusal with its real status (404,
+503 with ``Retry-After``, ...); nginx's own 429, 502 and 504 get the proxy's page
+for them. A route's own path without its slash is answered 308 to the route, which
+nginx passes on, as the ASGI proxy redirects it.
 
 The endpoint is nginx's alone: nginx marks the location ``internal``, and the
 app wants ``GPUAAS_PROXY_AUTH_SECRET`` in ``X-Gpuaas-Auth-Secret``.

@@ -219,7 +219,6 @@ local function apply(grant, uri, app_cookie)
     ngx.ctx.gpuaas = grant
 end
 
-
 -- Asks the portal. Returns the grant's stored form and how long to keep it (fresh,
 -- then stale), or the status of a refusal or of a portal that did not answer, or did
 -- not answer with every header of a grant (web replicas older than this nginx). A 308

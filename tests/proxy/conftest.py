@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
@@ -188,6 +189,15 @@ class DataPlane:
     @property
     def port(self) -> int:
         return self.server.port
+
+    def rss(self) -> int:
+        """Resident memory of what a request passes through here: this process (the
+        client and the portal) and, for nginx, its master and workers."""
+        processes = [psutil.Process()]
+        if self.kind == "nginx":
+            master = psutil.Process(self.server.process.pid)
+            processes += [master, *master.children()]
+        return sum(process.memory_info().rss for process in processes)
 
 
 @pytest.fixture(params=["asgi", "nginx"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import uuid
 
 import httpx
@@ -243,6 +244,60 @@ def test_subdomain_routes_rewrite_onto_their_own_origin(settings, data_plane, la
 
 
 # --- streaming ----------------------------------------------------------------------------
+
+
+GIGABYTE = 1024**3
+
+
+def test_a_gigabyte_streams_up_and_down_with_flat_memory(data_plane, launch, owner):
+    instance = launch()
+    baseline = data_plane.rss()
+    peak = [baseline]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], data_plane.rss())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    megabyte = b"u" * (1024 * 1024)
+    try:
+        with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+            uploaded = client.post(
+                route_url(instance, "upload"), content=(megabyte for _ in range(GIGABYTE // len(megabyte)))
+            )
+            received = 0
+            with client.stream("GET", route_url(instance, f"download?n={GIGABYTE}")) as response:
+                assert response.headers["content-length"] == str(GIGABYTE)
+                for chunk in response.iter_raw():
+                    received += len(chunk)
+    finally:
+        done.set()
+        sampler.join()
+    assert uploaded.json() == {"bytes": GIGABYTE}
+    assert received == GIGABYTE
+    # None of the client, the portal and nginx held the gigabyte.
+    assert peak[0] - baseline < 150 * 1024 * 1024
+
+
+def test_a_browser_that_leaves_closes_the_apps_connection(data_plane, launch, owner, upstream):
+    instance = launch()
+    stream_id = uuid.uuid4().hex
+    with (
+        browser(data_plane, open_session(data_plane, owner, instance)) as client,
+        client.stream("GET", route_url(instance, f"slow?id={stream_id}")) as response,
+    ):
+        assert next(response.iter_raw()) == b"waiting\n"
+    assert eventually(lambda: upstream.get("disconnected", id=stream_id)["disconnected"])
+
+
+def test_an_app_that_dies_mid_response_breaks_the_browsers_connection(data_plane, launch, owner):
+    instance = launch()
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.get(route_url(instance, "die"))
+        assert client.get(route_url(instance, "echo")).status_code == 200
 
 
 def test_server_sent_events_arrive_one_by_one(data_plane, launch, owner, upstream):
