@@ -4,7 +4,7 @@
 nginx sends the browser request's host, raw URI and (for a WebSocket) Origin in
 ``X-Original-*`` headers, with the route cookie. The answer is 204 with what
 nginx needs to proxy the request itself: the upstream and its IP addresses, the
-route's prefixes, the bridge header, the frame-ancestors, the secret to blank
+route's prefixes, the bridge header, the frame-ancestors, the secret to mask
 from pages, and the connection limits with what they count (instance, user).
 Every value depends only on the route and the cookie, never on the rest of the
 URI, so nginx may keep it for a few seconds per cookie and route. The portal

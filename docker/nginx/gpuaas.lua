@@ -29,6 +29,7 @@ local sub = string.sub
 local gsub = string.gsub
 local re_gsub = ngx.re.gsub
 local lower = string.lower
+local rep = string.rep
 local tonumber = tonumber
 
 local M = {}
@@ -97,6 +98,12 @@ local function parse(stored)
     grant.user_key = "user:" .. grant[COUNT + 7]
     grant.user_limit = tonumber(grant[COUNT + 8])
     grant.counted = grant.instance_key .. "\n" .. grant.user_key
+    local secret = grant[5]
+    if secret ~= "" then
+        grant.secret = secret
+        grant.secret_pattern = gsub(secret, "%W", "%%%0")  -- found as it is
+        grant.mask = rep("x", #secret)
+    end
     return grant
 end
 
@@ -326,31 +333,50 @@ function M.release()
     give_back(sub(counted, at + 1))
 end
 
--- body_filter_by_lua, ahead of sub_filter: ends the response with the app's last
--- byte. sub_filter makes the response chunked, and nginx would write the closing
--- chunk on its own, a second write to the client, when it notices the app is done;
--- with the end marked here it goes out with the body. Only for short bodies of known
--- length: counting means copying each piece into Lua.
-local SHORT_BODY = 65536
+-- How many bytes at the end of data could begin secret.
+local function could_begin(data, secret)
+    local first = sub(secret, 1, 1)
+    local at = find(data, first, math.max(#data - #secret + 2, 1), true)
+    while at do
+        if sub(data, at) == sub(secret, 1, #data - at + 1) then
+            return #data - at + 1
+        end
+        at = find(data, first, at + 1, true)
+    end
+    return 0
+end
 
-function M.end_of_body()
+-- body_filter_by_lua: masks the route's secret (the bridged token, which JupyterLab
+-- writes into its page config) in every response, as the portal's proxy does in text
+-- ones (apps.proxy.dataplane.redact, decision 0023): as many "x", so the body keeps
+-- its length and the app's Content-Length holds, and a response leaves in one write.
+-- Every type: reading the response's type here costs more than looking. A secret can
+-- straddle two of the app's writes: a chunk's end that could begin one waits for the
+-- next chunk; nothing else is held back, so event streams flow.
+function M.mask()
     local ctx = ngx.ctx
-    local left = ctx.gpuaas_left
-    if left == false or ngx.arg[2] then
+    local grant = ctx.gpuaas  -- none on a page from the portal
+    if not grant or not grant.secret then
         return
     end
-    if left == nil then
-        left = tonumber(var.upstream_http_content_length)
-        if not left or left > SHORT_BODY then
-            ctx.gpuaas_left = false
-            return
-        end
+    local held = ctx.gpuaas_held
+    local data = held and held .. ngx.arg[1] or ngx.arg[1]
+    local changed = held ~= nil
+    if find(data, grant.secret, 1, true) then
+        data = gsub(data, grant.secret_pattern, grant.mask)
+        changed = true
     end
-    left = left - #ngx.arg[1]
-    if left <= 0 then
-        ngx.arg[2] = true
+    local keep = ngx.arg[2] and 0 or could_begin(data, grant.secret)
+    if keep > 0 then
+        ctx.gpuaas_held = sub(data, -keep)
+        data = sub(data, 1, -keep - 1)
+        changed = true
+    else
+        ctx.gpuaas_held = nil
     end
-    ctx.gpuaas_left = left
+    if changed then
+        ngx.arg[1] = data
+    end
 end
 
 -- balancer_by_lua in the gpuaas_apps upstream: the route's address, so nginx reuses

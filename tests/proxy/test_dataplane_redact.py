@@ -1,4 +1,4 @@
-"""Secrets are removed from streamed bodies wherever the chunks happen to be cut."""
+"""Secrets are masked in streamed bodies wherever the chunks happen to be cut."""
 
 import gzip
 
@@ -8,13 +8,14 @@ from apps.proxy.dataplane.redact import Redactor, Undecodable
 
 SECRET = b"0123456789abcdef0123456789abcdef"
 PAGE = b'<script>{"baseUrl": "/w/x/", "token": "' + SECRET + b'", "other": 1}</script>' * 3
+MASKED = b"x" * len(SECRET)
 
 
 @pytest.mark.parametrize("size", [1, 2, 7, 31, 32, 33, 64, len(PAGE)])
-def test_a_secret_split_across_chunks_is_removed(size):
+def test_a_secret_split_across_chunks_is_masked(size):
     redactor = Redactor((SECRET,))
     out = b"".join(redactor.feed(PAGE[i : i + size]) for i in range(0, len(PAGE), size)) + redactor.flush()
-    assert out == PAGE.replace(SECRET, b"")
+    assert out == PAGE.replace(SECRET, MASKED) and len(out) == len(PAGE)
 
 
 def test_text_that_cannot_start_a_secret_is_not_held_back():
@@ -25,15 +26,10 @@ def test_text_that_cannot_start_a_secret_is_not_held_back():
     assert redactor.feed(b"x\n\n") == b"0123x\n\n"
 
 
-def test_removing_a_secret_does_not_leave_one_behind():
-    redactor = Redactor((b"ab",))
-    assert redactor.flush_all(b"aabb") == b""
-
-
 def test_a_compressed_body_is_decoded_before_it_is_inspected():
     redactor = Redactor((SECRET,), b"gzip")
     compressed = gzip.compress(PAGE)
     out = redactor.feed(compressed[:10]) + redactor.feed(compressed[10:]) + redactor.flush()
-    assert out == PAGE.replace(SECRET, b"")
+    assert out == PAGE.replace(SECRET, MASKED)
     with pytest.raises(Undecodable):
         Redactor((SECRET,), b"br")

@@ -167,13 +167,16 @@ async def http_app(scope, receive, send):
         await _json(send, _ws_closed.get(query["id"], {}))
     elif name == "lab":
         page = _lab_page(scope)
-        await send(
-            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]}
-        )
-        # Small pieces, so the token straddles the proxy's reads.
+        headers = [(b"content-type", b"text/html"), (b"content-length", str(len(page)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        # Small pieces, so the token straddles the proxy's reads, and a pause in its middle.
+        token = _token(scope).encode()
+        middle = page.find(token) + len(token) // 2 if token else -1
         for offset in range(0, len(page), 7):
             await send({"type": "http.response.body", "body": page[offset : offset + 7], "more_body": True})
-            if offset % 700 == 0:
+            if offset <= middle < offset + 7:
+                await asyncio.sleep(0.05)
+            elif offset % 700 == 0:
                 await asyncio.sleep(0)
         await send({"type": "http.response.body", "body": b""})
     elif name == "lab-gzip":

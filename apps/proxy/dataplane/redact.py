@@ -1,10 +1,12 @@
-"""Streaming removal of secrets from response bodies and messages.
+"""Streaming masking of secrets in response bodies and messages.
 
 JupyterLab writes its token into every page it serves (``"token": "<t>"`` in the
 page config, DESIGN.md field notes); with a header-injecting auth bridge that
-token must be blanked before the page reaches the browser. A secret can straddle
-two chunks, so a chunk's end that could be the start of a secret waits for the
-next chunk; anything else goes on at once, so event streams are not held back.
+token must be masked before the page reaches the browser. A secret becomes as many
+``x`` (decision 0023): the body keeps its length, so nginx, which masks the same
+way, keeps the app's ``Content-Length``. A secret can straddle two chunks, so a
+chunk's end that could be the start of a secret waits for the next chunk; anything
+else goes on at once, so event streams are not held back.
 """
 
 from __future__ import annotations
@@ -49,9 +51,7 @@ class Redactor:
 
     def _scrub(self, data: bytes) -> bytes:
         for secret in self.secrets:
-            # Removing one occurrence can join two halves into a new one.
-            while secret in data:
-                data = data.replace(secret, b"")
+            data = data.replace(secret, b"x" * len(secret))
         return data
 
     def _held(self, data: bytes) -> int:
