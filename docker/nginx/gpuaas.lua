@@ -30,6 +30,7 @@ local gsub = string.gsub
 local re_gsub = ngx.re.gsub
 local lower = string.lower
 local rep = string.rep
+local max = math.max
 local tonumber = tonumber
 
 local M = {}
@@ -336,7 +337,7 @@ end
 -- How many bytes at the end of data could begin secret.
 local function could_begin(data, secret)
     local first = sub(secret, 1, 1)
-    local at = find(data, first, math.max(#data - #secret + 2, 1), true)
+    local at = find(data, first, max(#data - #secret + 2, 1), true)
     while at do
         if sub(data, at) == sub(secret, 1, #data - at + 1) then
             return #data - at + 1
