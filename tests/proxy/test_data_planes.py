@@ -8,10 +8,12 @@ so in a per-plane expectation; what only one of them does is tested in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import threading
 import uuid
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -252,6 +254,16 @@ def test_subdomain_routes_rewrite_onto_their_own_origin(settings, data_plane, la
 GIGABYTE = 1024**3
 
 
+@contextlib.contextmanager
+def streamed(data_plane, owner, instance, path: str) -> Iterator[httpx.Response]:
+    """A GET on the route read as it streams, from a browser with a session."""
+    with (
+        browser(data_plane, open_session(data_plane, owner, instance)) as client,
+        client.stream("GET", route_url(instance, path)) as response,
+    ):
+        yield response
+
+
 def test_a_gigabyte_streams_up_and_down_with_flat_memory(data_plane, launch, owner):
     instance = launch()
     baseline = data_plane.rss()
@@ -287,10 +299,7 @@ def test_a_gigabyte_streams_up_and_down_with_flat_memory(data_plane, launch, own
 def test_a_browser_that_leaves_closes_the_apps_connection(data_plane, launch, owner, upstream):
     instance = launch()
     stream_id = uuid.uuid4().hex
-    with (
-        browser(data_plane, open_session(data_plane, owner, instance)) as client,
-        client.stream("GET", route_url(instance, f"slow?id={stream_id}")) as response,
-    ):
+    with streamed(data_plane, owner, instance, f"slow?id={stream_id}") as response:
         assert next(response.iter_raw()) == b"waiting\n"
     assert eventually(lambda: upstream.get("disconnected", id=stream_id)["disconnected"])
 
@@ -306,10 +315,7 @@ def test_an_app_that_dies_mid_response_breaks_the_browsers_connection(data_plane
 def test_server_sent_events_arrive_one_by_one(data_plane, launch, owner, upstream):
     instance = launch()
     stream_id = uuid.uuid4().hex
-    with (
-        browser(data_plane, open_session(data_plane, owner, instance)) as client,
-        client.stream("GET", route_url(instance, f"sse?id={stream_id}")) as response,
-    ):
+    with streamed(data_plane, owner, instance, f"sse?id={stream_id}") as response:
         assert response.headers["content-type"] == "text/event-stream"
         chunks = response.iter_raw()
         assert next(chunks) == b"data: one\n\n"  # while the app still holds back the second event
