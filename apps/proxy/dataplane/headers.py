@@ -225,6 +225,7 @@ def response_headers(
     out: list[tuple[bytes, bytes]] = []
     csp_seen = False
     encoding = b""
+    length = None
     # One search over all the values first: the secret is almost never in a header.
     redact = target.redact
     if redact:
@@ -245,13 +246,18 @@ def response_headers(
         elif name == b"content-security-policy":
             csp_seen = True
             value = with_frame_ancestors(value.decode("latin-1"), target.frame_ancestors).encode("latin-1")
-        elif name == b"x-frame-options" or name == b"content-length" and redacting:
+        elif name == b"x-frame-options":
+            continue
+        elif name == b"content-length" and redacting:
+            length = value  # masking keeps the length, unless the redactor decodes the body (below)
             continue
         elif name == b"content-encoding":
             encoding = value.strip().lower()
             if redacting:
                 continue  # the redactor decodes it
         out.append((name, value))
+    if length is not None and encoding in (b"", b"identity"):
+        out.append((b"content-length", length))
     if not csp_seen:
         out.append((b"content-security-policy", b"frame-ancestors " + target.frame_ancestors.encode()))
     if target.frame_ancestors == "'none'":

@@ -3,10 +3,11 @@
 JupyterLab writes its token into every page it serves (``"token": "<t>"`` in the
 page config, DESIGN.md field notes); with a header-injecting auth bridge that
 token must be masked before the page reaches the browser. A secret becomes as many
-``x`` (decision 0023): the body keeps its length, so nginx, which masks the same
-way, keeps the app's ``Content-Length``. A secret can straddle two chunks, so a
-chunk's end that could be the start of a secret waits for the next chunk; anything
-else goes on at once, so event streams are not held back.
+``x`` (decision 0023): the body keeps its length, so the app's ``Content-Length``
+holds (unless a compressed body has to be decoded first; nginx masks the same way).
+A secret can straddle two chunks, so a chunk's end that could be the start of a
+secret waits for the next chunk; anything else goes on at once, so event streams
+are not held back.
 """
 
 from __future__ import annotations
