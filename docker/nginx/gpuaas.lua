@@ -196,9 +196,10 @@ local function give_back(key)
 end
 
 -- Counts the request on its instance and its user, or counts nothing and says false
--- when either is at its limit. What was counted is kept in $g_counted, not in
--- ngx.ctx: an error_page (a 502 or 504 page) redirects the request internally, which
--- empties ngx.ctx before release() runs.
+-- when either is at its limit. What was counted is kept in $g_counted as well as in
+-- the grant apply() leaves in ngx.ctx: an error_page (a 502 or 504 page) or the
+-- handover of a WebSocket redirects the request internally, which empties ngx.ctx
+-- before release() runs.
 local function count(grant)
     local instance, user = grant.instance_key, grant.user_key
     local instances = connections:incr(instance, 1, 0)
@@ -323,8 +324,15 @@ end
 -- log_by_lua, where a request counted by authorize() ends (the app's location, the
 -- page an error_page redirected it to, or the portal's WebSocket location): gives its
 -- connection back, once, however it ended (the app's response, its failure, the
--- browser leaving, a WebSocket closing).
+-- browser leaving, a WebSocket closing). From the request's grant where it still
+-- has one: a variable read costs more in this phase than the rest of the work.
 function M.release()
+    local grant = ngx.ctx.gpuaas
+    if grant then
+        give_back(grant.instance_key)
+        give_back(grant.user_key)
+        return
+    end
     local counted = var.g_counted
     if not counted or counted == "" then
         return
