@@ -195,8 +195,7 @@ class DataPlane:
         client and the portal) and, for nginx, its master and workers."""
         processes = [psutil.Process()]
         if self.kind == "nginx":
-            master = psutil.Process(self.server.process.pid)
-            processes += [master, *master.children()]
+            processes += [psutil.Process(self.server.process.pid), *self.server.workers()]
         return sum(process.memory_info().rss for process in processes)
 
 

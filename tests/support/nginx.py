@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 from tests.support.servers import free_port
 
 NGINX = "/usr/sbin/nginx"  # scripts/ensure-nginx.sh installs it, with its Lua module
@@ -77,17 +79,17 @@ class Nginx:
     def reload(self) -> None:
         """``nginx -s reload``: the configuration and its Lua read anew by new workers
         (shared memory is kept); returns once the old workers are gone."""
-        old = self._workers()
+        old = {worker.pid for worker in self.workers()}
         self.process.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 10
-        while (workers := self._workers()) & old or not workers:
+        while (workers := {worker.pid for worker in self.workers()}) & old or not workers:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"nginx did not reload:\n{self.output}")
             time.sleep(0.05)
 
-    def _workers(self) -> set[str]:
-        pid = self.process.pid
-        return set(Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+    def workers(self) -> list[psutil.Process]:
+        """The master's worker processes."""
+        return psutil.Process(self.process.pid).children()
 
     def stop(self) -> None:
         if self.process is not None:
