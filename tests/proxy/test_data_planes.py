@@ -14,6 +14,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -150,11 +151,16 @@ def test_platform_credentials_hop_by_hop_and_forwarded_headers_stay_behind(data_
     assert ("x-private" in seen) == (data_plane.kind == "nginx")
 
 
-def test_an_app_that_does_not_know_its_base_path_is_served_at_its_root(data_plane, launch, owner):
-    instance = launch(base_url_aware=False)
+@pytest.mark.parametrize("base_url_aware", [True, False], ids=["under-the-route", "at-its-root"])
+def test_the_app_gets_the_browsers_path_as_sent(data_plane, launch, owner, base_url_aware):
+    """An app that knows its base path gets the browser's path unchanged; one that
+    does not is served at its root. Either way the path is the raw one, not decoded
+    and encoded again (nginx proxies the two cases with different directives)."""
+    instance = launch(base_url_aware=base_url_aware)
     with browser(data_plane, open_session(data_plane, owner, instance)) as client:
-        echo = client.get(route_url(instance, "files/a%20b.txt?x=%2F"))
-    assert echo.json()["raw_path"] == "/files/a%20b.txt"  # the raw path, not re-encoded
+        echo = client.get(route_url(instance, "files/a%20b%2Fc.txt?x=%2F"))
+    root = urlsplit(route_url(instance)).path if base_url_aware else "/"
+    assert echo.json()["raw_path"] == root + "files/a%20b%2Fc.txt"
     assert echo.json()["query"] == "x=%2F"
     assert "x-forwarded-prefix" in dict(echo.json()["headers"])
 
