@@ -107,6 +107,27 @@ def test_bridge_header_reaches_the_app_and_its_token_never_reaches_the_browser(d
         assert secret not in everything_seen(response)
 
 
+def test_a_range_cannot_cut_a_piece_of_the_token_out_of_a_page(data_plane, launch, owner):
+    """A part of a page could hold a piece of the token, which no mask recognizes,
+    and script on the route can ask for any part: on a route with a secret the app
+    is asked for whole pages only. A route without one keeps ranges (a download
+    resumes)."""
+    instance = launch()
+    secret = runtime_secret(instance, "token")
+    unbridged = proxied_manifest()
+    del unbridged["endpoints"][0]["proxy"]["auth_bridge"]
+    without_secret = launch(manifest=unbridged)
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        whole = client.get(route_url(instance, "lab")).text
+        first = whole.index("x" * len(secret)) + 4  # inside the masked token
+        part = client.get(route_url(instance, "lab"), headers={"Range": f"bytes={first}-{first + 15}"})
+    with browser(data_plane, open_session(data_plane, owner, without_secret)) as client:
+        kept = client.get(route_url(without_secret, "lab"), headers={"Range": "bytes=0-14"})
+    assert part.status_code == 200 and part.text == whole  # the whole page, masked
+    assert secret[4:20] not in part.text
+    assert kept.status_code == 206 and kept.text == "<!doctype html>"
+
+
 # --- request and response headers ---------------------------------------------------------
 
 

@@ -165,6 +165,12 @@ async def http_app(scope, receive, send):
         await _json(send, {"disconnected": query["id"] in _disconnected})
     elif name == "ws-closed":
         await _json(send, _ws_closed.get(query["id"], {}))
+    elif name == "lab" and _header(scope, b"range"):
+        # A part of the page, as a static file server sends one: bytes=first-last.
+        first, last = (int(n) for n in _header(scope, b"range").removeprefix("bytes=").split("-"))
+        page = _lab_page(scope)
+        part = f"bytes {first}-{last}/{len(page)}".encode()
+        await _respond(send, 206, page[first : last + 1], [(b"content-range", part)], b"text/html")
     elif name == "lab":
         page = _lab_page(scope)
         headers = [(b"content-type", b"text/html"), (b"content-length", str(len(page)).encode())]
