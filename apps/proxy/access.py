@@ -68,6 +68,12 @@ class Target:
             return self.upstream_prefix + path.lstrip("/")
         return path
 
+    def outside(self, path: str) -> bool:
+        """Whether a path resolved to this route lies outside it: on a path_prefix
+        route, one not under its prefix (its own path without the slash among them,
+        which ``slash_location`` redirects)."""
+        return self.mode == "path_prefix" and not path.startswith(self.public_prefix)
+
     def slash_location(self, path: str, query: str) -> str | None:
         """Where a path_prefix route's own path without its slash is redirected (308),
         or None for any other path."""

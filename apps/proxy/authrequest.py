@@ -86,7 +86,7 @@ async def _decide(target: Target | None, uri: str, headers: dict) -> Answer:
     path, query = urlsplit(uri)[2:4]
     if target is None:
         return Answer(404, pages.NOT_FOUND)
-    if target.mode == "path_prefix" and not path.startswith(target.public_prefix):
+    if target.outside(path):
         location = target.slash_location(path, query)
         return Answer(308, location=location) if location else Answer(404, pages.NOT_FOUND)
     websocket = bool(headers.get("x-original-upgrade"))

@@ -29,7 +29,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
             status = await page(send, inbound, pages.NOT_FOUND)
             return
         raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
-        if target.mode == "path_prefix" and not raw_path.startswith(target.public_prefix):
+        if target.outside(raw_path):
             if location := target.slash_location(raw_path, scope["query_string"].decode("latin-1")):
                 status = await redirect(send, 308, location)
             else:

@@ -42,7 +42,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
     try:
         if (await receive())["type"] != "websocket.connect":
             return
-        if target is None or (target.mode == "path_prefix" and not path.startswith(target.public_prefix)):
+        if target is None or target.outside(path):
             status = await _deny(scope, send, 404, "No app is published at this address.")
             return
         if inbound.origin is not None and inbound.origin != target.origin:
