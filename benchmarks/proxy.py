@@ -316,9 +316,14 @@ def seed(static_port: int, echo_port: int) -> dict:
     from apps.tenancy.models import Membership
     from apps.tenancy.principal import for_user
 
-    # credential_hash: an enrolled agent, which this script plays.
+    # credential_hash, agent_address: an agent enrolled from this machine, which this script plays.
     seeded = seed_jupyterlab_allocation(
-        flavor_name="h100-8x", gpus=8, cpu_cores=64, memory_gb=1024, credential_hash="0" * 64
+        flavor_name="h100-8x",
+        gpus=8,
+        cpu_cores=64,
+        memory_gb=1024,
+        credential_hash="0" * 64,
+        agent_address="127.0.0.1",
     )
     tenant, project, node, allocation = (seeded[k] for k in ("tenant", "project", "node", "allocation"))
     user = get_user_model().objects.create_user("bench", password=None)

@@ -33,12 +33,15 @@ local exit = ngx.exit
 local var = ngx.var
 local concat = table.concat
 local find = string.find
+local match = string.match
+local format = string.format
 local sub = string.sub
 local gsub = string.gsub
 local re_gsub = ngx.re.gsub
 local lower = string.lower
 local rep = string.rep
 local max = math.max
+local min = math.min
 local tonumber = tonumber
 
 local M = {}
@@ -221,34 +224,67 @@ local function count(grant)
     var.g_counted = grant.counted
 end
 
+-- Sets one of the request's variables, or leaves it unset when the value is empty or
+-- absent: nginx reads an unset variable as empty, and each set costs some 300-400
+-- instructions.
+local function set(name, value)
+    if value and value ~= "" then
+        var[name] = value
+    end
+end
+
+-- The browser's Range on a route with a secret (apps.proxy.dataplane.ranges): when it
+-- asks for one range, the app is asked for it widened by the secret's length less one
+-- on each side, and cut() and mask() send the asked part of the masked bytes. Returns
+-- the asked range, or nil: the app is asked for the whole body.
+local function widen(grant, value)
+    local first, last = match(value, "^%s*[Bb][Yy][Tt][Ee][Ss]%s*=%s*(%d*)%s*%-%s*(%d*)%s*$")
+    if not first then
+        return nil
+    end
+    local margin = #grant.secret - 1
+    first, last = tonumber(first), tonumber(last)
+    local asked
+    if first then
+        if last and last < first then
+            return nil
+        end
+        asked = { first = first, last = last }
+        var.g_range = last and format("bytes=%d-%d", max(0, first - margin), last + margin)
+            or format("bytes=%d-", max(0, first - margin))
+    elseif last and last > 0 then
+        asked = { suffix = last }
+        var.g_range = format("bytes=-%d", last + margin)
+    end
+    return asked
+end
+
 local function apply(grant, uri, app_cookie)
     count(grant)
-    -- An empty value is left unset: nginx reads an unset variable as empty, and each
-    -- set costs some 300-400 instructions.
     for i = 1, COUNT do
-        local value = grant[i]
-        if value ~= "" then
-            var[VARIABLES[i]] = value
-        end
+        set(VARIABLES[i], grant[i])
     end
     -- The path goes as the browser sent it (app.conf's plain proxy_pass) unless the
     -- route changes it: a proxy_pass with a variable parses its URL on every request.
+    -- A widened range goes by app.conf's `if ($g_ranged)`, whose proxy_pass has it.
     local upstream = upstream_uri(grant, uri)
-    if upstream ~= uri then
+    local range = grant.secret and var.http_range
+    local asked = range and widen(grant, range)
+    if asked then
+        ngx.ctx.gpuaas_asked = asked
+        var.g_ranged = "1"
         var.g_uri = upstream
+    elseif upstream ~= uri then
+        set("g_uri", upstream)
     end
-    if app_cookie ~= "" then
-        var.g_cookie = app_cookie
-    end
+    set("g_cookie", app_cookie)
     -- The browser's Authorization goes upstream only on bearer_passthrough routes;
     -- elsewhere it is the route's bridge header, or nothing.
     local authorization = grant.authorization
     if grant.passthrough then
         authorization = var.http_authorization
     end
-    if authorization and authorization ~= "" then
-        var.g_auth = authorization
-    end
+    set("g_auth", authorization)
     -- The secret itself is never in a variable, where a log format could reach it.
     if grant.secret then
         var.g_masked = "1"
@@ -368,6 +404,45 @@ function M.release()
     give_back(sub(counted, at + 1))
 end
 
+-- header_filter_by_lua of a request whose range widen() asked for (app.conf): the
+-- asked part of the app's one, which mask() cuts out of the masked bytes. Past the
+-- body's end, a 416; a part that is not the one asked for, an empty 502.
+function M.cut()
+    local ctx = ngx.ctx
+    local asked = ctx.gpuaas_asked
+    if ngx.status ~= 206 or not asked then
+        return  -- the whole body: the app ignored the Range, or If-Range did not match
+    end
+    local header = ngx.header
+    ctx.gpuaas_left = tonumber(header["Content-Length"]) or false
+    local sent_first, sent_last, total = match(header["Content-Range"] or "", "^%s*[Bb][Yy][Tt][Ee][Ss]%s+(%d+)%-(%d+)/(%S+)%s*$")
+    sent_first, sent_last = tonumber(sent_first), tonumber(sent_last)
+    local first, last
+    if sent_last and (total == "*" or match(total, "^%d+$")) then
+        if asked.suffix then
+            first, last = max(sent_first, sent_last - asked.suffix + 1), sent_last
+        else
+            first, last = asked.first, asked.last and min(asked.last, sent_last) or sent_last
+        end
+    end
+    ctx.gpuaas_skip, ctx.gpuaas_keep = 0, 0  -- nothing of the app's body, unless:
+    if first and first > sent_last and total ~= "*" and first >= tonumber(total) then
+        ngx.status = 416
+        header["Content-Range"] = "bytes */" .. total
+        header["Content-Length"] = 0
+    elseif not first or first < sent_first or first > last then
+        ngx.log(ngx.ERR, "the app answered a widened Range with Content-Range ", header["Content-Range"],
+                ": nothing is sent")
+        ngx.status = 502
+        header["Content-Range"] = nil
+        header["Content-Length"] = 0
+    else
+        header["Content-Range"] = format("bytes %d-%d/%s", first, last, total)
+        header["Content-Length"] = last - first + 1
+        ctx.gpuaas_skip, ctx.gpuaas_keep = first - sent_first, last - first + 1
+    end
+end
+
 -- How many bytes at the end of data could begin secret.
 local function could_begin(data, secret)
     local first = sub(secret, 1, 1)
@@ -424,6 +499,13 @@ function M.mask()
         changed = true
     else
         ctx.gpuaas_held = nil
+    end
+    local skip = ctx.gpuaas_skip  -- a widened range (cut()): the asked part only
+    if skip then
+        local length, wanted = #data, ctx.gpuaas_keep
+        data = sub(data, skip + 1, skip + wanted)
+        ctx.gpuaas_skip, ctx.gpuaas_keep = max(skip - length, 0), wanted - #data
+        changed = true
     end
     if changed then
         ngx.arg[1] = data

@@ -24,6 +24,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from apps.proxy import access, sessions
+from apps.proxy.models import ProxyRoute
 from apps.runtime import agents
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
@@ -345,11 +346,19 @@ def test_an_ipv6_app_is_reached_with_its_bracketed_host(launch, nginx, owner, co
     assert seen.json() == {"host": f"[::1]:{app.port}", "path": f"/w/{instance.pk}/web/page"}
 
 
+def upstream_named(instance, name: str, port: int) -> None:
+    """A route whose upstream is a name. An agent can only report its node's own
+    address (decision 0024); a name comes from the platform's side (a route to a
+    platform service), and the data plane resolves it."""
+    ProxyRoute.objects.filter(instance=instance).update(upstream_host=name, upstream_port=port)
+
+
 def test_an_app_by_name_is_reached_at_its_addresses_in_turn(launch, nginx, owner, counting_app, names):
     app = counting_app()
     name = f"node-{uuid.uuid4().hex[:8]}.test"
     names[name] = ["::1", app.host]  # nothing answers on the first
-    instance = launch(host=name, port=app.port)
+    instance = launch()
+    upstream_named(instance, name, app.port)
     with browser(nginx, open_session(nginx, owner, instance)) as client:
         seen = client.get(route_url(instance, "page"))
     assert seen.status_code == 200 and seen.json()["host"] == f"{name}:{app.port}"
@@ -358,7 +367,8 @@ def test_an_app_by_name_is_reached_at_its_addresses_in_turn(launch, nginx, owner
 def test_an_app_whose_name_does_not_resolve_is_a_502(launch, nginx, owner, names):
     name = f"gone-{uuid.uuid4().hex[:8]}.test"
     names[name] = []
-    instance = launch(host=name, port=8888)
+    instance = launch()
+    upstream_named(instance, name, 8888)
     with browser(nginx, open_session(nginx, owner, instance)) as client:
         page = client.get(route_url(instance, "echo"))
     assert page.status_code == 502 and "address cannot be resolved" in page.text

@@ -36,9 +36,9 @@ def launch_api(api, project, allocation, app="webapp"):
 def test_route_is_planned_at_launch_active_while_running_and_removed_on_stop(
     owner, project, active_allocation, webapp
 ):
-    instance = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     route = ProxyRoute.objects.get(instance=instance)
-    assert (route.status, route.upstream_host, route.upstream_port) == ("active", "10.0.0.5", 41000)
+    assert (route.status, route.upstream_host, route.upstream_port) == ("active", "127.0.0.1", 41000)
     assert route.public_url == f"http://127.0.0.1:8000/w/{instance.pk}/web/" and route.mode == "path_prefix"
     assert route.pool.name == "shared"
     runtime.change(principals.for_user(owner), instance, "stop")
@@ -48,7 +48,7 @@ def test_route_is_planned_at_launch_active_while_running_and_removed_on_stop(
 
 def test_subdomain_routes_when_an_apps_domain_is_set(settings, owner, project, active_allocation, webapp):
     settings.APPS_DOMAIN = "apps.example.test"
-    instance = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     route = ProxyRoute.objects.get(instance=instance)
     assert route.mode == "subdomain"
     assert route.public_url == f"http://{route.slug}.apps.example.test:8000/"
@@ -95,7 +95,7 @@ def test_limits_and_idle_timeout_are_the_lowest_of_manifest_tenant_and_platform(
     project.tenant.policy = {"proxy.max_connections_per_instance": 50, "proxy.max_idle_timeout_seconds": 600}
     project.tenant.save()
     app = publish_manifest("limited", proxied_manifest(limits={"per_instance": 80, "per_user": 20}))
-    instance = start_instance(owner, project, active_allocation, app, host="10.0.0.5", port=41000)
+    instance = start_instance(owner, project, active_allocation, app, host="127.0.0.1", port=41000)
     route = ProxyRoute.objects.get(instance=instance)
     assert route.policy["limits"] == {"per_instance": 50, "per_user": 10}
     # JupyterLab's idle_minutes parameter (60 by default) is capped at the tenant's 10 minutes.
@@ -103,7 +103,7 @@ def test_limits_and_idle_timeout_are_the_lowest_of_manifest_tenant_and_platform(
 
 
 def test_ui_session_on_a_path_route_sets_the_route_cookie(api, owner, project, active_allocation, webapp):
-    instance = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     api.force_login(owner)
     response = api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {}, format="json")
     assert response.status_code == 201, response.content
@@ -122,7 +122,7 @@ def test_ui_session_on_a_subdomain_route_gives_a_single_use_ticket_for_that_orig
     settings, api, owner, project, active_allocation, webapp
 ):
     settings.APPS_DOMAIN = "apps.example.test"
-    instance = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     route = ProxyRoute.objects.get(instance=instance)
     api.force_login(owner)
     body = api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {}, format="json").json()
@@ -140,7 +140,7 @@ def test_ui_session_on_a_subdomain_route_gives_a_single_use_ticket_for_that_orig
 def test_ui_session_is_for_people_in_scope(
     api, owner, project, other_tenant_project, active_allocation, webapp
 ):
-    instance = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     stranger = member("project_admin", project=other_tenant_project)
     api.force_login(stranger)
     assert api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {}, format="json").status_code == 404
@@ -151,7 +151,7 @@ def test_ui_session_is_for_people_in_scope(
 
 
 def test_logout_revocation_and_stop_change_the_cached_decision(owner, project, active_allocation, webapp):
-    instance = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     route = ProxyRoute.objects.get(instance=instance)
     session = login_session(owner)
     ticket = mint_ticket(owner, instance, session)["ticket"]
@@ -172,7 +172,7 @@ def test_logout_revocation_and_stop_change_the_cached_decision(owner, project, a
 def test_operator_override_changes_the_exposure_and_is_audited(
     owner, platform_admin, project, active_allocation, webapp
 ):
-    instance = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     assert instance.ui_mode == "embedded"
     routes.set_ui_mode(principals.for_user(platform_admin), instance, "link_out")
     instance.refresh_from_db()
@@ -188,8 +188,8 @@ def test_operator_override_changes_the_exposure_and_is_audited(
 
 
 def test_idle_instances_are_stopped_with_an_event_saying_why(owner, project, active_allocation, webapp):
-    idle_one = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
-    busy = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41001)
+    idle_one = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
+    busy = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41001)
     timeout = ProxyRoute.objects.get(instance=idle_one).policy["idle_timeout_seconds"]
     later = timezone.now() + timedelta(seconds=timeout + 5)
     routes.touch(ProxyRoute.objects.get(instance=busy).pk, when=later - timedelta(seconds=30))
@@ -202,7 +202,7 @@ def test_idle_instances_are_stopped_with_an_event_saying_why(owner, project, act
 
 
 def test_reconcile_brings_stale_routes_back_in_line(owner, project, active_allocation, webapp):
-    instance = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     AppInstance.objects.filter(pk=instance.pk).update(state="failed")  # a transition that skipped the route
     assert routes.reconcile() == 1
     assert ProxyRoute.objects.get(instance=instance).status == "removed"
@@ -238,7 +238,7 @@ def test_operators_force_stop_and_choose_the_ui_mode_from_the_admin(
 ):
     from django.urls import reverse
 
-    instance = start_instance(owner, project, active_allocation, webapp, host="10.0.0.5", port=41000)
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     client.force_login(platform_admin)
     changelist = reverse("admin:runtime_appinstance_changelist")
 

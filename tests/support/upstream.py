@@ -166,11 +166,24 @@ async def http_app(scope, receive, send):
     elif name == "ws-closed":
         await _json(send, _ws_closed.get(query["id"], {}))
     elif name == "lab" and _header(scope, b"range"):
-        # A part of the page, as a static file server sends one: bytes=first-last.
-        first, last = (int(n) for n in _header(scope, b"range").removeprefix("bytes=").split("-"))
+        # A part of the page, as a static file server sends one: bytes=first-last,
+        # first- or -suffix (one range; the proxies never ask for more).
+        first, last = _header(scope, b"range").removeprefix("bytes=").split("-")
         page = _lab_page(scope)
-        part = f"bytes {first}-{last}/{len(page)}".encode()
-        await _respond(send, 206, page[first : last + 1], [(b"content-range", part)], b"text/html")
+        if first:
+            first, last = int(first), min(int(last or len(page) - 1), len(page) - 1)
+        else:
+            first, last = max(0, len(page) - int(last)), len(page) - 1
+        if first >= len(page):
+            await _respond(
+                send, 416, b"", [(b"content-range", f"bytes */{len(page)}".encode())], b"text/html"
+            )
+        else:
+            part = f"bytes {first}-{last}/{len(page)}".encode()
+            await _respond(send, 206, page[first : last + 1], [(b"content-range", part)], b"text/html")
+    elif name == "wrong-part":
+        # An app that answers a Range with another part than the one asked for.
+        await _respond(send, 206, b"abcd", [(b"content-range", b"bytes 0-3/100")], b"text/plain")
     elif name == "lab":
         page = _lab_page(scope)
         headers = [(b"content-type", b"text/html"), (b"content-length", str(len(page)).encode())]

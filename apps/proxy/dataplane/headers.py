@@ -14,6 +14,7 @@ from django.conf import settings
 
 from apps.proxy import sessions
 from apps.proxy.access import Target
+from apps.proxy.dataplane import ranges
 
 HOP_BY_HOP = frozenset(
     {
@@ -48,10 +49,11 @@ _REPLACED = frozenset(
     }
 )
 _DROPPED = HOP_BY_HOP | _REPLACED
-# Dropped on a route with a secret to mask, which must see every body whole and
-# unencoded: a part of a page (a Range) could hold a piece of the secret that no
-# mask recognizes, and script on the route can ask for any range it likes.
-_WHOLE_BODIES = frozenset({b"accept-encoding", b"range", b"if-range"})
+# Dropped on a route with a secret to mask, which must see bodies unencoded, and
+# whole or in the widened part it asked for (ranges.py): script on the route can ask
+# for any range it likes. If-Range goes along with a widened Range.
+_UNENCODED = frozenset({b"accept-encoding"})
+_UNENCODED_WHOLE = frozenset({b"accept-encoding", b"if-range"})
 _ROUTE_COOKIE = sessions.COOKIE.encode()
 _TEXT_TYPES = (
     b"application/json",
@@ -77,6 +79,7 @@ class Inbound:
         "length",
         "chunked",
         "subprotocols",
+        "asked",
         "headers",
     )
 
@@ -87,6 +90,8 @@ class Inbound:
         self.accept = b""
         self.length: bytes | None = None
         self.chunked = False
+        # On a route with a secret, the browser's Range is asked for widened (ranges.py).
+        self.asked: ranges.Asked | None = None
         self.subprotocols: list[str] = scope.get("subprotocols") or []
         forwarded_proto = b""
         proto_header = _trusted_proto_header()
@@ -114,6 +119,8 @@ class Inbound:
                 connection_named.update(v.strip().lower() for v in value.split(b","))
             elif proto_header and name == proto_header:
                 forwarded_proto = value
+            elif name == b"range" and target is not None and target.redact:
+                self.asked = ranges.asked(value)
             elif name in _DROPPED or name in own or name.startswith(b"x-forwarded-"):
                 continue
             else:
@@ -185,14 +192,18 @@ def forwarding(inbound: Inbound, scope: dict, target: Target) -> list[tuple[byte
         added.append((b"origin", upstream_origin(target).encode()))
     if target.redact:
         added.append((b"accept-encoding", b"identity"))
+        if inbound.asked is not None:
+            margin = max(len(secret) for secret in target.redact) - 1
+            added.append((b"range", inbound.asked.widened(margin)))
     return added
 
 
 def request_head(method: str, path: bytes, inbound: Inbound, scope: dict, target: Target) -> bytes:
     host, port = target.upstream
     lines = [b"%s %s HTTP/1.1\r\nhost: %s:%d\r\n" % (method.encode(), path, host.encode(), port)]
+    dropped = _UNENCODED if inbound.asked is not None else _UNENCODED_WHOLE
     for name, value in inbound.headers:
-        if target.redact and name in _WHOLE_BODIES:
+        if target.redact and name in dropped:
             continue
         lines.append(b"%s: %s\r\n" % (name, value))
     for name, value in forwarding(inbound, scope, target):

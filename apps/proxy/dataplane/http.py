@@ -7,7 +7,7 @@ import asyncio
 import time
 
 from apps.proxy import access
-from apps.proxy.dataplane import headers, limits, pages, upstream
+from apps.proxy.dataplane import headers, limits, pages, ranges, upstream
 from apps.proxy.dataplane.redact import Redactor, Undecodable
 from apps.proxy.dataplane.respond import access_line, page, redirect
 
@@ -108,22 +108,29 @@ async def _send_body(conn: upstream.Connection, receive, chunked: bool) -> None:
         await conn.write(b"0\r\n\r\n")
 
 
+def _header(raw: list[tuple[bytes, bytes]], wanted: bytes) -> bytes | None:
+    return next((value for name, value in raw if name == wanted), None)
+
+
 async def _relay_response(conn, pool, receive, send, target, inbound) -> tuple[int, int]:
-    redactor = None
-    if target.redact:
-        content_type = next((value for name, value in conn.headers if name == b"content-type"), None)
-        redacting = headers.is_text(content_type)
-    else:
-        redacting = False
+    redactor = cut = None
+    redacting = bool(target.redact) and headers.is_text(_header(conn.headers, b"content-type"))
     response_headers, encoding = headers.response_headers(conn.headers, target, redacting)
-    if redacting:
-        try:
-            redactor = Redactor(target.redact, encoding)
-        except Undecodable:
-            conn.abort()
-            pool.release(conn)
-            return await page(send, inbound, pages.CANNOT_INSPECT, target), 0
     status = conn.status
+    try:
+        if redacting:
+            redactor = Redactor(target.redact, encoding)
+        if inbound.asked is not None and status == 206:
+            if encoding not in (b"", b"identity"):
+                raise Undecodable(encoding.decode("latin-1"))
+            cut = ranges.Cut(inbound.asked, _header(conn.headers, b"content-range"))
+            response_headers = cut.headers(response_headers)
+    except ranges.Unsatisfiable as exc:
+        conn.abort()  # an aborted connection is never pooled
+        return await _unsatisfiable(send, exc.total), 0
+    except (Undecodable, ranges.Unreadable):
+        conn.abort()
+        return await page(send, inbound, pages.CANNOT_INSPECT, target), 0
     await send({"type": "http.response.start", "status": status, "headers": response_headers})
     sent = 0
     watcher = None
@@ -134,6 +141,8 @@ async def _relay_response(conn, pool, receive, send, target, inbound) -> tuple[i
                 data = redactor.feed(data)
             if conn.complete:
                 break
+            if data and cut is not None:
+                data = cut.feed(data)
             if data:
                 sent += len(data)
                 await send({"type": "http.response.body", "body": data, "more_body": True})
@@ -151,9 +160,23 @@ async def _relay_response(conn, pool, receive, send, target, inbound) -> tuple[i
         pool.release(conn)
     if redactor is not None:
         data = (data or b"") + redactor.flush()
+    if cut is not None:
+        data = cut.feed(data or b"")
     sent += len(data or b"")
     await send({"type": "http.response.body", "body": data or b"", "more_body": False})
     return status, sent
+
+
+async def _unsatisfiable(send, total: bytes) -> int:
+    """The asked part starts past the body's end (the app, asked for a widened part, had some)."""
+    start = {
+        "type": "http.response.start",
+        "status": 416,
+        "headers": [(b"content-range", b"bytes */" + total), (b"content-length", b"0")],
+    }
+    await send(start)
+    await send({"type": "http.response.body", "body": b""})
+    return 416
 
 
 async def _close_on_disconnect(receive, conn: upstream.Connection) -> None:

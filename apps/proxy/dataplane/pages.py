@@ -97,5 +97,5 @@ CANNOT_INSPECT = (
     502,
     "bad_gateway",
     "The app's answer cannot be shown",
-    "The app sent a compressed page the platform cannot check for secrets.",
+    "The app sent a compressed page, or a part of one, that the platform cannot check for secrets.",
 )
