@@ -182,6 +182,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 4}},
 ]
 LOGIN_URL = "/accounts/login/"
+# Password sign-in (portal and admin): failures allowed per window before further
+# attempts are refused until the window ends (apps.tenancy.services, decision 0025).
+LOGIN_FAILURE_WINDOW_SECONDS = 900
+LOGIN_FAILURES_PER_USERNAME = 5
+LOGIN_FAILURES_PER_ADDRESS = 20
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
@@ -220,6 +225,9 @@ CCP_ROLE_MAP = env.json_value("GPUAAS_CCP_ROLE_MAP", None)
 
 CCP_WEBHOOK_URL = env.string("GPUAAS_CCP_WEBHOOK_URL")
 CCP_WEBHOOK_SECRET = env.string("GPUAAS_CCP_WEBHOOK_SECRET")
+if CCP_WEBHOOK_URL and not CCP_WEBHOOK_SECRET:
+    # Signed with an empty key, every delivery would be refused by CCP and end a dead letter.
+    raise ImproperlyConfigured("GPUAAS_CCP_WEBHOOK_SECRET: required when GPUAAS_CCP_WEBHOOK_URL is set")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -253,6 +261,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_AUTHENTICATION": [],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.runtime.api.agent.document_fetch_tasks",
         "apps.core.schema.add_error_responses",
     ],
     "APPEND_COMPONENTS": {
@@ -302,6 +311,8 @@ SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_AGE = 8 * 3600
 CSRF_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = True
+# A stale token (rotated at sign-in) gets a portal page, not Django's bare one.
+CSRF_FAILURE_VIEW = "apps.portal.views.errors.csrf_failure"
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

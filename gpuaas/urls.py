@@ -12,6 +12,7 @@ from apps.proxy.api import ProjectProxyView, UiSessionView
 from apps.storage.api import TenantStorageView
 from apps.tenancy.api import urls as tenancy_api
 from apps.tenancy.api.views import JwksView
+from apps.tenancy.auth import passwords
 
 
 class SwaggerView(SpectacularSwaggerView):
@@ -51,6 +52,9 @@ urlpatterns = [
     path("api/network-manager/vpc", VpcView.as_view(), name="network-vpc"),
     path("api/storage/tenant", TenantStorageView.as_view(), name="storage-tenant"),
     path("api/metering/quota/<str:tenant_id>", QuotaView.as_view(), name="metering-quota"),
+    # Before the admin's own URLs: its login form (AdminSignInForm) is throttled, and a
+    # refused attempt answers 429.
+    path("admin/login/", passwords.answers_429_while_limited(admin.site.login)),
     path("admin/", admin.site.urls),
     path("oidc/", include("apps.tenancy.auth.oidc_urls")),
     path("", include("apps.portal.urls")),

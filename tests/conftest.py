@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.cache import cache
+from django.test import Client
 from rest_framework.test import APIClient
 
 from apps.core import correlation
@@ -9,6 +10,7 @@ from apps.tenancy.auth import platform_tokens, trusted_issuers
 from apps.tenancy.models import Membership
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
 from tests.support.issuer import FakeIssuer
+from tests.support.servers import ThreadedUvicorn
 
 
 @pytest.fixture(autouse=True)
@@ -93,3 +95,18 @@ def viewer(project):
 @pytest.fixture
 def platform_admin(db):
     return UserFactory(is_superuser=True, is_staff=True)
+
+
+@pytest.fixture
+def portal_server():
+    """The portal's ASGI application served by uvicorn in a thread (live pages' sockets)."""
+    server = ThreadedUvicorn().start()
+    yield server
+    server.stop()
+
+
+def session_cookie(user) -> str:
+    """The Cookie header of a browser signed in to the portal as ``user``."""
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}"

@@ -68,6 +68,7 @@ LIFECYCLE_FIELDS = (
     "state_reason",
     "approved",
     "enrollment",
+    "agent_address",
     "enrolled_at",
     "last_heartbeat_at",
     "current_allocation",
@@ -375,16 +376,13 @@ class AllocationAdmin(ReadOnlyModelAdmin):
     @admin.action(description="Release selected allocations", permissions=["operate"])
     def release(self, request, queryset):
         operator = principals.for_user(request.user)
-        selected = list(queryset.select_related("node"))
-        done = [a for a in selected if a.state in (Allocation.State.RELEASING, Allocation.State.RELEASED)]
-        if done:
-            names = ", ".join(_allocation_label(a) for a in done)
-            self.message_user(request, f"Already released or releasing: {names}.", messages.INFO)
+        released = (Allocation.State.RELEASING, Allocation.State.RELEASED)
         apply_each(
             self,
             request,
-            [a for a in selected if a not in done],
+            queryset.select_related("node"),
             lambda allocation: services.release(operator, allocation),
             done="Release requested for",
             label=_allocation_label,
+            already=(lambda allocation: allocation.state in released, "Already released or releasing"),
         )

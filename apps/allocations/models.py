@@ -34,6 +34,12 @@ class Node(UUIDModel):
     bootstrap_token_hash = models.CharField(max_length=64, blank=True)
     credential_hash = models.CharField(max_length=64, blank=True)
     enrolled_at = models.DateTimeField(null=True, blank=True)
+    # The platform proxy connects to the node's apps here and nowhere else: the address
+    # its agent enrolled from, as this platform saw it (the node's root user controls
+    # what the agent reports, not where its enrollment came from).
+    agent_address = models.GenericIPAddressField(
+        null=True, blank=True, help_text="the only address the agent may report its apps at"
+    )
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
     agent_offline = models.BooleanField(default=False, help_text="the enrolled agent stopped heartbeating")
 

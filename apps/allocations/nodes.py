@@ -1,7 +1,9 @@
 """Node lifecycle: agent enrollment (bootstrap token, then a node credential),
-operator approval, maintenance."""
+the agent's address, operator approval, maintenance."""
 
 from __future__ import annotations
+
+import ipaddress
 
 from django.conf import settings
 from django.db import transaction
@@ -33,8 +35,12 @@ def issue_bootstrap_token(node: Node, *, principal: Principal | None = None) -> 
     return token
 
 
-def enroll(hostname: str, bootstrap_token: str) -> tuple[Node, str]:
-    """Exchange the bootstrap token for the node's own credential (the token is spent)."""
+def enroll(hostname: str, bootstrap_token: str, *, address: str | None) -> tuple[Node, str]:
+    """Exchange the bootstrap token for the node's own credential (the token is spent).
+
+    ``address``: where the enrollment came from, which becomes the only address the
+    agent may report its apps at (see ``serves_at``).
+    """
     token_hash = crypto.hash_secret(bootstrap_token)
     credential = crypto.new_secret()
     with transaction.atomic():
@@ -43,26 +49,76 @@ def enroll(hostname: str, bootstrap_token: str) -> tuple[Node, str]:
             .filter(hostname=hostname, bootstrap_token_hash=token_hash)
             .first()
         )
-        if node is None:
-            audit.record(
-                None,
-                "node.enroll",
-                outcome=audit.DENIED,
-                target_type="node",
-                target_id=hostname[:255],
-                details={"reason": "unknown host or bootstrap token"},
-            )
-            raise Unauthenticated("Unknown host or bootstrap token.")
-        node.bootstrap_token_hash = ""
-        node.credential_hash = crypto.hash_secret(credential)
-        node.enrolled_at = node.last_heartbeat_at = timezone.now()
-        if settings.AUTO_APPROVE_NODES and not node.approved:
-            node.approved = True
-        if node.state == Node.State.ENROLLING and node.approved:
-            node.state = Node.State.AVAILABLE
-        node.save()
-        audit.record(None, "node.enroll", target=node, details={"approved": node.approved})
+        if node is not None:
+            node.bootstrap_token_hash = ""
+            node.credential_hash = crypto.hash_secret(credential)
+            node.enrolled_at = node.last_heartbeat_at = timezone.now()
+            node.agent_address = _plain_address(address)
+            if settings.AUTO_APPROVE_NODES and not node.approved:
+                node.approved = True
+            if node.state == Node.State.ENROLLING and node.approved:
+                node.state = Node.State.AVAILABLE
+            node.save()
+            audit.record(None, "node.enroll", target=node, details={"approved": node.approved})
+    if node is None:
+        # Recorded outside the transaction, which the refusal would roll back with it.
+        audit.record(
+            None,
+            "node.enroll",
+            outcome=audit.DENIED,
+            target_type="node",
+            target_id=hostname[:255],
+            details={"reason": "unknown host or bootstrap token"},
+        )
+        raise Unauthenticated("Unknown host or bootstrap token.")
     return node, credential
+
+
+def _plain_address(address: str | None) -> str | None:
+    """An IP address as agents write it: a dual-stack listener sees IPv4 peers as
+    ``::ffff:a.b.c.d``. Anything else (no peer, a Unix socket) records none."""
+    try:
+        parsed = ipaddress.ip_address(address or "")
+    except ValueError:
+        return None
+    mapped = getattr(parsed, "ipv4_mapped", None)
+    return str(mapped or parsed)
+
+
+def serves_at(node: Node, host: str) -> bool:
+    """Whether the node's agent may name ``host`` as the address of its apps, where
+    the platform proxy will connect: only the address it enrolled from, never a
+    name (resolved later, it could point anywhere). An agent that enrolled over
+    loopback runs on the platform's own machine, where the executors publish apps on
+    loopback; loopback is refused to every other node (it is the platform's own)."""
+    if not node.agent_address:
+        return False
+    try:
+        reported = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    own = ipaddress.ip_address(node.agent_address)
+    return reported == own or (own.is_loopback and reported.is_loopback)
+
+
+def revoke_agent(allocation: Allocation) -> None:
+    """The node leaves the allocation: its credential, any unspent bootstrap token
+    and its recorded address stop counting, so a tenant who had root on it (and read
+    the credential file) can no longer act as its agent. The next allocation's
+    cloud-init enrolls a fresh one."""
+    node = allocation.node
+    revoked = (
+        Node.objects.filter(pk=node.pk)
+        .exclude(credential_hash="", bootstrap_token_hash="", agent_address=None)
+        .update(credential_hash="", bootstrap_token_hash="", agent_address=None, updated_at=timezone.now())
+    )
+    if revoked:
+        audit.record(None, "node.credential_revoke", target=node, details={"allocation": str(allocation.pk)})
+
+
+def agent_principal(node: Node) -> Principal:
+    """The node's agent as a caller (for rate limits and audit); it holds no role."""
+    return Principal(kind="node", key=f"node:{node.pk}", name=f"node:{node.hostname}")
 
 
 def authenticate_agent(credential: str) -> Node:
@@ -89,6 +145,10 @@ def set_maintenance(principal: Principal, node: Node, reason: str) -> Node:
     """Take a node out of scheduling; refused while an allocation holds it."""
     policy.require_scope(principal, Perm.NODE_MANAGE)
     with transaction.atomic():
+        # allocate() reserves a node under this row lock (SKIP LOCKED): holding it
+        # keeps the node from being picked meanwhile, and waiting for it means an
+        # allocation committing right now is seen by the check below.
+        Node.objects.select_for_update().filter(pk=node.pk).first()
         if Allocation.objects.filter(node=node, state__in=Allocation.LIVE_STATES).exists():
             raise InvalidState("The node is allocated; release it first.")
         Node.objects.filter(pk=node.pk).update(

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.allocations import events
+from apps.allocations import events, nodes
 from apps.allocations.drivers import agent, maas
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.core import audit
@@ -54,7 +54,11 @@ Outcome = Done | Wait
 
 def _network(allocation: Allocation, step: AllocationStep) -> Outcome:
     vrf = networking.vrf_for(allocation)
-    return Done(ndfc.driver().attach(allocation.node, vrf.name, networking.vlan_map(vrf)))
+    # Recorded before the call, so undoing a failed or half-done attach also
+    # detaches from this VRF (see _network_detach).
+    step.output = {"vrf": vrf.name}
+    step.save(update_fields=["output"])
+    return Done({**step.output, **ndfc.driver().attach(allocation.node, vrf.name, networking.vlan_map(vrf))})
 
 
 def _os_deploy(allocation: Allocation, step: AllocationStep) -> Outcome:
@@ -115,8 +119,11 @@ def _os_release(allocation: Allocation, step: AllocationStep) -> Outcome:
 
 
 def _network_detach(allocation: Allocation, step: AllocationStep) -> Outcome:
-    vrf = networking.vrf_for(allocation)
-    ndfc.driver().detach(allocation.node, vrf.name)
+    # The VRF the attach used, not a fresh vrf_for(): that can name another VRF
+    # by now, and detaching from it would leave the port on the tenant's network.
+    # Only network steps of older allocations that failed before the VRF was recorded lack it.
+    attached = allocation.steps.get(phase=Phase.PROVISION, name="network").output.get("vrf")
+    ndfc.driver().detach(allocation.node, attached or networking.vrf_for(allocation).name)
     return Done()
 
 
@@ -336,6 +343,7 @@ def _park_node(allocation: Allocation, state: str, reason: str) -> None:
     Node.objects.filter(pk=allocation.node_id).update(
         state=state, state_reason=reason, updated_at=timezone.now()
     )
+    nodes.revoke_agent(allocation)
     if state == Node.State.FAILED:
         audit.record(
             None,

@@ -16,6 +16,7 @@ from apps.catalog.models import Flavor
 from apps.core import audit
 from apps.core.errors import Conflict, InvalidState, NotFound, QuotaExceeded, ValidationFailed
 from apps.metering import services as metering
+from apps.networking import services as networking
 from apps.tenancy import policy
 from apps.tenancy.models import Project, Tenant
 from apps.tenancy.principal import Principal
@@ -41,7 +42,7 @@ def schedulable_nodes(flavor: Flavor) -> QuerySet[Node]:
     return Node.objects.filter(flavor=flavor, state=Node.State.AVAILABLE, approved=True)
 
 
-def _validate(flavor_name: str, os_image: str, count: int) -> Flavor:
+def _validate(flavor_name: str, os_image: str, count: int, *, tenant_id=None, network_id: str = "") -> Flavor:
     errors = {}
     flavor = Flavor.objects.filter(name=flavor_name).first()
     if flavor is None:
@@ -50,6 +51,11 @@ def _validate(flavor_name: str, os_image: str, count: int) -> Flavor:
         errors["os_image"] = [f"Choose one of {', '.join(settings.OS_IMAGES)}."]
     if not 1 <= count <= MAX_COUNT:
         errors["count"] = [f"Between 1 and {MAX_COUNT}."]
+    # Checked now: the network step would put the node on the tenant's first VRF
+    # instead, and a VPC of that name created later would change which VRF the
+    # allocation names.
+    if network_id and not networking.has_vpc(tenant_id, network_id):
+        errors["network_id"] = [f"The tenant has no VPC {network_id!r}; create it first."]
     if errors:
         raise ValidationFailed(details=errors)
     return flavor
@@ -74,11 +80,17 @@ def plan(tenant: Tenant, flavor: Flavor, count: int) -> AllocationPlan:
 
 
 def preview(
-    principal: Principal, project: Project, *, flavor_name: str, os_image: str, count: int = 1
+    principal: Principal,
+    project: Project,
+    *,
+    flavor_name: str,
+    os_image: str,
+    network_id: str = "",
+    count: int = 1,
 ) -> AllocationPlan:
-    """``dry_run``: the quota and capacity check, taking nothing."""
+    """``dry_run``: the checks of ``allocate`` (the request, quota and capacity), taking nothing."""
     policy.require(principal, Perm.ALLOCATION_MANAGE, project)
-    flavor = _validate(flavor_name, os_image, count)
+    flavor = _validate(flavor_name, os_image, count, tenant_id=project.tenant_id, network_id=network_id)
     return plan(project.tenant, flavor, count)
 
 
@@ -97,7 +109,7 @@ def allocate(
     concurrent requests of other tenants pick different nodes without waiting.
     """
     policy.require(principal, Perm.ALLOCATION_MANAGE, project)
-    flavor = _validate(flavor_name, os_image, count)
+    flavor = _validate(flavor_name, os_image, count, tenant_id=project.tenant_id, network_id=network_id)
     try:
         allocations = _reserve(principal, project, flavor, os_image, network_id, count)
     except QuotaExceeded as exc:

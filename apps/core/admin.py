@@ -139,7 +139,7 @@ class IdempotencyRecordAdmin(ReadOnlyModelAdmin):
 logger = logging.getLogger(__name__)
 
 
-def apply_each(modeladmin, request, objects, operation, *, done: str, label=str) -> list:
+def apply_each(modeladmin, request, objects, operation, *, done: str, label=str, already=None) -> list:
     """Run ``operation(obj)`` (a service call) for each object and report each outcome.
 
     Successes are summed up in one message (``done``: "Approved", "Released"...);
@@ -147,7 +147,21 @@ def apply_each(modeladmin, request, objects, operation, *, done: str, label=str)
     naming the object, any other service refusal (``Forbidden``...) an error, and
     an unexpected failure is logged and reported, never a 500. The services write
     the audit events, successes and denials alike. Returns the objects that succeeded.
+
+    ``already``: ``(test, message)``. The objects ``test`` finds already there (a
+    service would do nothing for them) are named under ``message``, as information,
+    and left alone: not counted as done.
     """
+    if already is not None:
+        test, message = already
+        pending, there = [], []
+        for obj in objects:
+            (there if test(obj) else pending).append(obj)
+        if there:
+            modeladmin.message_user(
+                request, f"{message}: {', '.join(label(obj) for obj in there)}.", messages.INFO
+            )
+        objects = pending
     succeeded, names = [], []
     for obj in objects:
         try:

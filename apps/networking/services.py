@@ -70,8 +70,16 @@ def create_vpc(principal: Principal, tenant: Tenant, *, vpc_id: str) -> tuple[Vr
         return Vrf.objects.get(vpc_id=vpc_id), False
 
 
+def has_vpc(tenant_id, vpc_id: str) -> bool:
+    return Vrf.objects.filter(tenant_id=tenant_id, vpc_id=vpc_id).exists()
+
+
 def vrf_for(allocation) -> Vrf:
-    """The VRF an allocation's node joins: the one of its ``network_id`` (VPC), else the tenant's first."""
+    """The VRF an allocation's node joins: the one of its ``network_id`` (VPC), else the tenant's first.
+
+    Allocating refuses a ``network_id`` naming none of the tenant's VPCs; the
+    fallback keeps allocations made before that check on the VRF they joined.
+    """
     vrfs = Vrf.objects.filter(tenant_id=allocation.tenant_id).prefetch_related("vlans")
     if allocation.network_id:
         vrf = vrfs.filter(vpc_id=allocation.network_id).first()

@@ -71,7 +71,8 @@ def tenant_wide_members(project: Project) -> QuerySet[Membership]:
 
 
 def project_service_accounts(project: Project) -> QuerySet[ServiceAccount]:
-    # Active accounts first, then the most recently revoked.
+    # Active accounts first, then the most recently revoked; names repeat (a revoked
+    # account's name is reused), so the pk keeps the pages from overlapping.
     return ServiceAccount.objects.filter(project=project).order_by(
-        F("revoked_at").desc(nulls_first=True), "name"
+        F("revoked_at").desc(nulls_first=True), "name", "pk"
     )

@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.portal.views import allocations, apps, audit, dashboard, instances, project_detail, projects
+from apps.tenancy.auth import passwords
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -63,6 +64,14 @@ urlpatterns = [
         name="instance_action",
     ),
     path("audit/", audit.audit_log, name="audit_log"),
-    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path(
+        "accounts/login/",
+        passwords.answers_429_while_limited(
+            auth_views.LoginView.as_view(
+                authentication_form=passwords.SignInForm, redirect_authenticated_user=True
+            )
+        ),
+        name="login",
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

@@ -71,39 +71,60 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
     def node(self, instance):
         return instance.allocation.node.hostname
 
-    def _as_operator(self, request, queryset, operation, done: str):
+    def has_operate_permission(self, request):
+        return request.user.has_perm("runtime.change_appinstance")
+
+    def _as_operator(self, request, queryset, operation, done: str, already=None):
         """``operation(operator, instance)``, a service call, for each selected instance."""
         operator = principals.for_user(request.user)
-        apply_each(self, request, queryset, lambda instance: operation(operator, instance), done=done)
+        apply_each(
+            self,
+            request,
+            queryset,
+            lambda instance: operation(operator, instance),
+            done=done,
+            already=already,
+        )
 
-    def _change(self, request, queryset, action: str, done: str):
-        self._as_operator(request, queryset, lambda op, i: services.change(op, i, action), done)
+    def _change(self, request, queryset, action: str, done: str, already: str):
+        """``services.change`` for each selected instance; those already there are named, not counted."""
+        self._as_operator(
+            request,
+            queryset,
+            lambda op, i: services.change(op, i, action),
+            done,
+            already=(lambda instance: services.already(instance, action), already),
+        )
 
-    @admin.action(description="Force-stop the selected instances")
+    @admin.action(description="Force-stop the selected instances", permissions=["operate"])
     def force_stop(self, request, queryset):
-        self._change(request, queryset, "stop", "Stopping")
+        self._change(request, queryset, "stop", "Stopping", "Already stopped or stopping")
 
-    @admin.action(description="Decommission the selected instances")
+    @admin.action(description="Decommission the selected instances", permissions=["operate"])
     def decommission(self, request, queryset):
-        self._change(request, queryset, "decommission", "Decommissioning")
+        self._change(
+            request, queryset, "decommission", "Decommissioning", "Already deleted or decommissioning"
+        )
 
     def _ui_mode(self, request, queryset, override: str, done: str):
         queryset = queryset.select_related("app_version")
         self._as_operator(request, queryset, lambda op, i: proxy_routes.set_ui_mode(op, i, override), done)
 
-    @admin.action(description="App UI: embed in the workload shell (when the app allows it)")
+    @admin.action(
+        description="App UI: embed in the workload shell (when the app allows it)", permissions=["operate"]
+    )
     def ui_embedded(self, request, queryset):
         self._ui_mode(request, queryset, "embedded", "Set to embed")
 
-    @admin.action(description="App UI: open in its own tab")
+    @admin.action(description="App UI: open in its own tab", permissions=["operate"])
     def ui_link_out(self, request, queryset):
         self._ui_mode(request, queryset, "link_out", "Set to open in its own tab")
 
-    @admin.action(description="App UI: show none")
+    @admin.action(description="App UI: show none", permissions=["operate"])
     def ui_native(self, request, queryset):
         self._ui_mode(request, queryset, "native", "Set to show no app UI")
 
-    @admin.action(description="App UI: let the platform decide")
+    @admin.action(description="App UI: let the platform decide", permissions=["operate"])
     def ui_platform_decides(self, request, queryset):
         self._ui_mode(request, queryset, "", "Returned to the platform's decision")
 

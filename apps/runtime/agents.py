@@ -10,9 +10,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.allocations import nodes
 from apps.allocations.models import Node
 from apps.core import audit, crypto
-from apps.core.errors import NotFound
+from apps.core.errors import Forbidden, NotFound
 from apps.runtime.models import AgentTask, AppInstance, Endpoint, InstanceMember, Operation, RuntimeSecret
 from apps.runtime.states import all_members_in, member_failed, set_member_state, transition
 
@@ -75,14 +76,24 @@ _DONE_STATE = {
 def report_task(
     node: Node, task_id, *, succeeded: bool, error: str = "", endpoints: list[dict] = ()
 ) -> AgentTask:
-    """The agent's result for a task: endpoints on start, the failure reason otherwise."""
+    """The agent's result for a task: endpoints on start, the failure reason otherwise.
+
+    A start whose endpoints name a host other than the node's own address (see
+    ``nodes.serves_at``) fails, is audited, and raises ``Forbidden`` once that is
+    committed: the node's root user controls the agent, and the proxy would connect there.
+    """
     now = timezone.now()
+    refused: list[dict] = []
     with transaction.atomic():
         task = AgentTask.objects.select_for_update().filter(pk=task_id, node=node).first()
         if task is None:
             raise NotFound("No such task for this node.")
         if task.status != AgentTask.Status.CLAIMED:
             return task  # a repeated report changes nothing
+        if succeeded and task.action == AgentTask.Action.START:
+            refused = [item for item in endpoints if not nodes.serves_at(node, item["host"])]
+        if refused:
+            succeeded, error = False, _refusal(node, refused)
         task.status = AgentTask.Status.SUCCEEDED if succeeded else AgentTask.Status.FAILED
         task.error, task.finished_at = error[:2000], now
         task.save(update_fields=["status", "error", "finished_at", "updated_at"])
@@ -105,10 +116,31 @@ def report_task(
                 transition(instance, done, actor=actor)
         else:
             reason = error[:500] or f"{task.action} failed on {node.hostname}"
-            member_failed(instance, node, reason, actor=actor)
+            member_failed(
+                instance, node, reason, actor=actor, kind="endpoint_refused" if refused else "state"
+            )
         if task.operation_id:
             _operation_progress(task.operation_id, failed=not succeeded, error=error, now=now)
+        if refused:
+            audit.record(
+                nodes.agent_principal(node),
+                "agent.endpoint_refused",
+                target=instance,
+                outcome=audit.DENIED,
+                details={"node": node.hostname, "agent_address": node.agent_address, "endpoints": refused},
+            )
+    if refused:
+        raise Forbidden(error, details={"endpoints": refused})
     return task
+
+
+def _refusal(node: Node, refused: list[dict]) -> str:
+    named = ", ".join(f"{item['name']} at {item['host']}" for item in refused)
+    own = node.agent_address or "none recorded: enroll its agent again"
+    return (
+        f"refused: the agent on {node.hostname} reported {named}, not the node's own address ({own}); "
+        "the platform proxy connects to a node's apps only there"
+    )
 
 
 def _operation_progress(operation_id, *, failed: bool, error: str, now) -> None:

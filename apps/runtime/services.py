@@ -47,17 +47,21 @@ VIEW_PERM = "view_appinstance"
 
 def visible_instances(principal: Principal) -> QuerySet[AppInstance]:
     """The one scope for instances: admins see every instance in their scope; others
-    their own, those shared with their project, and those shared with them by name."""
+    those shared with their project, their own while they may still view the
+    project's instances, and those shared with them by name (decision 0011)."""
     instances = AppInstance.objects.all()
     managed = policy.scope_filter(AppInstance, principal, Perm.INSTANCE_MANAGE)
     if managed is None:
         return instances
-    condition = managed
-    member_scope = policy.scope_filter(AppInstance, principal, Perm.INSTANCE_VIEW)
-    condition |= Q(shared_with_project=True) & member_scope
+    # A platform-wide view grant (CCP's integration role) is a member's view on every
+    # project: instances shared with their project, never the private ones.
+    member_scope = policy.scope_filter(AppInstance, principal, Perm.INSTANCE_VIEW) or Q()
+    as_member = Q(shared_with_project=True)
     if principal.user is not None:
-        condition |= Q(owner=principal.user, tenant_id__in=principal.tenant_ids())
-    return instances.filter(condition)
+        # Membership decides, not ownership: removed from the project, the owner
+        # no longer sees the instance however many roles they hold elsewhere.
+        as_member |= Q(owner=principal.user)
+    return instances.filter(managed | (member_scope & as_member))
 
 
 def get_instance(principal: Principal, project_id, instance_id) -> AppInstance:
@@ -78,9 +82,11 @@ def get_instance(principal: Principal, project_id, instance_id) -> AppInstance:
 
 
 def may_manage(principal: Principal, instance: AppInstance) -> bool:
-    """Owners manage their own instances; project and tenant admins manage all of them."""
+    """Owners manage their own instances while they may view the project's instances;
+    project and tenant admins manage all of them."""
+    scope = instance.tenant_id, instance.project_id
     owns = principal.user is not None and instance.owner_id == principal.user.pk
-    return owns or principal.can(Perm.INSTANCE_MANAGE, instance.tenant_id, instance.project_id)
+    return (owns and principal.can(Perm.INSTANCE_VIEW, *scope)) or principal.can(Perm.INSTANCE_MANAGE, *scope)
 
 
 # --- launch ---------------------------------------------------------------------
@@ -300,6 +306,11 @@ _ALREADY = {
     "start": (State.STARTING, State.RUNNING),
     "decommission": (State.DECOMMISSIONING, State.DELETED),
 }
+
+
+def already(instance: AppInstance, action: str) -> bool:
+    """Whether ``instance`` is already doing or done with ``action`` (``change`` would do nothing)."""
+    return instance.state in _ALREADY[action]
 
 
 def change(principal: Principal, instance: AppInstance, action: str, why: str = "") -> Operation:

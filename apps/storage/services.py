@@ -9,6 +9,7 @@ from django.db.models import Max
 
 from apps.core import audit
 from apps.core.drivers import DriverError
+from apps.core.errors import Unavailable
 from apps.storage.drivers import ddn, ufm
 from apps.storage.models import TenantStorage
 from apps.tenancy import policy
@@ -17,6 +18,9 @@ from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
 FIRST_PKEY = 0x0100
+LAST_PKEY = 0x7FFF  # 15 bits: the top bit of an InfiniBand partition key is membership
+# DDN and UFM failures are usually brief; seed 001 section 8.1 has callers back off 1-60 s.
+RETRY_AFTER = 30
 
 
 def quota_for_tier(tier: str) -> int:
@@ -28,8 +32,12 @@ def _reserve(tenant: Tenant, tier: str, quota_gb: int) -> TenantStorage:
     if existing is not None:
         return existing
     for _ in range(5):
+        # Four hex digits, so the text maximum is the numeric one.
         highest = TenantStorage.objects.aggregate(top=Max("pkey"))["top"]
-        pkey = f"{(int(highest, 16) + 1) if highest else FIRST_PKEY:04x}"
+        number = int(highest, 16) + 1 if highest else FIRST_PKEY
+        if number > LAST_PKEY:
+            raise DriverError("no free PKey: every partition key up to 0x7fff is given out")
+        pkey = f"{number:04x}"
         try:
             with transaction.atomic():
                 return TenantStorage.objects.create(
@@ -48,9 +56,17 @@ def _reserve(tenant: Tenant, tier: str, quota_gb: int) -> TenantStorage:
 
 
 def provision_tenant_storage(
-    tenant: Tenant, *, tier: str | None = None, quota_gb: int | None = None
+    tenant: Tenant,
+    *,
+    tier: str | None = None,
+    quota_gb: int | None = None,
+    principal: Principal | None = None,
 ) -> TenantStorage:
-    """Idempotent: re-running converges the DDN/UFM state on the record."""
+    """Idempotent: re-running converges the DDN/UFM state on the record.
+
+    ``principal``: who asked (CCP through the API), named in the audit event;
+    ``None`` for the platform itself (onboarding, demo seed).
+    """
     tier = tier or tenant.tier
     storage = _reserve(tenant, tier, quota_gb or quota_for_tier(tier))
     if storage.status == TenantStorage.Status.READY:
@@ -61,22 +77,49 @@ def provision_tenant_storage(
         ufm.driver().create_pkey(storage.pkey)
     except DriverError as exc:
         TenantStorage.objects.filter(pk=storage.pk).update(status_reason=str(exc))
+        audit.record(
+            principal,
+            "storage.provision",
+            target=storage,
+            outcome=audit.FAILURE,
+            details={"reason": str(exc)},
+        )
         raise
-    TenantStorage.objects.filter(pk=storage.pk).update(status=TenantStorage.Status.READY, status_reason="")
-    storage.refresh_from_db()
-    audit.record(
-        None, "storage.provision", target=storage, details={"path": storage.path, "pkey": storage.pkey}
+    # Conditional, so of two runs converging at once only one records the provisioning.
+    made_ready = (
+        TenantStorage.objects.filter(pk=storage.pk)
+        .exclude(status=TenantStorage.Status.READY)
+        .update(status=TenantStorage.Status.READY, status_reason="")
     )
+    storage.refresh_from_db()
+    if made_ready:
+        audit.record(
+            principal,
+            "storage.provision",
+            target=storage,
+            details={"path": storage.path, "pkey": storage.pkey},
+        )
     return storage
 
 
 def create_tenant_storage(
     principal: Principal, tenant: Tenant, *, tier: str | None, quota_gb: int | None
 ) -> tuple[TenantStorage, bool]:
-    """``POST /api/storage/tenant``: idempotent per tenant."""
+    """``POST /api/storage/tenant``: idempotent per tenant; ``True`` when this call made it ready.
+
+    A storage record left half-done by an earlier failure is not "existing": the
+    call that finishes it answers as its creator.
+    """
     policy.require(principal, Perm.STORAGE_MANAGE, tenant)
-    existed = TenantStorage.objects.filter(tenant=tenant).exists()
-    storage = provision_tenant_storage(tenant, tier=tier, quota_gb=quota_gb)
+    existed = TenantStorage.objects.filter(tenant=tenant, status=TenantStorage.Status.READY).exists()
+    try:
+        storage = provision_tenant_storage(tenant, tier=tier, quota_gb=quota_gb, principal=principal)
+    except DriverError as exc:
+        # DDN or UFM failing (or its circuit open) is the backends' trouble, not the
+        # request's: 503 tells CCP to retry, and the retry resumes the record reserved here.
+        raise Unavailable(
+            f"Tenant storage could not be provisioned now: {exc}", retry_after=RETRY_AFTER
+        ) from exc
     return storage, not existed
 
 

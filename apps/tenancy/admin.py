@@ -1,11 +1,14 @@
-"""Operator surfaces for tenancy: tenants (with projects and quota), projects,
-memberships, service accounts (revoke through the service), identities and
+"""Operator surfaces for tenancy: users and groups, tenants (with projects and quota),
+projects, memberships, service accounts (revoke through the service), identities and
 signing keys. No secret is ever rendered: service accounts show no secret
 hash, signing keys no private key."""
 
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 from django.db.models import Count
 
 from apps.core.admin import AuditedModelAdmin, ReadOnlyInline, ReadOnlyModelAdmin
@@ -13,7 +16,27 @@ from apps.core.errors import ApiError
 from apps.metering.admin import QuotaInline
 from apps.tenancy import principal as principals
 from apps.tenancy import services
+from apps.tenancy.auth.passwords import AdminSignInForm
 from apps.tenancy.models import ExternalIdentity, Membership, Project, ServiceAccount, SigningKey, Tenant
+
+# /admin/login/ counts and limits failed sign-ins like the portal's login page.
+admin.site.login_form = AdminSignInForm
+
+# Users and groups carry platform roles (``is_superuser`` is platform_admin, groups hold
+# permissions): their edits are audited like every other admin edit. The audit details
+# name the changed fields, never a value, so no password or hash is written.
+admin.site.unregister(get_user_model())
+admin.site.unregister(Group)
+
+
+@admin.register(get_user_model())
+class AuditedUserAdmin(AuditedModelAdmin, UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class AuditedGroupAdmin(AuditedModelAdmin, GroupAdmin):
+    pass
 
 
 class ProjectInline(admin.TabularInline):

@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class TenancyConfig(AppConfig):
     name = "apps.tenancy"
     label = "tenancy"
+
+    def ready(self):
+        from apps.tenancy.auth import passwords  # noqa: F401 - connects the failed sign-in receiver

@@ -80,7 +80,8 @@ class Membership(UUIDModel):
     )
     role = models.CharField(max_length=32, choices=Role.choices)
     limit = models.CharField(max_length=16, choices=Limit.choices, default=Limit.NONE, blank=True)
-    # "idp": mirrored from the identity provider's claims at each login, replaced then.
+    # IDP: mirrored from the identity provider's claims at each login, replaced then.
+    IDP = "idp"
     source = models.CharField(max_length=8, default="local", editable=False)
 
     tenant_path = "tenant_id"

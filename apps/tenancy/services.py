@@ -6,18 +6,24 @@ atomically, writes audit and enqueues follow-up work after commit.
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import math
 import secrets
+import time
 import uuid
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from apps.core import audit, crypto
-from apps.core.errors import Conflict, Unauthenticated, ValidationFailed
+from apps.core import audit, counters, crypto
+from apps.core.errors import Conflict, InvalidState, RateLimited, Unauthenticated, ValidationFailed
 from apps.core.models import AuditEvent
 from apps.metering import services as metering
 from apps.tenancy import policy
@@ -27,6 +33,8 @@ from apps.tenancy.principal import Principal
 from apps.tenancy.roles import PLATFORM_ROLES, PROJECT_ROLES, TENANT_ONLY_ROLES, Perm, Role, permissions_of
 
 DEFAULT_PROJECT_ID = "default"
+
+auth_logger = logging.getLogger("gpuaas.auth")
 
 
 @dataclass
@@ -147,14 +155,15 @@ def add_member(
     if role not in PROJECT_ROLES:
         raise ValidationFailed(details={"role": [f"Project roles are {sorted(PROJECT_ROLES)}."]})
     _require_grantable(principal, project, role, limit)
-    user = get_user_model().objects.filter(username=username).first()
-    if user is None:
-        raise ValidationFailed(details={"username": ["No user with this username."]})
-    if not _user_belongs_to(user, project.tenant_id) and not principal.can(
-        Perm.MEMBER_MANAGE, project.tenant_id
-    ):
+    users = get_user_model().objects.filter(username=username)
+    if not principal.can(Perm.MEMBER_MANAGE, project.tenant_id):
         # A project admin may only add people already in the tenant; tenant admins may bring anyone in.
-        raise ValidationFailed(details={"username": ["This user is not a member of the tenant."]})
+        users = users.filter(memberships__tenant_id=project.tenant_id)
+    user = users.distinct().first()
+    if user is None:
+        # One answer (and one query) whether the username is unknown or belongs to someone
+        # outside the tenant: a project admin must not learn who has accounts elsewhere.
+        raise ValidationFailed(details={"username": ["No user with this username in this tenant."]})
     try:
         with transaction.atomic():
             membership = Membership.objects.create(
@@ -168,6 +177,12 @@ def add_member(
 
 def remove_member(principal: Principal, membership: Membership) -> None:
     policy.require(principal, Perm.MEMBER_MANAGE, membership)
+    if membership.source == Membership.IDP:
+        # Mirrored from the identity provider at each sign-in: removed here, it would
+        # come back at the user's next sign-in.
+        raise InvalidState(
+            f"{membership.user.get_username()}'s role comes from the identity provider; change it there."
+        )
     with transaction.atomic():
         audit.record(
             principal,
@@ -196,10 +211,6 @@ def _require_grantable(principal: Principal, project: Project, role: str, limit:
     to Kubernetes cannot make an unlimited (bare-metal) admin, member or machine."""
     if not all(principal.can(perm, project.tenant_id, project.id) for perm in permissions_of(role, limit)):
         raise ValidationFailed(details={"role": ["You cannot grant a role above your own."]})
-
-
-def _user_belongs_to(user, tenant_pk) -> bool:
-    return Membership.objects.filter(user=user, tenant_id=tenant_pk).exists()
 
 
 # --- service accounts --------------------------------------------------------
@@ -306,6 +317,65 @@ def issue_token(client_id: str, client_secret: str) -> tuple[str, int]:
     token, lifetime = platform_tokens.issue_for_service_account(account)
     ServiceAccount.objects.filter(pk=account.pk).update(last_token_at=timezone.now())
     return token, lifetime
+
+
+# --- password sign-in --------------------------------------------------------
+# Failed sign-ins are counted per client address and per username in fixed windows in
+# the shared cache (Redis in production, so every web replica sees the same counts).
+# Per address stops one client guessing many accounts; per username stops many
+# addresses guessing one account. See decision 0025.
+
+
+def _sign_in_counters(username: str, address: str, window: int) -> list[tuple[str, int]]:
+    """(cache key, failures allowed per window) for each limit that applies."""
+    found = []
+    if username:
+        # Hashed: a posted username may hold anything, and cache keys must stay short and plain.
+        digest = hashlib.sha256(username.casefold().encode()).hexdigest()
+        found.append((f"sign-in-failures:{window}:user:{digest}", settings.LOGIN_FAILURES_PER_USERNAME))
+    if address:
+        found.append((f"sign-in-failures:{window}:ip:{address}", settings.LOGIN_FAILURES_PER_ADDRESS))
+    return found
+
+
+def check_sign_in_allowed(username: str, address: str) -> None:
+    """Refuse a password sign-in while its username or address has failed too often.
+
+    Checked before the password is, so a correct guess in a limited window tells
+    nothing either.
+    """
+    period = settings.LOGIN_FAILURE_WINDOW_SECONDS
+    now = time.time()
+    window = int(now // period)
+    limits = _sign_in_counters(username, address, window)
+    counts = cache.get_many([key for key, _ in limits])
+    if all(counts.get(key, 0) < allowed for key, allowed in limits):
+        return
+    retry_after = math.ceil((window + 1) * period - now)
+    auth_logger.warning(
+        "password sign-in refused after too many failures: %r from %s",
+        username,
+        address,
+        extra={"username": username, "source_ip": address},
+    )
+    raise RateLimited(
+        f"Too many failed sign-in attempts. Try again in {math.ceil(retry_after / 60)} minute(s).",
+        retry_after=retry_after,
+    )
+
+
+def sign_in_failed(username: str, address: str) -> None:
+    """Log a failed sign-in (decision 0004: logged, not audited; never the password) and
+    count it. Only password attempts count: an OIDC callback without a user (no
+    username) guesses nothing."""
+    auth_logger.warning(
+        "sign-in failed: %r from %s", username, address, extra={"username": username, "source_ip": address}
+    )
+    if not username:
+        return
+    period = settings.LOGIN_FAILURE_WINDOW_SECONDS
+    for key, _ in _sign_in_counters(username, address, int(time.time() // period)):
+        counters.increment(key, period + 1)
 
 
 # --- audit -------------------------------------------------------------------

@@ -75,7 +75,10 @@
 
   document.addEventListener("htmx:responseError", function (event) {
     var status = event.detail.xhr ? event.detail.xhr.status : 0;
-    if (status === 403) {
+    if (status === 403 && event.detail.xhr.getResponseHeader("X-CSRF-Failure")) {
+      // Django rotated the CSRF token at sign-in: the token in this tab is stale.
+      flash("This page is out of date (you signed in again elsewhere): reload it.");
+    } else if (status === 403) {
       flash("Your role does not allow this action.");
     } else if (status === 404) {
       flash("That no longer exists, or you no longer have access to it. Reload the page.");

@@ -21,7 +21,7 @@ from django.urls import reverse
 from apps.allocations import nodes as node_service
 from apps.allocations import services
 from apps.allocations.models import Allocation, AllocationStep, Node
-from apps.core import crypto
+from apps.core import audit, crypto
 from apps.core.models import AuditEvent, SimulatedFault, SimulatedResource
 from apps.networking.models import Vlan, Vrf
 from apps.storage.models import TenantStorage
@@ -109,7 +109,7 @@ def world(allocator, project, nodes, django_capture_on_commit_callbacks, setting
     allocation = allocate(allocator, project, django_capture_on_commit_callbacks)
     pending, enrolled = nodes[2], nodes[3]
     node_service.issue_bootstrap_token(pending)
-    node_service.enroll(enrolled.hostname, node_service.issue_bootstrap_token(enrolled))
+    node_service.enroll(enrolled.hostname, node_service.issue_bootstrap_token(enrolled), address="10.0.0.4")
     pending.refresh_from_db()
     enrolled.refresh_from_db()
     delivery = Delivery.objects.create(
@@ -174,6 +174,7 @@ def test_node_page_says_how_far_enrollment_went_and_what_holds_the_node(operator
     assert "bootstrap token issued, not used yet" in body
     body = text(operator.get(url("allocations.node", "change", world["enrolled"].pk)))
     assert "enrolled (node credential issued)" in body
+    assert "10.0.0.4" in body  # where the proxy may reach the node's apps
     allocation = world["allocation"]
     body = text(operator.get(url("allocations.node", "change", allocation.node_id)))
     assert url("allocations.allocation", "change", allocation.pk) in body
@@ -266,7 +267,7 @@ def test_adding_a_node_lands_it_enrolling_and_unapproved(operator, platform_admi
 def test_approve_makes_an_enrolled_node_available_and_is_audited(operator, platform_admin, flavor, settings):
     settings.AUTO_APPROVE_NODES = False
     node = Node.objects.create(hostname="gpu-enrolling", flavor=flavor)
-    node_service.enroll(node.hostname, node_service.issue_bootstrap_token(node))
+    node_service.enroll(node.hostname, node_service.issue_bootstrap_token(node), address="10.0.0.9")
     already = make_nodes(flavor, 1)[0]
     response = act(operator, "allocations.node", "approve", [node, already])
     assert response.status_code == 200
@@ -356,7 +357,9 @@ def test_bootstrap_token_is_shown_once_and_enrolls_the_agent(operator, platform_
     assert enrolled.status_code == 201
     assert enrolled.json()["node_id"] == str(node.pk) and enrolled.json()["approved"] is False
     again = api.post("/api/agent/v1/enroll", enrollment, format="json")
-    assert again.status_code == 401  # spent
+    assert again.status_code == 401  # spent, and the refusal is audited
+    [refused] = AuditEvent.objects.filter(action="node.enroll", outcome=audit.DENIED)
+    assert refused.target_id == "gpu-fresh" and token not in json.dumps(refused.details)
 
 
 # --- Allocations -----------------------------------------------------------------------------

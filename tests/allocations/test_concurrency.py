@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
-from apps.allocations import services
-from apps.allocations.models import Allocation
-from apps.core.errors import ApiError
+from apps.allocations import nodes, services
+from apps.allocations.models import Allocation, Node
+from apps.core.errors import ApiError, InvalidState
+from apps.core.models import AuditEvent
 from apps.metering import services as metering
 from apps.tenancy import principal as principals
 from tests.allocations.conftest import make_nodes
@@ -93,3 +95,61 @@ def test_racing_requests_of_one_tenant_never_overrun_its_quota(flavor):
     assert sum(isinstance(r, list) for r in results) == 3  # 24 GPUs / 8 per node
     assert all(r.code == "quota_exceeded" for r in results if isinstance(r, ApiError))
     assert Allocation.objects.filter(tenant=project.tenant).count() == 3
+
+
+def _wait_for_a_lock_waiter(timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.01)
+    return False
+
+
+def test_maintenance_racing_an_uncommitted_allocation_is_refused(flavor, platform_admin):
+    """The operator asks while an allocation of the node is reserved but not yet
+    committed: maintenance must wait for it and refuse, not leave a PROVISIONING
+    allocation on a MAINTENANCE node."""
+    from apps.networking import services as networking
+
+    networking.load_pool(prefix="vrf", count=1, first_vni=1, first_vlan=100)
+    [node] = make_nodes(flavor, 1)
+    project = _tenant_with_project("solo", {"gpus": 64, "nodes": 8})
+    caller = principals.for_user(member("project_admin", project=project))
+    operator = principals.for_user(platform_admin)
+    reserved, commit = threading.Event(), threading.Event()
+
+    def allocate_and_hold_the_commit():
+        # allocate()'s transaction nests in this one, so its reservation (node row
+        # locked, allocation inserted) stays uncommitted until the operator is waiting.
+        with transaction.atomic():
+            allocations = services.allocate(caller, project, flavor_name="h100-8x", os_image="ubuntu-22.04")
+            reserved.set()
+            commit.wait(timeout=30)
+        return allocations
+
+    def put_in_maintenance():
+        reserved.wait(timeout=30)
+        return nodes.set_maintenance(operator, node, "fan swap")
+
+    def commit_once_the_operator_waits():
+        reserved.wait(timeout=30)
+        waited = _wait_for_a_lock_waiter()
+        commit.set()
+        return waited
+
+    allocated, maintenance, operator_waited = run_concurrently(
+        [allocate_and_hold_the_commit, put_in_maintenance, commit_once_the_operator_waits]
+    )
+    assert operator_waited
+    assert isinstance(allocated, list)
+    assert isinstance(maintenance, InvalidState)
+    node.refresh_from_db()
+    assert node.state != Node.State.MAINTENANCE
+    assert Allocation.objects.get(node=node).state in Allocation.LIVE_STATES
+    assert not AuditEvent.objects.filter(action="node.maintenance").exists()

@@ -7,29 +7,14 @@ import asyncio
 import json
 
 import pytest
-from django.test import Client
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from apps.allocations import services
 from apps.tenancy import principal as principals
-from tests.conftest import member
-from tests.support.servers import ThreadedUvicorn
+from tests.conftest import member, session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def server():
-    server = ThreadedUvicorn().start()
-    yield server
-    server.stop()
-
-
-def session_cookie(user) -> str:
-    client = Client()
-    client.force_login(user)
-    return f"sessionid={client.cookies['sessionid'].value}"
 
 
 async def receive_until(ws, state, limit=50):
@@ -42,9 +27,9 @@ async def receive_until(ws, state, limit=50):
     raise AssertionError(f"never saw {state}: {seen}")
 
 
-def test_watcher_sees_progress_until_active(server, allocator, project, nodes):
-    url = f"ws://127.0.0.1:{server.port}/ws/projects/{project.pk}/allocations/"
-    headers = {"Cookie": session_cookie(allocator), "Origin": server.url}
+def test_watcher_sees_progress_until_active(portal_server, allocator, project, nodes):
+    url = f"ws://127.0.0.1:{portal_server.port}/ws/projects/{project.pk}/allocations/"
+    headers = {"Cookie": session_cookie(allocator), "Origin": portal_server.url}
     caller = principals.for_user(allocator)
 
     async def scenario():
@@ -66,9 +51,9 @@ def test_watcher_sees_progress_until_active(server, allocator, project, nodes):
 
 
 @pytest.mark.parametrize("who", ["anonymous", "other_tenant", "foreign_origin"])
-def test_socket_is_refused_outside_scope(server, project, other_tenant_project, who):
-    url = f"ws://127.0.0.1:{server.port}/ws/projects/{project.pk}/allocations/"
-    headers = {"Origin": server.url}
+def test_socket_is_refused_outside_scope(portal_server, project, other_tenant_project, who):
+    url = f"ws://127.0.0.1:{portal_server.port}/ws/projects/{project.pk}/allocations/"
+    headers = {"Origin": portal_server.url}
     if who == "other_tenant":
         headers["Cookie"] = session_cookie(member("tenant_admin", tenant=other_tenant_project.tenant))
     if who == "foreign_origin":

@@ -56,9 +56,14 @@ def world(db):
     flavor = Flavor.objects.create(
         name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
     )
-    # An agent is enrolled on the node (the test plays its part).
+    # An agent is enrolled on the node, from this machine (the test plays its part).
     node = Node.objects.create(
-        hostname="gpu-000", flavor=flavor, state=Node.State.ALLOCATED, approved=True, credential_hash="0" * 64
+        hostname="gpu-000",
+        flavor=flavor,
+        state=Node.State.ALLOCATED,
+        approved=True,
+        credential_hash="0" * 64,
+        agent_address="127.0.0.1",
     )
     Allocation.objects.create(
         node=node,

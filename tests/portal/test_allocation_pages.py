@@ -228,6 +228,7 @@ def test_check_ok(allocator, as_user, project):
     assert 'id="allocation-submit" class="form-actions" hx-swap-oob="true"' in body
     assert "disabled" not in body and "Allocate 1 node" in body
     assert Allocation.objects.count() == 0
+    assert 'id="messages"' not in body  # the page's messages stay while the user types
 
 
 def test_check_warns_near_the_limit(allocator, as_user, project, ready_tenant):

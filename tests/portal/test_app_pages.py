@@ -103,9 +103,11 @@ def flavor(db):
 
 @pytest.fixture
 def nodes(flavor):
-    """Three nodes, each with an enrolled agent (the tests play its part)."""
+    """Three nodes, each with an enrolled agent (the tests play its part, on this machine)."""
     nodes = make_nodes(flavor, 3)
-    Node.objects.filter(pk__in=[n.pk for n in nodes]).update(credential_hash="0" * 64)
+    Node.objects.filter(pk__in=[n.pk for n in nodes]).update(
+        credential_hash="0" * 64, agent_address="127.0.0.1"
+    )
     for node in nodes:
         node.refresh_from_db()
     return nodes

@@ -47,7 +47,7 @@ def test_unknown_username_is_a_field_error(project_admin, as_user, project):
     response = as_user(project_admin).post(_members_url(project), {"username": "nobody", "role": "viewer"})
     assert response.status_code == 200
     body = response.content.decode()
-    assert 'class="field-error"' in body and "No user with this username." in body
+    assert 'class="field-error"' in body and "No user with this username in this tenant." in body
     assert 'value="nobody"' in body  # what was typed is kept
 
 
@@ -56,7 +56,7 @@ def test_project_admin_cannot_bring_in_an_outsider(project_admin, as_user, proje
     response = as_user(project_admin).post(
         _members_url(project), {"username": stranger.username, "role": "viewer"}, **HTMX
     )
-    assert b"This user is not a member of the tenant." in response.content
+    assert b"No user with this username in this tenant." in response.content
     assert not Membership.objects.filter(user=stranger).exists()
 
 
@@ -101,6 +101,30 @@ def test_remove_member_with_htmx_answers_the_members_section(project_admin, view
     assert body.lstrip().startswith('<section id="members"')
     assert f'id="member-{membership.pk}"' not in body
     assert 'hx-confirm="Remove' in body  # the remaining rows keep their confirmation
+
+
+def test_a_role_from_the_identity_provider_is_not_removed_here(project_admin, as_user, project):
+    mirrored = member("viewer", project=project)
+    Membership.objects.filter(user=mirrored).update(source=Membership.IDP)
+    membership = Membership.objects.get(user=mirrored)
+    client = as_user(project_admin)
+    page = client.get(_members_url(project)).content.decode()
+    assert "Managed by your identity provider" in page
+    assert reverse("member_remove", args=[project.pk, membership.pk]) not in page
+    # A forged removal is refused with the reason, on the section, and changes nothing.
+    refused = client.post(reverse("member_remove", args=[project.pk, membership.pk]), **HTMX).content.decode()
+    assert "comes from the identity provider; change it there" in refused
+    assert Membership.objects.filter(pk=membership.pk).exists()
+    assert not AuditEvent.objects.filter(action="member.remove").exists()
+
+
+def test_an_admin_who_removes_themselves_lands_on_the_dashboard(project_admin, as_user, project):
+    own = Membership.objects.get(user=project_admin, project=project)
+    client = as_user(project_admin)
+    response = client.post(reverse("member_remove", args=[project.pk, own.pk]), **HTMX)
+    assert response["HX-Redirect"] == reverse("dashboard")
+    assert not Membership.objects.filter(pk=own.pk).exists()
+    assert "Removed" in client.get(reverse("dashboard")).content.decode()
 
 
 def test_tenant_wide_members_are_listed_read_only(tenant_admin, project_admin, as_user, project):

@@ -47,7 +47,10 @@ def active_allocation(allocator, project, nodes, django_capture_on_commit_callba
         )
     allocation.refresh_from_db()
     assert allocation.state == "ACTIVE"
-    # An agent is enrolled on the node (tests play its part, or start a real one that re-enrolls).
-    type(allocation.node).objects.filter(pk=allocation.node_id).update(credential_hash="0" * 64)
+    # An agent is enrolled on the node (tests play its part, or start a real one that re-enrolls),
+    # from this machine: its apps are reached on loopback.
+    type(allocation.node).objects.filter(pk=allocation.node_id).update(
+        credential_hash="0" * 64, agent_address="127.0.0.1"
+    )
     allocation.node.refresh_from_db()
     return allocation

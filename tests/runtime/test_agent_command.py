@@ -11,7 +11,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from apps.allocations.models import Node
+from apps.allocations import services as allocations
+from apps.allocations.models import Allocation, Node
+from apps.tenancy import principal as principals
 from tests.runtime.agent_fixtures import ROOT, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -82,3 +84,20 @@ def test_the_command_enrolls_once_and_again_when_the_platform_forgot(portal, nod
 
     Node.objects.filter(pk=node.pk).update(credential_hash="")  # a fresh database forgot it
     assert serve_once(portal, node, tmp_path) != first
+
+
+def test_the_command_enrolls_again_when_a_release_revoked_its_credential(
+    portal, allocator, active_allocation, tmp_path, django_capture_on_commit_callbacks
+):
+    """The embedded default's local agent outlives its node's allocations: each release
+    revokes the credential, and the command enrolls the node again for the next one."""
+    command = Command(portal, active_allocation.node, tmp_path)
+    try:
+        first = command.serving()
+        with django_capture_on_commit_callbacks(execute=True):
+            allocations.release(principals.for_user(allocator), active_allocation)
+        assert Allocation.objects.get(pk=active_allocation.pk).state == Allocation.State.RELEASED
+        assert command.serving() != first
+        assert Node.objects.get(pk=active_allocation.node_id).agent_address == "127.0.0.1"
+    finally:
+        assert command.stop() == 0

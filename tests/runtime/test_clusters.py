@@ -45,10 +45,12 @@ def three_allocations(allocator, project, nodes, django_capture_on_commit_callba
         found = allocations.allocate(
             principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04", count=3
         )
-    for allocation in found:
+    for number, allocation in enumerate(found, start=1):
         allocation.refresh_from_db()
         assert allocation.state == "ACTIVE"
-        type(allocation.node).objects.filter(pk=allocation.node_id).update(credential_hash="0" * 64)
+        type(allocation.node).objects.filter(pk=allocation.node_id).update(
+            credential_hash="0" * 64, agent_address=f"10.0.0.{number}"
+        )
         allocation.node.refresh_from_db()
     return sorted(found, key=lambda a: a.node.hostname)
 
@@ -71,7 +73,7 @@ def agent_on(allocation, *, succeeded=True, error=""):
     """What the agent on this allocation's node does with its pending task."""
     node = allocation.node
     [task] = agents.claim_tasks(node)
-    endpoints = [{"name": "web", "host": node.hostname, "port": 41000}] if succeeded else []
+    endpoints = [{"name": "web", "host": node.agent_address, "port": 41000}] if succeeded else []
     agents.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
     return task
 
@@ -112,7 +114,7 @@ def test_the_instance_runs_when_every_member_runs(api, allocator, project, clust
     instance.refresh_from_db()
     operation.refresh_from_db()
     assert instance.state == "running" and operation.state == "succeeded"
-    assert instance.endpoints.get().host == primary.node.hostname
+    assert instance.endpoints.get().host == primary.node.agent_address
 
     # Stop reaches every member; the instance is stopped when the last one is.
     services.change(principals.for_user(allocator), instance, "stop")

@@ -128,6 +128,21 @@ def test_project_admin_cannot_bring_in_an_outsider_but_tenant_admin_can(
     assert added.status_code == 201
 
 
+def test_a_project_admin_cannot_tell_an_outsider_from_an_unknown_username(
+    api, project, project_admin, other_tenant_project
+):
+    outsider = member("tenant_admin", tenant=other_tenant_project.tenant)
+    api.force_login(project_admin)
+    answers = [
+        api.post(members_url(project), {"username": username, "role": "viewer"}, format="json")
+        for username in (outsider.username, "nobody-at-all")
+    ]
+    assert [answer.status_code for answer in answers] == [400, 400]
+    (outsider_error, unknown_error) = ({**a.json()["error"], "correlation_id": None} for a in answers)
+    assert outsider_error == unknown_error
+    assert unknown_error["details"] == {"username": ["No user with this username in this tenant."]}
+
+
 @pytest.mark.parametrize(
     "body,field",
     [

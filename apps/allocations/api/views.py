@@ -87,10 +87,15 @@ class ProjectAllocationListView(ProjectScopedMixin, BaseListAPIView):
 
 
 def _allocate(principal, project, values) -> Response:
-    args = {"flavor_name": values["flavor"], "os_image": values["os_image"], "count": values["count"]}
+    args = {
+        "flavor_name": values["flavor"],
+        "os_image": values["os_image"],
+        "network_id": values["network_id"],
+        "count": values["count"],
+    }
     if values["dry_run"]:
         return Response(_plan_body(services.preview(principal, project, **args)))
-    allocations = services.allocate(principal, project, network_id=values["network_id"], **args)
+    allocations = services.allocate(principal, project, **args)
     return Response(_status_body(allocations), status=202)
 
 

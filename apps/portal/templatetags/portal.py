@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django import template
+from django.template.defaulttags import querystring
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
@@ -65,6 +66,13 @@ def badge(value, label: str | None = None) -> str:
         TONES.get(value, "muted"),
         label or value.replace("_", " ").capitalize(),
     )
+
+
+@register.simple_tag(takes_context=True)
+def page_query(context, param: str, number) -> str:
+    """``{% querystring %}`` for a page parameter named by a variable: a tab with two
+    paged lists gives each its own (``page``, ``tenant_page``)."""
+    return querystring(context, **{param: number})
 
 
 @register.filter

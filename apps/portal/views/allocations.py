@@ -32,7 +32,6 @@ from apps.portal.htmx import (
     hx_redirect,
     quiet_fragment,
     refreshing,
-    render_fragment,
     render_page_or_fragment,
 )
 from apps.portal.views.base import portal_view
@@ -306,7 +305,8 @@ def allocation_check(request, principal, pk):
     form = AllocationForm(request.POST, flavors=_flavors())
     plan = _preview(principal, project, form)
     context = {"project": project, "form": form, "oob": True, **_plan_context(plan)}
-    return render_fragment(request, "portal/partials/allocation_plan.html", context)
+    # Quiet: the check runs as the user types, and must not wipe the page's messages.
+    return quiet_fragment(request, "portal/partials/allocation_plan.html", context)
 
 
 # --- release / abort -----------------------------------------------------------

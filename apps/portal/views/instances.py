@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import render
@@ -38,7 +38,7 @@ from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
 INSTANCES_PER_PAGE = 25
-EVENTS_SHOWN = 50
+EVENTS_PER_PAGE = 50
 State = AppInstance.State
 # The badge tone of each state; the live script gets the same map (``data-tones``).
 STATE_TONES = {
@@ -185,16 +185,21 @@ def _shell_tabs(instance: AppInstance, app_route) -> list[tuple[str, str]]:
     return [*tabs, ("events", "Events"), ("access", "Access")]
 
 
-def _detail_context(principal: Principal, instance: AppInstance, tab: str = "overview") -> dict:
+def _events_page(instance: AppInstance, number) -> Page:
+    page = Paginator(services.instance_events(instance), EVENTS_PER_PAGE).get_page(number)
+    for event in page:
+        event.tone = STATE_TONES.get(event.to_state, "muted")
+    return page
+
+
+def _detail_context(principal: Principal, instance: AppInstance, tab: str = "overview", page=None) -> dict:
+    """``page``: the page of the timeline the Events tab shows (the newest by default)."""
     project = instance.project
     app_route = proxy_routes.first_route(instance)
     tabs = _shell_tabs(instance, app_route)
     if tab not in dict(tabs):
         tab = "overview"
     manage = services.may_manage(principal, instance)
-    events = list(services.instance_events(instance)[: EVENTS_SHOWN + 1])
-    for event in events:
-        event.tone = STATE_TONES.get(event.to_state, "muted")
     return {
         "project": project,
         "instance": _decorate(instance),
@@ -204,8 +209,8 @@ def _detail_context(principal: Principal, instance: AppInstance, tab: str = "ove
             routes.describe(instance, endpoint) for endpoint in instance.endpoints.order_by("name")
         ],
         "members": list(instance.members.select_related("node").order_by("role", "node__hostname")),
-        "events": events[:EVENTS_SHOWN],
-        "more_events": len(events) > EVENTS_SHOWN,
+        # Only the Events tab shows the timeline.
+        "events_page": _events_page(instance, page) if tab == "events" else None,
         "can_manage": manage,
         "actions": _valid_actions(instance) if manage else [],
         "can_view_project": principal.can(Perm.PROJECT_VIEW, project.tenant_id, project.pk),
@@ -240,7 +245,9 @@ def _sharing_context(principal: Principal, instance: AppInstance, form: ShareFor
 @portal_view
 def instance_detail(request, principal, pk, instance_pk):
     instance = _instance(principal, pk, instance_pk)
-    context = _detail_context(principal, instance, request.GET.get("tab", "overview"))
+    context = _detail_context(
+        principal, instance, request.GET.get("tab", "overview"), request.GET.get("page")
+    )
     if refreshing(request, BODY_TARGET):
         return quiet_fragment(request, "portal/partials/instance_detail_body.html", context)
     if context["can_view_project"]:

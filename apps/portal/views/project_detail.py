@@ -1,12 +1,15 @@
 """The project page and its sections: members and service accounts.
 
 Each action is a plain POST that redirects (no JavaScript needed) and, under
-htmx, answers with the re-rendered section instead.
+htmx, answers with the re-rendered section instead. The lists are paged; a page
+link under htmx asks for its table alone (picked by ``HX-Target``).
 """
 
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.paginator import Page, Paginator
+from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import render
 from django.urls import reverse
@@ -18,7 +21,14 @@ from apps.core.errors import ApiError, Forbidden, NotFound
 from apps.portal import queries
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import MemberForm, ServiceAccountForm, add_api_error
-from apps.portal.htmx import htmx_partial, hx_redirect, render_fragment, render_page_or_fragment
+from apps.portal.htmx import (
+    htmx_partial,
+    hx_redirect,
+    quiet_fragment,
+    refreshing,
+    render_fragment,
+    render_page_or_fragment,
+)
 from apps.portal.views.base import portal_view
 from apps.tenancy import policy, services
 from apps.tenancy.models import Membership, Project, ServiceAccount
@@ -33,6 +43,13 @@ TAB_PERMS = {
     ALLOCATIONS: Perm.ALLOCATION_VIEW,
 }
 SESSION_ISSUED = "portal.issued_secret"
+ROWS_PER_PAGE = 25
+# The tables a page link swaps (its htmx target), each with its template.
+MEMBER_TABLES = {
+    "project-members": "portal/partials/member_table.html",
+    "tenant-members": "portal/partials/tenant_member_table.html",
+}
+ACCOUNT_TABLE = ("account-table", "portal/partials/service_account_table.html")
 
 
 def _project(principal: Principal, pk, action_perm: str | None = None) -> Project:
@@ -77,13 +94,21 @@ def service_accounts(request, principal, pk):
 
 
 def _members_page(request, principal, project, form=None):
-    return _render(request, principal, project, MEMBERS, _members_context(principal, project, form))
+    context = _members_context(request, principal, project, form)
+    for target, template in MEMBER_TABLES.items():
+        if refreshing(request, target):
+            return quiet_fragment(request, template, {"project": project, **context})
+    return _render(request, principal, project, MEMBERS, context)
 
 
 def _accounts_page(request, principal, project):
+    target, template = ACCOUNT_TABLE
+    if refreshing(request, target):
+        context = {"project": project, **_accounts_context(request, principal, project)}
+        return quiet_fragment(request, template, context)
     issued = _pop_issued(request, project)
     response = _render(
-        request, principal, project, ACCOUNTS, _accounts_context(principal, project, issued=issued)
+        request, principal, project, ACCOUNTS, _accounts_context(request, principal, project, issued=issued)
     )
     if issued:
         add_never_cache_headers(response)
@@ -98,18 +123,23 @@ def _render(request, principal, project, tab, section_context, status=200):
     )
 
 
-def _members_context(principal, project, form=None) -> dict:
+def _page(request, rows: QuerySet, param: str = "page") -> Page:
+    return Paginator(rows, ROWS_PER_PAGE).get_page(request.GET.get(param))
+
+
+def _members_context(request, principal, project, form=None) -> dict:
     return {
-        "memberships": list(queries.project_members(project)),
-        "tenant_memberships": list(queries.tenant_wide_members(project)),
+        "members_page": _page(request, queries.project_members(project)),
+        # Its own parameter: the two tables of the tab page independently.
+        "tenant_members_page": _page(request, queries.tenant_wide_members(project), "tenant_page"),
         "can_manage_members": principal.can(Perm.MEMBER_MANAGE, project.tenant_id, project.pk),
         "member_form": form or MemberForm(),
     }
 
 
-def _accounts_context(principal, project, form=None, issued=None) -> dict:
+def _accounts_context(request, principal, project, form=None, issued=None) -> dict:
     return {
-        "accounts": list(queries.project_service_accounts(project)),
+        "accounts_page": _page(request, queries.project_service_accounts(project)),
         "can_manage_accounts": principal.can(Perm.SERVICE_ACCOUNT_MANAGE, project.tenant_id, project.pk),
         "account_form": form or ServiceAccountForm(),
         "issued": issued,
@@ -147,7 +177,7 @@ def _add_member(request, principal, pk):
             if not htmx_partial(request):
                 return hx_redirect(request, reverse("project_members", args=[project.pk]))
             form = None
-    return _section(request, principal, project, MEMBERS, _members_context(principal, project, form))
+    return _section(request, principal, project, MEMBERS, _members_context(request, principal, project, form))
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -159,11 +189,22 @@ def member_remove(request, principal, pk, membership_pk):
         raise Http404("No such member in this project.")
     if request.method != "POST":
         return render(request, "portal/member_remove.html", {"project": project, "membership": membership})
-    services.remove_member(principal, membership)
-    messages.success(request, f"Removed {membership.user.get_username()} ({membership.get_role_display()}).")
+    try:
+        services.remove_member(principal, membership)
+    except (Forbidden, NotFound):
+        raise
+    except ApiError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request, f"Removed {membership.user.get_username()} ({membership.get_role_display()})."
+        )
+        if membership.user_id == request.user.pk:
+            # Their own role is gone: the project's pages may be closed to them now.
+            return hx_redirect(request, reverse("dashboard"))
     if not htmx_partial(request):
         return hx_redirect(request, reverse("project_members", args=[project.pk]))
-    return _section(request, principal, project, MEMBERS, _members_context(principal, project))
+    return _section(request, principal, project, MEMBERS, _members_context(request, principal, project))
 
 
 # --- service accounts ----------------------------------------------------------
@@ -189,11 +230,17 @@ def _create_account(request, principal, pk):
                 _stash_issued(request, project, issued)
                 return hx_redirect(request, reverse("project_service_accounts", args=[project.pk]))
             response = _section(
-                request, principal, project, ACCOUNTS, _accounts_context(principal, project, issued=shown)
+                request,
+                principal,
+                project,
+                ACCOUNTS,
+                _accounts_context(request, principal, project, issued=shown),
             )
             add_never_cache_headers(response)
             return response
-    return _section(request, principal, project, ACCOUNTS, _accounts_context(principal, project, form))
+    return _section(
+        request, principal, project, ACCOUNTS, _accounts_context(request, principal, project, form)
+    )
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -212,7 +259,7 @@ def service_account_revoke(request, principal, pk, account_pk):
         messages.info(request, f"Service account {account.name} was already revoked.")
     if not htmx_partial(request):
         return hx_redirect(request, reverse("project_service_accounts", args=[project.pk]))
-    return _section(request, principal, project, ACCOUNTS, _accounts_context(principal, project))
+    return _section(request, principal, project, ACCOUNTS, _accounts_context(request, principal, project))
 
 
 # The plain-form flow redirects after creating an account, so the secret crosses

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from apps.allocations import nodes
 from apps.core.errors import Unauthenticated, error_json
 from apps.runtime import agents, events
-from apps.tenancy.principal import Principal
+from apps.runtime.models import AgentTask
 
 
 class NodeCredentialAuthentication(BaseAuthentication):
@@ -39,8 +39,7 @@ class NodeCredentialAuthentication(BaseAuthentication):
             node = nodes.authenticate_agent(credential.strip())
         except Unauthenticated as exc:
             raise AuthenticationFailed(exc.message) from exc
-        # Like every API caller, the agent is a Principal (for rate limits and audit); it holds no role.
-        return AgentUser(node), Principal(kind="node", key=f"node:{node.pk}", name=f"node:{node.hostname}")
+        return AgentUser(node), nodes.agent_principal(node)
 
 
 class AgentUser:
@@ -71,8 +70,11 @@ class EnrollView(APIView):
     def post(self, request):
         data = EnrollSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        # REMOTE_ADDR is the peer's address, or the one a trusted proxy (FORWARDED_ALLOW_IPS) saw.
         node, credential = nodes.enroll(
-            data.validated_data["hostname"], data.validated_data["bootstrap_token"]
+            data.validated_data["hostname"],
+            data.validated_data["bootstrap_token"],
+            address=request.META.get("REMOTE_ADDR"),
         )
         return Response(
             {"node_id": str(node.pk), "credential": credential, "approved": node.approved}, status=201
@@ -102,7 +104,11 @@ class HeartbeatView(AgentView):
 
 class EndpointReportSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=40)
-    host = serializers.CharField(max_length=255)
+    host = serializers.CharField(
+        max_length=255,
+        help_text="an IP address: the one the agent enrolled from (any loopback address for an agent "
+        "on the platform's own machine); any other host fails the task",
+    )
     port = serializers.IntegerField(min_value=1, max_value=65535)
 
 
@@ -143,6 +149,53 @@ def _task_body(task) -> dict:
         "instance_id": str(task.instance_id),
         "spec": task.spec,
     }
+
+
+def document_fetch_tasks(result, generator, request, public):
+    """drf-spectacular hook: ``fetch_tasks`` is a plain async view, which the schema
+    generator does not see; it is described here, beside it."""
+    task = {
+        "type": "object",
+        "required": ["id", "action", "instance_id", "spec"],
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "action": {"type": "string", "enum": [choice.value for choice in AgentTask.Action]},
+            "instance_id": {"type": "string", "format": "uuid"},
+            "spec": {"type": "object", "additionalProperties": True},
+        },
+    }
+    result.setdefault("paths", {})["/api/agent/v1/tasks"] = {
+        "get": {
+            "operationId": "api_agent_v1_tasks_list",
+            "summary": "Claim the node's pending tasks, waiting up to `wait` seconds for one",
+            "tags": ["api"],
+            "security": [{"nodeCredential": []}],
+            "parameters": [
+                {
+                    "in": "query",
+                    "name": "wait",
+                    "required": False,
+                    "schema": {"type": "number", "minimum": 0, "default": 0},
+                    "description": f"seconds to wait for a task (at most {settings.AGENT_POLL_SECONDS})",
+                }
+            ],
+            "responses": {
+                "200": {
+                    "description": "The tasks now claimed by this node (an empty list after the wait)",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["tasks"],
+                                "properties": {"tasks": {"type": "array", "items": task}},
+                            }
+                        }
+                    },
+                }
+            },
+        }
+    }
+    return result
 
 
 async def fetch_tasks(request):

@@ -191,18 +191,33 @@ def sync_memberships(user, claims) -> None:
             wanted.add((tenant.pk, project.pk, role, limit))
     current = {
         (m.tenant_id, m.project_id, m.role, m.limit): m
-        for m in Membership.objects.filter(user=user, source="idp")
+        for m in Membership.objects.filter(user=user, source=Membership.IDP)
     }
+    # Audited as the platform's own act (the IdP vouched, no principal asked), and only
+    # what changed: a login that confirms the same roles writes nothing.
     for key in current.keys() - wanted:
-        current[key].delete()
+        membership = current[key]
+        audit.record(None, "member.remove", target=membership, details=_membership_details(user, membership))
+        membership.delete()
     for tenant_pk, project_pk, role, limit in wanted - current.keys():
-        Membership.objects.get_or_create(
+        membership, created = Membership.objects.get_or_create(
             user=user,
             tenant_id=tenant_pk,
             project_id=project_pk,
             role=role,
-            defaults={"limit": limit, "source": "idp"},
+            defaults={"limit": limit, "source": Membership.IDP},
         )
+        if created:
+            audit.record(None, "member.add", target=membership, details=_membership_details(user, membership))
+
+
+def _membership_details(user, membership: Membership) -> dict:
+    return {
+        "user": user.get_username(),
+        "role": membership.role,
+        "limit": membership.limit,
+        "source": Membership.IDP,
+    }
 
 
 def provider_logout_url(request) -> str:

@@ -3,7 +3,9 @@
 Runs the same agent as ``python -m apps.runtime.agent`` for one node. Having the
 database at hand, it enrolls itself: when it has no saved credential the
 platform accepts, it mints the node's one-time bootstrap token, so the embedded
-default's local agent and demos need no operator step.
+default's local agent and demos need no operator step. It does so again when the
+platform revokes the credential (at each release of the node's allocation), so the
+node has an agent for its next allocation, as cloud-init gives a real node one.
 """
 
 import sys
@@ -34,27 +36,46 @@ class Command(BaseCommand):
         if found is None:
             raise CommandError(f"No node {node!r}.")
         state_dir = state_dir or settings.VAR_DIR / "agent" / node
-        token = None
-        if not _accepted(state_dir, found):
-            credentials.forget(state_dir)
-            token = nodes.issue_bootstrap_token(found)
-        connections.close_all()  # from here on the agent speaks only HTTP, like on a real node
-        code = runner.run_agent(
-            url=url,
-            node=node,
-            state_dir=state_dir,
-            executor=executor,
-            bootstrap_token=token,
-            heartbeat_seconds=heartbeat_seconds,
-        )
+        while True:
+            token = None
+            if not _accepted(state_dir, found):
+                credentials.forget(state_dir)
+                token = nodes.issue_bootstrap_token(found)
+            connections.close_all()  # from here on the agent speaks only HTTP, like on a real node
+            code = runner.run_agent(
+                url=url,
+                node=node,
+                state_dir=state_dir,
+                executor=executor,
+                bootstrap_token=token,
+                heartbeat_seconds=heartbeat_seconds,
+            )
+            if code != runner.EXIT_UNAUTHORIZED or not _revoked(state_dir, found):
+                break
         if code:
             sys.exit(code)
 
 
 def _accepted(state_dir: Path, node: Node) -> bool:
-    """Whether the saved credential is this node's current one (a fresh database has forgotten it)."""
+    """Whether the saved credential is this node's current one (a fresh database has
+    forgotten it), with the address it enrolled from (enrolled before addresses were
+    recorded, every app it reports would be refused)."""
     saved = credentials.load(state_dir)
+    if saved is None:
+        return False
     try:
-        return saved is not None and nodes.authenticate_agent(saved).pk == node.pk
+        current = nodes.authenticate_agent(saved)
     except Unauthenticated:
         return False
+    return current.pk == node.pk and current.agent_address is not None
+
+
+def _revoked(state_dir: Path, node: Node) -> bool:
+    """Whether the agent stopped because the platform revoked the credential it had
+    (the node was released): not because enrolling failed (no credential was saved),
+    nor because another agent enrolled for the node since (the node has a credential
+    again). Enrolling again after those would loop, or take turns with that agent."""
+    return (
+        credentials.load(state_dir) is not None
+        and Node.objects.filter(pk=node.pk, credential_hash="").exists()
+    )

@@ -1,0 +1,49 @@
+"""Instance state reaches open pages over WebSocket, through the real ASGI server and
+the Redis channel layer, and only for instances the page's user may see."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from websockets.asyncio.client import connect
+
+from apps.runtime import events
+from apps.runtime.models import AppInstance
+from tests.conftest import member, session_cookie
+from tests.portal.test_app_pages import (  # noqa: F401 - fixtures
+    admin,
+    allocation,
+    flavor,
+    jupyterlab,
+    launched,
+    nodes,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_viewer_hears_of_shared_instances_only(portal_server, admin, project, allocation, jupyterlab):  # noqa: F811
+    private = launched(admin, project, allocation)
+    shared = launched(admin, project, allocation)
+    AppInstance.objects.filter(pk=shared.pk).update(shared_with_project=True)
+    viewer = member("viewer", project=project)
+    url = f"ws://127.0.0.1:{portal_server.port}/ws/projects/{project.pk}/instances/"
+
+    async def heard(cookie: str) -> list[dict]:
+        headers = {"Cookie": cookie, "Origin": portal_server.url}
+        async with connect(url, additional_headers=headers) as ws:
+            await asyncio.sleep(0.2)
+            await asyncio.to_thread(events.record, private, "state", "private news", to_state="stopping")
+            await asyncio.to_thread(events.record, shared, "state", "shared news", to_state="stopping")
+            messages = [json.loads(await asyncio.wait_for(ws.recv(), timeout=10))]
+            if messages[0]["instance_id"] == str(private.pk):
+                messages.append(json.loads(await asyncio.wait_for(ws.recv(), timeout=10)))
+            return messages
+
+    # The admin sees both, in order; the viewer only the shared one, and nothing of the other.
+    by_admin = asyncio.run(heard(session_cookie(admin)))
+    by_viewer = asyncio.run(heard(session_cookie(viewer)))
+    assert [message["instance_id"] for message in by_admin] == [str(private.pk), str(shared.pk)]
+    assert by_viewer == [{"instance_id": str(shared.pk), "state": "stopping"}]

@@ -1,0 +1,86 @@
+"""POST /api/storage/tenant while DDN or UFM fails: 503 with Retry-After, and a
+retry that finishes the work once."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.core import simulation
+from apps.core.models import AuditEvent, SimulatedFault
+from apps.storage import services
+from apps.storage.models import TenantStorage
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def integration(ccp_issuer):
+    token = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"], "preferred_username": "ccp-sync"})
+    return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+
+
+def create_storage(api, integration, tenant, key="storage-acme-1"):
+    return api.post(
+        "/api/storage/tenant",
+        {"tenant_id": tenant.tenant_id},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY=key,
+        **integration,
+    )
+
+
+@pytest.mark.parametrize(("system", "operation"), [("ddn", "create_directory"), ("ufm", "create_pkey")])
+def test_backend_failure_answers_503_and_the_retry_provisions_once(
+    api, integration, tenant, system, operation
+):
+    SimulatedFault.objects.create(system=system, operation=operation, remaining=1, message="backend down")
+
+    failed = create_storage(api, integration, tenant)
+    assert failed.status_code == 503, failed.content
+    assert int(failed["Retry-After"]) > 0
+    error = failed.json()["error"]
+    assert error["code"] == "unavailable" and "backend down" in error["message"]
+    assert "Traceback" not in failed.content.decode()
+    assert TenantStorage.objects.get(tenant=tenant).status == TenantStorage.Status.PROVISIONING
+
+    retried = create_storage(api, integration, tenant)
+    assert retried.status_code == 201, retried.content
+    assert "Idempotent-Replayed" not in retried
+    assert retried.json()["status"] == "ready" and retried.json()["path"] == "/lustre/acme/"
+    replayed = create_storage(api, integration, tenant)
+    assert replayed.status_code == 201 and replayed["Idempotent-Replayed"] == "true"
+
+    assert TenantStorage.objects.count() == 1
+    assert simulation.get("ddn", "directory", "/lustre/acme/") is not None
+    assert simulation.get("ufm", "pkey", retried.json()["pkey"]) is not None
+    # The failed attempt and the one that provisioned, both in the caller's name.
+    failure, success = AuditEvent.objects.filter(action="storage.provision").order_by("occurred_at", "id")
+    assert (failure.outcome, failure.details["reason"]) == ("failure", "backend down")
+    assert (success.outcome, success.actor, success.actor_type) == ("success", "ccp-sync", "federated")
+    assert failure.actor == "ccp-sync" and success.tenant_id == tenant.pk
+
+
+def test_storage_made_by_onboarding_is_audited_as_the_platform_and_answered_as_existing(
+    api, integration, tenant
+):
+    services.provision_tenant_storage(tenant)
+    response = create_storage(api, integration, tenant)
+    assert response.status_code == 200 and response.json()["status"] == "ready"
+    [event] = AuditEvent.objects.filter(action="storage.provision")
+    assert event.actor == "platform"
+
+
+def test_when_partition_keys_run_out_the_answer_is_503_and_nothing_is_reserved(
+    api, integration, tenant, other_tenant_project
+):
+    TenantStorage.objects.create(
+        tenant=other_tenant_project.tenant,
+        tier="standard",
+        path="/lustre/x/",
+        nodemap="nm-x",
+        pkey="7fff",
+        quota_gb=1,
+    )
+    refused = create_storage(api, integration, tenant)
+    assert refused.status_code == 503 and "no free PKey" in refused.json()["error"]["message"]
+    assert not TenantStorage.objects.filter(tenant=tenant).exists()
