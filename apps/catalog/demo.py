@@ -28,7 +28,7 @@ FLAVORS = [
 ]
 SHIPPED = Path(__file__).parent / "shipped"
 APPS = [
-    ("jupyterlab", "JupyterLab", "1.0.0", "jupyterlab.json"),
+    ("jupyterlab", "JupyterLab", "1.1.0", "jupyterlab.json"),
     ("vllm-openai", "vLLM OpenAI server", "1.0.0", "vllm-openai.json"),
     ("netdata", "Netdata node dashboard", "1.0.0", "netdata.json"),
 ]

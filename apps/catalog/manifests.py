@@ -22,7 +22,7 @@ from jsonschema import Draft202012Validator
 SCHEMA_VERSIONS = {"1": Path(__file__).parent / "schemas" / "manifest-v1.json"}
 TEMPLATE = re.compile(r"\{\{\s*([a-z_]+)\.([A-Za-z0-9_-]+)\s*\}\}")
 PLATFORM_SECRETS = {"token"}  # runtime secrets the platform generates per instance
-RUNTIME_NAMESPACES = {"port", "secret"}
+RUNTIME_NAMESPACES = {"port", "secret", "node"}  # the agent resolves these
 
 
 @cache
@@ -114,6 +114,7 @@ def _semantic_errors(manifest: dict) -> list[str]:
                 "instance": {"id"},
                 "proxy": {"base_path"},
                 "member": {"rank", "count", "primary_host"},
+                "node": {"address"},
             }.get(namespace)
             if known is None or name not in known:
                 errors.append(f"{where}: unknown template reference {{{{ {namespace}.{name} }}}}")

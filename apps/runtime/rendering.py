@@ -1,16 +1,17 @@
 """Rendering a typed node-agent task from a manifest and launch values.
 
 The platform fills in parameters, the instance id and the proxy base path;
-``{{ port.X }}`` and ``{{ secret.X }}`` stay as references that only the agent
-resolves (it picks host ports, and fetches secrets over its authenticated
-channel), so a task never carries a secret. Compose projects are built by a
+``{{ port.X }}``, ``{{ secret.X }}`` and ``{{ node.address }}`` stay as references
+that only the agent resolves (it picks host ports, fetches secrets over its
+authenticated channel, and learns its address with each task), so a task never
+carries a secret. Compose projects are built by a
 platform-owned renderer from the manifest's logical services, never from user
 YAML. Every image is referenced by digest; no host paths, no privileged mode.
 """
 
 from __future__ import annotations
 
-from apps.catalog.manifests import TEMPLATE, gpu_count, template_fields
+from apps.catalog.manifests import RUNTIME_NAMESPACES, TEMPLATE, gpu_count, template_fields
 from apps.proxy.exposure import proxied_endpoints
 
 
@@ -22,7 +23,7 @@ def base_path(instance_id, endpoint: str) -> str:
 def _fill(template: str, context: dict) -> str:
     def replace(match):
         namespace, name = match.groups()
-        if namespace in ("port", "secret"):
+        if namespace in RUNTIME_NAMESPACES:
             return match.group(0)  # the agent's to resolve
         return str(context[namespace][name])
 
@@ -155,7 +156,8 @@ def _vllm_openai_chat(instance, manifest: dict, context: dict, images: dict) -> 
             "security_opt": ["no-new-privileges:true"],
             "cap_drop": ["ALL"],
             "ports": [
-                f"127.0.0.1:{{{{ port.{name} }}}}:{ports[name]}" for name in service.get("endpoints", [])
+                f"{{{{ node.address }}}}:{{{{ port.{name} }}}}:{ports[name]}"
+                for name in service.get("endpoints", [])
             ],
         }
         if service.get("args"):  # an empty command would replace the image's own

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from apps.runtime.agent.executors.base import TaskFailed
@@ -26,7 +27,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
     def log_message(self, *args):
         pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+http.server.HTTPServer((sys.argv[1], int(sys.argv[2])), Handler).serve_forever()
 """
 
 
@@ -56,8 +57,10 @@ def executor(tmp_path):
 
 
 def test_start_resolves_ports_and_secrets_and_waits_until_ready(executor, tmp_path):
-    spec = process_spec(["python", "-c", SERVER, "{{ port.web }}"], {"APP_TOKEN": "{{ secret.token }}"})
-    [endpoint] = executor.start(spec, {"token": "app-token-1"})
+    spec = process_spec(
+        ["python", "-c", SERVER, "{{ node.address }}", "{{ port.web }}"], {"APP_TOKEN": "{{ secret.token }}"}
+    )
+    [endpoint] = executor.start(spec, {"token": "app-token-1"}, "127.0.0.1")
     assert endpoint["name"] == "web" and endpoint["host"] == "127.0.0.1"
     work = tmp_path / "instances" / IID / "work"
     environment = json.loads((work / "env.json").read_text())
@@ -77,14 +80,14 @@ def test_start_resolves_ports_and_secrets_and_waits_until_ready(executor, tmp_pa
     assert not alive(record["pid"]) and restarted.running() == [] and executor.running() == []
     assert (tmp_path / "instances" / IID / "work").exists()  # stop keeps what it wrote
 
-    executor.start(spec, {"token": "app-token-2"})
+    executor.start(spec, {"token": "app-token-2"}, "127.0.0.1")
     executor.remove({"instance_id": IID})
     assert not (tmp_path / "instances" / IID).exists()
 
 
 def test_a_process_that_exits_before_it_is_ready_fails_the_start(executor):
     with pytest.raises(TaskFailed, match="python exited with code 3 before it was ready"):
-        executor.start(process_spec(["python", "-c", "raise SystemExit(3)"]), {"token": "t"})
+        executor.start(process_spec(["python", "-c", "raise SystemExit(3)"]), {"token": "t"}, "127.0.0.1")
     assert executor.running() == []
 
 
@@ -92,25 +95,44 @@ def test_a_process_that_never_answers_is_stopped(executor, tmp_path):
     executor.ready_timeout = 1
     silent = "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(60)"
     with pytest.raises(TaskFailed, match=r"python was not ready after 1 s \(/w/ready on port \d+ did not"):
-        executor.start(process_spec(["python", "-c", silent]), {"token": "t"})
+        executor.start(process_spec(["python", "-c", silent]), {"token": "t"}, "127.0.0.1")
     assert not alive(int((tmp_path / "instances" / IID / "work" / "pid").read_text()))
     assert executor.running() == []
 
 
 def test_a_token_the_app_refuses_is_not_ready(executor):
     executor.ready_timeout = 2
-    spec = process_spec(["python", "-c", SERVER, "{{ port.web }}"], {"APP_TOKEN": "expected"})
+    spec = process_spec(
+        ["python", "-c", SERVER, "{{ node.address }}", "{{ port.web }}"], {"APP_TOKEN": "expected"}
+    )
     with pytest.raises(TaskFailed, match="not ready after 2 s"):
-        executor.start(spec, {"token": "another"})
+        executor.start(spec, {"token": "another"}, "127.0.0.1")
 
 
 def test_what_cannot_run_here_is_refused_with_a_reason(executor):
     compose = {"instance_id": IID, "name": f"gpuaas-{IID}", "execution": "compose", "endpoints": []}
     with pytest.raises(TaskFailed, match="this node's agent has no container engine"):
-        executor.start(compose, {})
+        executor.start(compose, {}, "127.0.0.1")
     with pytest.raises(TaskFailed, match="cannot run no-such-program"):
-        executor.start(process_spec(["no-such-program"]), {"token": "t"})
+        executor.start(process_spec(["no-such-program"]), {"token": "t"}, "127.0.0.1")
     with pytest.raises(TaskFailed, match="refers to secret 'token'"):
-        executor.start(process_spec(["python", "{{ secret.token }}"]), {})
+        executor.start(process_spec(["python", "{{ secret.token }}"]), {}, "127.0.0.1")
+    # An address that is not this machine's (the platform saw the agent through a NAT).
+    with pytest.raises(TaskFailed, match="cannot publish apps on 203.0.113.9, the address the platform sees"):
+        executor.start(process_spec(["python", "-c", SERVER]), {"token": "t"}, "203.0.113.9")
     with pytest.raises(TaskFailed, match="no valid instance id"):
         executor.stop({"instance_id": "../../etc"})
+
+
+def test_the_app_is_published_on_the_nodes_address_and_nowhere_else(executor):
+    """The platform proxy connects to the address the node's agent enrolled from; the
+    app listens there, and is not on the node's other addresses."""
+    spec = process_spec(
+        ["python", "-c", SERVER, "{{ node.address }}", "{{ port.web }}"], {"APP_TOKEN": "{{ secret.token }}"}
+    )
+    [endpoint] = executor.start(spec, {"token": "app-token-3"}, "127.0.0.2")
+    assert endpoint["host"] == "127.0.0.2"
+    headers = {"Authorization": "token app-token-3"}
+    assert httpx.get(f"http://127.0.0.2:{endpoint['port']}/", headers=headers).status_code == 200
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{endpoint['port']}/", headers=headers)

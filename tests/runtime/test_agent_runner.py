@@ -48,3 +48,24 @@ def test_a_revoked_credential_stops_the_agent(active_allocation, node_agent):
     Node.objects.filter(pk=node.pk).update(credential_hash="")  # an operator revoked it
     assert node_agent.process.wait(timeout=30) == EXIT_UNAUTHORIZED
     assert "does not accept this node's credential" in node_agent.log()
+
+
+def test_a_node_without_a_recorded_address_fails_its_starts_with_a_reason(
+    api, allocator, project, jupyterlab, active_allocation, node_agent
+):
+    """An agent enrolled before the platform recorded addresses has nowhere to publish."""
+    node = active_allocation.node
+    wait_for(lambda: "enrolled as" in node_agent.log(), what="enrollment")
+    Node.objects.filter(pk=node.pk).update(agent_address=None)
+    api.force_login(allocator)
+    response = api.post(
+        f"/api/v1/projects/{project.pk}/app-instances",
+        {"app": "jupyterlab", "allocation_id": str(active_allocation.pk)},
+        format="json",
+    )
+    assert response.status_code == 202, response.content
+    failed = AppInstance.objects.filter(pk=response.json()["instance_id"], state="failed")
+    instance = wait_for(failed.first, what="the launch failing")
+    assert (
+        "the platform has no address for this node's agent; enroll the agent again" in instance.state_reason
+    )

@@ -20,6 +20,7 @@ from apps.runtime.agent.executors.docker import (
     run_command,
     validate,
 )
+from apps.runtime.agent.executors.templates import references
 
 GOLDEN = Path(__file__).parent / "golden"
 IID = "11111111-2222-3333-4444-555555555555"
@@ -34,7 +35,11 @@ def spec(name: str) -> dict:
 
 
 def test_docker_run_for_a_single_container():
-    command = run_command(spec("jupyterlab_single_container"), {"web": 41001}, Path("/state/secrets.env"))
+    command = run_command(
+        spec("jupyterlab_single_container"),
+        references({"web": 41001}, {}, "10.20.0.7"),
+        Path("/state/secrets.env"),
+    )
     assert command == [
         "docker",
         "run",
@@ -50,7 +55,7 @@ def test_docker_run_for_a_single_container():
         "--gpus",
         "1",
         "--publish",
-        "127.0.0.1:41001:8888",
+        "10.20.0.7:41001:8888",  # the node's address: the platform proxy connects there
         "--env-file",
         "/state/secrets.env",  # JUPYTER_TOKEN: a secret, so never on the command line
         "--security-opt",
@@ -67,9 +72,9 @@ def test_docker_run_for_a_single_container():
 
 
 def test_docker_run_without_gpus_or_secrets():
-    command = run_command(spec("netdata_single_container"), {"dashboard": 41002})
+    command = run_command(spec("netdata_single_container"), references({"dashboard": 41002}, {}, "fd00::7"))
     assert "--gpus" not in command and "--env-file" not in command
-    assert command[command.index("--publish") + 1] == "127.0.0.1:41002:19999"
+    assert command[command.index("--publish") + 1] == "[fd00::7]:41002:19999"
     first = command.index("--env")
     assert command[first : first + 4] == ["--env", "NETDATA_DB_HOURS=24", "--env", "NETDATA_DISABLE_CLOUD=1"]
 
@@ -86,9 +91,11 @@ def test_compose_project_gets_the_document_on_stdin_with_ports_filled_in():
         "up",
         "--detach",
     ]
-    document = compose_document(rendered, {"api": 41003, "chat": 41004}, {})
-    assert document["services"]["vllm"]["ports"] == ["127.0.0.1:41003:8000"]
-    assert document["services"]["chat"]["ports"] == ["127.0.0.1:41004:8080"]
+    document = compose_document(rendered, references({"api": 41003, "chat": 41004}, {}, "10.20.0.7"))
+    assert document["services"]["vllm"]["ports"] == ["10.20.0.7:41003:8000"]
+    assert document["services"]["chat"]["ports"] == ["10.20.0.7:41004:8080"]
+    in_brackets = compose_document(rendered, references({"api": 41003, "chat": 41004}, {}, "fd00::7"))
+    assert in_brackets["services"]["vllm"]["ports"] == ["[fd00::7]:41003:8000"]
     expected = copy.deepcopy(rendered["compose"]["document"])
     for service in expected["services"].values():
         service.pop("ports")
@@ -103,7 +110,9 @@ def test_compose_secrets_become_variables_and_dollars_stay_literal():
         "VLLM_API_KEY": "{{ secret.api-key }}",
         "PROMPT": "costs $5",
     }
-    document = compose_document(rendered, {"api": 41005}, {"api-key": "s3cr3t-value"})
+    document = compose_document(
+        rendered, references({"api": 41005}, {"api-key": "s3cr3t-value"}, "127.0.0.1")
+    )
     assert document["services"]["vllm"]["environment"] == {
         "VLLM_API_KEY": "${GPUAAS_SECRET_API_KEY}",
         "PROMPT": "costs $$5",
@@ -126,6 +135,11 @@ def privileged(rendered: dict) -> dict:
     return rendered
 
 
+def every_interface(rendered: dict) -> dict:
+    rendered["compose"]["document"]["services"]["vllm"]["ports"] = ["0.0.0.0:{{ port.api }}:8000"]
+    return rendered
+
+
 def privileged_container(rendered: dict) -> dict:
     rendered["container"]["privileged"] = True
     return rendered
@@ -142,12 +156,17 @@ def privileged_container(rendered: dict) -> dict:
         ("vllm_compose_with_chat", host_path, "service 'vllm': mounts host path '/root/.cache/huggingface'"),
         ("vllm_compose_with_chat", privileged, "service 'vllm': it asks for privileged mode"),
         ("jupyterlab_single_container", privileged_container, "the container asks for privileged mode"),
+        (
+            "vllm_compose_with_chat",
+            every_interface,
+            "service 'vllm': publishes '0.0.0.0:{{ port.api }}:8000' (only {{ node.address }}:",
+        ),
     ],
 )
 def test_unsafe_specs_are_refused_before_anything_runs(tmp_path, golden, change, reason):
     docker = FakeDocker(tmp_path)
     with pytest.raises(TaskFailed, match="refused to run the task") as refused:
-        docker.executor.start(change(spec(golden)), {"token": "t"})
+        docker.executor.start(change(spec(golden)), {"token": "t"}, "127.0.0.1")
     assert reason in str(refused.value)
     assert docker.calls() == []
 
@@ -194,12 +213,14 @@ if argv[0] == "ps":
 
 def test_executor_runs_the_container_with_its_secret_in_a_removed_env_file(tmp_path):
     docker = FakeDocker(tmp_path)
-    endpoints = docker.executor.start(spec("jupyterlab_single_container"), {"token": "the-app-token"})
+    endpoints = docker.executor.start(
+        spec("jupyterlab_single_container"), {"token": "the-app-token"}, "127.0.0.2"
+    )
     [(name, host, port)] = [(e["name"], e["host"], e["port"]) for e in endpoints]
-    assert (name, host) == ("web", "127.0.0.1") and port > 1024
+    assert (name, host) == ("web", "127.0.0.2") and port > 1024
     replace, run = docker.calls()
     assert replace["argv"] == ["rm", "--force", "--volumes", f"gpuaas-{IID}"]
-    assert run["argv"][:3] == ["run", "--detach", "--name"] and f"127.0.0.1:{port}:8888" in run["argv"]
+    assert run["argv"][:3] == ["run", "--detach", "--name"] and f"127.0.0.2:{port}:8888" in run["argv"]
     assert run["env_file"] == "JUPYTER_TOKEN=the-app-token\n"
     assert "the-app-token" not in json.dumps(run["argv"])
     assert list((tmp_path / "state").iterdir()) == []  # the env file is gone
@@ -217,7 +238,7 @@ def test_executor_runs_the_container_with_its_secret_in_a_removed_env_file(tmp_p
 
 def test_executor_brings_a_compose_project_up_and_down(tmp_path):
     docker = FakeDocker(tmp_path)
-    docker.executor.start(spec("vllm_compose_without_chat"), {})
+    docker.executor.start(spec("vllm_compose_without_chat"), {}, "127.0.0.1")
     [up] = docker.calls()
     assert up["argv"] == ["compose", "--project-name", f"gpuaas-{IID}", "--file", "-", "up", "--detach"]
     image = json.loads(up["stdin"])["services"]["vllm"]["image"]

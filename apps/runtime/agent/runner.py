@@ -99,7 +99,9 @@ class Runner:
     def _perform(self, task: dict) -> list[dict]:
         action, spec = task["action"], task["spec"]
         if action == "start":
-            return self.executor.start(spec, self._secrets(task))
+            if not task.get("address"):
+                raise TaskFailed("the platform has no address for this node's agent; enroll the agent again")
+            return self.executor.start(spec, self._secrets(task), task["address"])
         if action == "stop":
             self.executor.stop(spec)
         elif action == "remove":

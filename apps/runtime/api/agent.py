@@ -142,12 +142,15 @@ class TaskSecretsView(AgentView):
         )
 
 
-def _task_body(task) -> dict:
+def _task_body(task, node) -> dict:
     return {
         "id": str(task.pk),
         "action": task.action,
         "instance_id": str(task.instance_id),
         "spec": task.spec,
+        # Where the node publishes the task's endpoints: the only host its reports may
+        # name (decision 0026). Sent with each task, so a re-enrolled agent follows.
+        "address": node.agent_address,
     }
 
 
@@ -156,12 +159,18 @@ def document_fetch_tasks(result, generator, request, public):
     generator does not see; it is described here, beside it."""
     task = {
         "type": "object",
-        "required": ["id", "action", "instance_id", "spec"],
+        "required": ["id", "action", "instance_id", "spec", "address"],
         "properties": {
             "id": {"type": "string", "format": "uuid"},
             "action": {"type": "string", "enum": [choice.value for choice in AgentTask.Action]},
             "instance_id": {"type": "string", "format": "uuid"},
             "spec": {"type": "object", "additionalProperties": True},
+            "address": {
+                "type": "string",
+                "nullable": True,
+                "description": "the address the node publishes the task's endpoints on: the one "
+                "its agent enrolled from, and the only host its report may name",
+            },
         },
     }
     result.setdefault("paths", {})["/api/agent/v1/tasks"] = {
@@ -228,4 +237,6 @@ async def fetch_tasks(request):
                 tasks = await sync_to_async(agents.claim_tasks)(node)
         finally:
             await layer.group_discard(events.agent_group(node.pk), channel)
-    return JsonResponse({"tasks": [_task_body(task) for task in tasks]})
+    if tasks:  # the address may have changed while this request waited
+        await sync_to_async(node.refresh_from_db)(fields=["agent_address"])
+    return JsonResponse({"tasks": [_task_body(task, node) for task in tasks]})

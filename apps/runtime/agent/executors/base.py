@@ -13,8 +13,9 @@ class TaskFailed(Exception):
 class Executor(Protocol):
     name: str
 
-    def start(self, spec: dict, secrets: dict[str, str]) -> list[dict]:
-        """Run the workload; returns its endpoints as ``{"name", "host", "port"}``."""
+    def start(self, spec: dict, secrets: dict[str, str], address: str) -> list[dict]:
+        """Run the workload, publishing its endpoints on ``address`` (the node's
+        address as the platform sees it); returns them as ``{"name", "host", "port"}``."""
 
     def stop(self, spec: dict) -> None:
         """Stop the workload, keeping what it wrote; nothing to stop is fine."""

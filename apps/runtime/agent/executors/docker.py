@@ -21,15 +21,14 @@ import subprocess
 from pathlib import Path
 
 from apps.runtime.agent.executors.base import TaskFailed
-from apps.runtime.agent.executors.ports import free_ports
-from apps.runtime.agent.executors.templates import REFERENCE, resolve, resolve_all
+from apps.runtime.agent.executors.ports import free_ports, url_host
+from apps.runtime.agent.executors.templates import REFERENCE, references, resolve, resolve_all
 
-LOOPBACK = "127.0.0.1"
 INSTANCE_LABEL = "gpuaas.instance"
 COMMAND_TIMEOUT_SECONDS = 600.0  # image pulls of multi-GB GPU images take minutes
 DIGEST_PINNED = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PUBLISHED_PORT = re.compile(r"^127\.0\.0\.1:\{\{\s*port\.[A-Za-z0-9_-]+\s*\}\}:\d+$")
+PUBLISHED_PORT = re.compile(r"^\{\{\s*node\.address\s*\}\}:\{\{\s*port\.[A-Za-z0-9_-]+\s*\}\}:\d+$")
 CONTAINER_FIELDS = {"image", "args", "env", "gpus"}
 SERVICE_FIELDS = {
     "image",
@@ -56,14 +55,15 @@ class DockerExecutor:
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.docker = docker
 
-    def start(self, spec: dict, secrets: dict[str, str]) -> list[dict]:
+    def start(self, spec: dict, secrets: dict[str, str], address: str) -> list[dict]:
         validate(spec)
-        ports = free_ports([endpoint["name"] for endpoint in spec["endpoints"]])
+        ports = free_ports([endpoint["name"] for endpoint in spec["endpoints"]], address)
+        values = references(ports, secrets, address)
         if "compose" in spec:
-            self._compose_up(spec, ports, secrets)
+            self._compose_up(spec, values)
         else:
-            self._run(spec, ports, secrets)
-        return [{"name": name, "host": LOOPBACK, "port": port} for name, port in ports.items()]
+            self._run(spec, values)
+        return [{"name": name, "host": address, "port": port} for name, port in ports.items()]
 
     def stop(self, spec: dict) -> None:
         if spec["execution"] == "compose":
@@ -83,21 +83,21 @@ class DockerExecutor:
         )
         return sorted(set(listed.split()))
 
-    def _run(self, spec: dict, ports: dict[str, int], secrets: dict[str, str]) -> None:
+    def _run(self, spec: dict, values: dict[str, dict]) -> None:
         # A start replaces the instance's earlier container (stopped, or failed).
         self._docker(["rm", "--force", "--volumes", spec["name"]], missing_ok=True)
         env_file = self.state_dir / f"{spec['name']}.env"
-        secret_env = _secret_env(spec["container"]["env"], ports, secrets)
+        secret_env = _secret_env(spec["container"]["env"], values)
         try:
             if secret_env:
                 _write_private(env_file, "".join(f"{name}={value}\n" for name, value in secret_env.items()))
-            self._docker(run_command(spec, ports, env_file if secret_env else None)[1:])
+            self._docker(run_command(spec, values, env_file if secret_env else None)[1:])
         finally:
             env_file.unlink(missing_ok=True)
 
-    def _compose_up(self, spec: dict, ports: dict[str, int], secrets: dict[str, str]) -> None:
-        document = compose_document(spec, ports, secrets)
-        variables = {_secret_variable(name): value for name, value in secrets.items()}
+    def _compose_up(self, spec: dict, values: dict[str, dict]) -> None:
+        document = compose_document(spec, values)
+        variables = {_secret_variable(name): value for name, value in values["secret"].items()}
         self._docker(
             compose_up_command(spec)[1:], stdin=json.dumps(document), env={**os.environ, **variables}
         )
@@ -127,23 +127,24 @@ class DockerExecutor:
 # --- what is run: pure functions of the spec, so they are tested without an engine ---
 
 
-def run_command(spec: dict, ports: dict[str, int], env_file: Path | None = None) -> list[str]:
+def run_command(spec: dict, values: dict[str, dict], env_file: Path | None = None) -> list[str]:
     """``docker run`` for a single-container spec; env values holding a secret are in ``env_file``."""
-    container = spec["container"]
+    container, ports = spec["container"], values["port"]
+    published = url_host(values["node"]["address"])
     command = ["docker", "run", "--detach", "--name", spec["name"]]
     for key, value in spec["labels"].items():
         command += ["--label", f"{key}={value}"]
     if container.get("gpus"):
         command += ["--gpus", str(container["gpus"])]
     for endpoint in spec["endpoints"]:
-        command += ["--publish", f"{LOOPBACK}:{ports[endpoint['name']]}:{endpoint['container_port']}"]
+        command += ["--publish", f"{published}:{ports[endpoint['name']]}:{endpoint['container_port']}"]
     for name, value in container.get("env", {}).items():
         if not _has_secret(value):
-            command += ["--env", f"{name}={resolve(value, ports, {})}"]
+            command += ["--env", f"{name}={resolve(value, values)}"]
     if env_file is not None:
         command += ["--env-file", str(env_file)]
     command += ["--security-opt", "no-new-privileges:true", "--restart", "unless-stopped"]
-    return [*command, container["image"], *resolve_all(container.get("args", []), ports, {})]
+    return [*command, container["image"], *resolve_all(container.get("args", []), values)]
 
 
 def compose_up_command(spec: dict) -> list[str]:
@@ -152,29 +153,30 @@ def compose_up_command(spec: dict) -> list[str]:
     return ["docker", "compose", "--project-name", project, "--file", "-", "up", "--detach"]
 
 
-def compose_document(spec: dict, ports: dict[str, int], secrets: dict[str, str]) -> dict:
+def compose_document(spec: dict, values: dict[str, dict]) -> dict:
     """The rendered document with ports filled in and secrets as ``${...}`` variables.
-    Compose interpolates ``$`` everywhere, so literal ones are doubled first."""
+    Compose interpolates ``$`` everywhere, so literal ones are doubled first. A
+    published port's address is written as Docker wants it (IPv6 in brackets)."""
+    published = {**values, "node": {"address": url_host(values["node"]["address"])}}
 
-    def fill(value):
+    def fill(value, values=values):
         if isinstance(value, str):
             return resolve(
                 value.replace("$", "$$"),
-                ports,
-                secrets,
+                values,
                 secret_value=lambda name, _: f"${{{_secret_variable(name)}}}",
             )
         if isinstance(value, list):
-            return [fill(item) for item in value]
+            return [fill(item, values) for item in value]
         if isinstance(value, dict):
-            return {key: fill(item) for key, item in value.items()}
+            return {key: fill(item, published if key == "ports" else values) for key, item in value.items()}
         return value
 
     return fill(spec["compose"]["document"])
 
 
-def _secret_env(env: dict[str, str], ports: dict[str, int], secrets: dict[str, str]) -> dict[str, str]:
-    return {name: resolve(value, ports, secrets) for name, value in env.items() if _has_secret(value)}
+def _secret_env(env: dict[str, str], values: dict[str, dict]) -> dict[str, str]:
+    return {name: resolve(value, values) for name, value in env.items() if _has_secret(value)}
 
 
 def _has_secret(value: str) -> bool:
@@ -196,7 +198,8 @@ def _write_private(path: Path, text: str) -> None:
 
 def validate(spec: dict) -> None:
     """Refuse anything the platform would never render: tag-only images, host
-    paths, privileged or host-namespace flags, ports beyond the loopback."""
+    paths, privileged or host-namespace flags, ports published elsewhere than on
+    the node's address."""
     if "compose" in spec:
         problems = _document_problems(spec["compose"].get("document", {}))
     elif "container" in spec:
@@ -236,7 +239,7 @@ def _service_problems(service: dict) -> list[str]:
     problems = _field_problems("it", service, SERVICE_FIELDS)
     problems += _image_problems(service.get("image", ""))
     problems += [
-        f"publishes {port!r} (only 127.0.0.1:<agent port>:<container port>)"
+        f"publishes {port!r} (only {{{{ node.address }}}}:<agent port>:<container port>)"
         for port in service.get("ports", [])
         if not PUBLISHED_PORT.match(str(port))
     ]

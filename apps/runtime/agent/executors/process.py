@@ -25,10 +25,9 @@ from pathlib import Path
 import httpx
 
 from apps.runtime.agent.executors.base import TaskFailed
-from apps.runtime.agent.executors.ports import free_ports
-from apps.runtime.agent.executors.templates import resolve_all
+from apps.runtime.agent.executors.ports import free_ports, url_host
+from apps.runtime.agent.executors.templates import references, resolve_all
 
-LOOPBACK = "127.0.0.1"
 READY_TIMEOUT_SECONDS = 90.0
 STOP_GRACE_SECONDS = 10.0
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -53,7 +52,7 @@ class ProcessExecutor:
         # dead ones linger as zombies. Adopted workloads are known by their record only.
         self._children: dict[str, subprocess.Popen] = {}
 
-    def start(self, spec: dict, secrets: dict[str, str]) -> list[dict]:
+    def start(self, spec: dict, secrets: dict[str, str], address: str) -> list[dict]:
         process = spec.get("process")
         if process is None:
             raise TaskFailed(
@@ -62,21 +61,27 @@ class ProcessExecutor:
             )
         instance_id = _instance_id(spec)
         self._terminate(instance_id)  # a start replaces whatever still runs (a restart after a failure)
-        ports = free_ports([endpoint["name"] for endpoint in spec["endpoints"]])
-        command = resolve_all(process["command"], ports, secrets)
-        env = resolve_all(process.get("env", {}), ports, secrets)
+        ports = free_ports([endpoint["name"] for endpoint in spec["endpoints"]], address)
+        values = references(ports, secrets, address)
+        command = resolve_all(process["command"], values)
+        env = resolve_all(process.get("env", {}), values)
         directory = self._directory(instance_id)
         popen = _spawn(directory, command, env)
         self._children[instance_id] = popen
         _write_record(directory, {"pid": popen.pid, "started": _start_time(popen.pid)})
         try:
             self._wait_ready(
-                popen, command[0], next(iter(ports.values())), process["ready_path"], secrets.get("token")
+                popen,
+                command[0],
+                address,
+                next(iter(ports.values())),
+                process["ready_path"],
+                secrets.get("token"),
             )
         except TaskFailed:
             self._terminate(instance_id)
             raise
-        return [{"name": name, "host": LOOPBACK, "port": port} for name, port in ports.items()]
+        return [{"name": name, "host": address, "port": port} for name, port in ports.items()]
 
     def stop(self, spec: dict) -> None:
         self._terminate(_instance_id(spec))
@@ -98,9 +103,15 @@ class ProcessExecutor:
         return directory
 
     def _wait_ready(
-        self, popen: subprocess.Popen, program: str, port: int, ready_path: str, token: str | None
+        self,
+        popen: subprocess.Popen,
+        program: str,
+        address: str,
+        port: int,
+        ready_path: str,
+        token: str | None,
     ) -> None:
-        url = f"http://{LOOPBACK}:{port}{ready_path}"
+        url = f"http://{url_host(address)}:{port}{ready_path}"
         # The app's own token (secret ``token``) goes in the header the platform's
         # auth bridge will send, so "ready" also means "accepts the bridge".
         headers = {"Authorization": f"token {token}"} if token else {}
