@@ -24,12 +24,18 @@
       },
       body: JSON.stringify({ endpoint: box.getAttribute("data-endpoint") }),
     }).then(function (response) {
-      return response.json().then(function (body) {
-        if (!response.ok) {
-          throw new Error((body.error && body.error.message) || "The portal answered " + response.status + ".");
+      // A gateway in front of the portal (a 502 page, a sign-in redirect) answers
+      // in HTML: say what the portal answered rather than what JSON.parse thinks of it.
+      var answered = "The portal answered " + response.status + " " + response.statusText + ".";
+      return response.json().then(
+        function (body) {
+          if (!response.ok) throw new Error((body.error && body.error.message) || answered);
+          return body;
+        },
+        function () {
+          throw new Error(answered);
         }
-        return body;
-      });
+      );
     });
   }
 

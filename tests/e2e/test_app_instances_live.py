@@ -195,6 +195,27 @@ def test_launch_watch_running_and_stop(world, portal, page):
     page.wait_for_selector(f"#instance-detail [data-open-endpoint=web] >> text={route_url}")
     page.click("[data-tab=overview]")
 
+    # A gateway in front of the portal answering the launcher with an HTML error page:
+    # the launcher says what the portal answered (not a JSON parse error) and offers a retry.
+    page.route(
+        f"**/api/v1/workloads/{instance.pk}/ui/session",
+        lambda route: route.fulfill(status=502, content_type="text/html", body="<html>Bad gateway</html>"),
+    )
+    page.goto(f"{portal.url}/projects/{project.pk}/instances/{instance.pk}/open/web/")
+    page.wait_for_selector("[data-launcher-error]:visible")
+    assert (
+        page.inner_text("[data-launcher-message]")
+        == "The app did not open: The portal answered 502 Bad Gateway."
+    )
+    assert page.is_visible("[data-launcher-retry]")
+    # The console logs the two attempts' 502s, and nothing else.
+    assert set(page.js_errors) == {
+        "Failed to load resource: the server responded with a status of 502 (Bad Gateway)"
+    }
+    page.js_errors.clear()
+    page.unroute(f"**/api/v1/workloads/{instance.pk}/ui/session")
+    page.goto(f"{portal.url}/projects/{project.pk}/instances/{instance.pk}/")
+
     # Stop, confirmed on its own page.
     page.click("#instance-detail a[data-action=stop]")
     page.wait_for_url(f"{portal.url}/projects/{project.pk}/instances/{instance.pk}/stop/")
