@@ -5,14 +5,13 @@ hash, signing keys no private key."""
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.db.models import Count
 
-from apps.core.admin import AuditedModelAdmin, ReadOnlyInline, ReadOnlyModelAdmin
-from apps.core.errors import ApiError
+from apps.core.admin import AuditedModelAdmin, ReadOnlyInline, ReadOnlyModelAdmin, apply_each
 from apps.metering.admin import QuotaInline
 from apps.tenancy import principal as principals
 from apps.tenancy import services
@@ -31,7 +30,26 @@ admin.site.unregister(Group)
 
 @admin.register(get_user_model())
 class AuditedUserAdmin(AuditedModelAdmin, UserAdmin):
-    pass
+    actions = ("lift_sign_in_lockout",)
+
+    def has_lift_sign_in_lockout_permission(self, request):
+        return request.user.has_perm("auth.change_user")
+
+    @admin.action(
+        description="Let selected users sign in again (lift the lockout)",
+        permissions=["lift_sign_in_lockout"],
+    )
+    def lift_sign_in_lockout(self, request, queryset):
+        operator = principals.for_user(request.user)
+        apply_each(
+            self,
+            request,
+            queryset,
+            lambda user: services.lift_sign_in_lockout(operator, user),
+            done="Lifted the sign-in lockout of",
+            label=lambda user: user.get_username(),
+            already=(lambda user: not services.sign_in_locked(user.get_username()), "Not locked out"),
+        )
 
 
 @admin.register(Group)
@@ -182,25 +200,15 @@ class ServiceAccountAdmin(ReadOnlyModelAdmin):
         # The operator acts with their own grants, and the service writes the audit
         # event (or the denial) exactly as for the API and the portal.
         operator = principals.for_user(request.user)
-        revoked, already, refused = [], 0, []
-        for account in queryset:
-            if not account.is_active:
-                already += 1
-                continue
-            try:
-                services.revoke_service_account(operator, account)
-            except ApiError as exc:
-                refused.append(f"{account.name}: {exc.message}")
-                continue
-            revoked.append(account.name)
-        if revoked:
-            self.message_user(
-                request, f"Revoked {len(revoked)} service account(s): {', '.join(revoked)}.", messages.SUCCESS
-            )
-        if already:
-            self.message_user(request, f"{already} selected account(s) were already revoked.", messages.INFO)
-        for line in refused:
-            self.message_user(request, f"Not revoked: {line}", messages.ERROR)
+        apply_each(
+            self,
+            request,
+            queryset,
+            lambda account: services.revoke_service_account(operator, account),
+            done="Revoked",
+            label=lambda account: account.name,
+            already=(lambda account: not account.is_active, "Already revoked"),
+        )
 
 
 @admin.register(ExternalIdentity)

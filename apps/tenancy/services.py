@@ -373,9 +373,27 @@ def sign_in_failed(username: str, address: str) -> None:
     )
     if not username:
         return
-    period = settings.LOGIN_FAILURE_WINDOW_SECONDS
-    for key, _ in _sign_in_counters(username, address, int(time.time() // period)):
-        counters.increment(key, period + 1)
+    for key, _ in _sign_in_counters(username, address, _sign_in_window()):
+        counters.increment(key, settings.LOGIN_FAILURE_WINDOW_SECONDS + 1)
+
+
+def sign_in_locked(username: str) -> bool:
+    """Whether ``username`` has failed too often in this window (whatever the address)."""
+    [(key, allowed)] = _sign_in_counters(username, "", _sign_in_window())
+    return cache.get(key, 0) >= allowed
+
+
+def lift_sign_in_lockout(principal: Principal, user) -> None:
+    """Forget the failures counted against ``user``'s username in this window, so they
+    can sign in again now: an operator's answer to "I am locked out". Failures counted
+    against a client address stay; that limit guards every account (decision 0025)."""
+    [(key, _)] = _sign_in_counters(user.get_username(), "", _sign_in_window())
+    cache.delete(key)
+    audit.record(principal, "user.sign_in_unlock", target=user, details={"username": user.get_username()})
+
+
+def _sign_in_window() -> int:
+    return int(time.time() // settings.LOGIN_FAILURE_WINDOW_SECONDS)
 
 
 # --- audit -------------------------------------------------------------------

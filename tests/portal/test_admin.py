@@ -111,7 +111,7 @@ def test_revoke_action_revokes_through_the_service_and_audits(operator, platform
         follow=True,
     )
     assert response.status_code == 200
-    assert b"Revoked 2 service account(s)" in response.content
+    assert b"Revoked 2: " in response.content
     assert not ServiceAccount.objects.get(pk=account.pk).is_active
     assert not ServiceAccount.objects.get(pk=platform_account.pk).is_active
     events = AuditEvent.objects.filter(action="service_account.revoke", actor=platform_admin.username)
@@ -126,7 +126,7 @@ def test_revoke_action_skips_revoked_accounts(operator, account):
         {"action": "revoke", "_selected_action": [str(account.pk)]},
         follow=True,
     )
-    assert b"already revoked" in response.content
+    assert b"Already revoked: ci-bot." in response.content
     assert not AuditEvent.objects.filter(action="service_account.revoke").exists()
 
 
@@ -140,7 +140,7 @@ def test_staff_without_a_platform_role_is_refused_and_the_refusal_audited(as_use
         {"action": "revoke", "_selected_action": [str(account.pk)]},
         follow=True,
     )
-    assert b"Not revoked: ci-bot" in response.content
+    assert b"Refused for ci-bot: " in response.content
     assert ServiceAccount.objects.get(pk=account.pk).is_active
     assert AuditEvent.objects.filter(actor=staff.username, outcome="denied").exists()
 

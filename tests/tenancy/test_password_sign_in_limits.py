@@ -9,6 +9,7 @@ import logging
 import time
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from apps.core.models import AuditEvent
@@ -111,3 +112,34 @@ def test_a_refused_sign_in_is_logged_as_refused(caplog):
     assert [r.getMessage() for r in caplog.records if r.name == "gpuaas.auth"] == [
         f"password sign-in refused after too many failures: 'alice' from {ATTACKER}"
     ]
+
+
+def test_an_operator_lifts_a_users_lockout_in_the_admin_and_it_is_audited(platform_admin):
+    alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+    for address in ("192.0.2.1", "192.0.2.2", "192.0.2.3"):
+        sign_in("alice", "guess", address=address)
+    assert sign_in("alice", "pw", address=ELSEWHERE).status_code == 429
+    operator = Client()
+    operator.force_login(platform_admin)
+
+    response = operator.post(
+        "/admin/auth/user/",
+        {"action": "lift_sign_in_lockout", "_selected_action": [str(alice.pk), str(bob.pk)]},
+        follow=True,
+    )
+
+    body = response.content.decode()
+    assert "Lifted the sign-in lockout of 1: alice." in body
+    assert "Not locked out: bob." in body
+    assert sign_in("alice", "pw", address=ELSEWHERE).status_code == 302
+    [event] = AuditEvent.objects.filter(action="user.sign_in_unlock")
+    assert (event.actor, event.target_id) == (platform_admin.username, str(alice.pk))
+
+
+def test_staff_who_may_not_change_users_cannot_lift_a_lockout():
+    staff = UserFactory(username="helpdesk", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_user"))
+    operator = Client()
+    operator.force_login(staff)
+    page = operator.get("/admin/auth/user/").content.decode()
+    assert "lift_sign_in_lockout" not in page
