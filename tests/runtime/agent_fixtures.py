@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,25 +74,28 @@ def portal():
     server.stop()
 
 
+@contextlib.contextmanager
+def running_agent(url: str, node, tmp_path: Path) -> Iterator[AgentProcess]:
+    """An agent for ``node`` that reaches the portal at ``url``, started with a fresh
+    bootstrap token; afterwards the agent and every workload it left are gone."""
+    agent = AgentProcess(
+        url, node.hostname, nodes.issue_bootstrap_token(node), tmp_path / "agent", tmp_path / "agent.log"
+    ).start()
+    try:
+        yield agent
+    finally:
+        if agent.process.poll() is None:
+            agent.kill()
+        leftovers = ProcessExecutor(agent.state_dir, stop_grace=2)
+        for instance_id in leftovers.running():
+            leftovers.remove({"instance_id": instance_id})
+
+
 @pytest.fixture
 def node_agent(portal, active_allocation, tmp_path):
-    """An enrolled agent for the allocation's node, started; afterwards the agent
-    and every workload it left are gone."""
-    node = active_allocation.node
-    agent = AgentProcess(
-        portal.url,
-        node.hostname,
-        nodes.issue_bootstrap_token(node),
-        tmp_path / "agent",
-        tmp_path / "agent.log",
-    )
-    agent.start()
-    yield agent
-    if agent.process.poll() is None:
-        agent.kill()
-    leftovers = ProcessExecutor(agent.state_dir, stop_grace=2)
-    for instance_id in leftovers.running():
-        leftovers.remove({"instance_id": instance_id})
+    """An enrolled agent for the allocation's node, started (see ``running_agent``)."""
+    with running_agent(portal.url, active_allocation.node, tmp_path) as agent:
+        yield agent
 
 
 def wait_for(predicate, *, timeout: float = 60.0, what: str = "condition"):

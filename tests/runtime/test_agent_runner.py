@@ -13,18 +13,22 @@ from tests.runtime.agent_fixtures import wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_compose_app_on_a_process_only_node_fails_with_a_reason(
-    api, allocator, project, vllm, active_allocation, node_agent
-):
+def launch_and_wait_for_failure(api, allocator, project, allocation, app: str) -> AppInstance:
     api.force_login(allocator)
     response = api.post(
         f"/api/v1/projects/{project.pk}/app-instances",
-        {"app": "vllm-openai", "allocation_id": str(active_allocation.pk)},
+        {"app": app, "allocation_id": str(allocation.pk)},
         format="json",
     )
     assert response.status_code == 202, response.content
     failed = AppInstance.objects.filter(pk=response.json()["instance_id"], state="failed")
-    instance = wait_for(failed.first, what="the launch failing")
+    return wait_for(failed.first, what="the launch failing")
+
+
+def test_a_compose_app_on_a_process_only_node_fails_with_a_reason(
+    api, allocator, project, vllm, active_allocation, node_agent
+):
+    instance = launch_and_wait_for_failure(api, allocator, project, active_allocation, "vllm-openai")
     assert "this node's agent has no container engine" in instance.state_reason
     # The agent logs the outcome once its report is answered, which may be after the
     # instance shows as failed here.
@@ -57,15 +61,7 @@ def test_a_node_without_a_recorded_address_fails_its_starts_with_a_reason(
     node = active_allocation.node
     wait_for(lambda: "enrolled as" in node_agent.log(), what="enrollment")
     Node.objects.filter(pk=node.pk).update(agent_address=None)
-    api.force_login(allocator)
-    response = api.post(
-        f"/api/v1/projects/{project.pk}/app-instances",
-        {"app": "jupyterlab", "allocation_id": str(active_allocation.pk)},
-        format="json",
-    )
-    assert response.status_code == 202, response.content
-    failed = AppInstance.objects.filter(pk=response.json()["instance_id"], state="failed")
-    instance = wait_for(failed.first, what="the launch failing")
+    instance = launch_and_wait_for_failure(api, allocator, project, active_allocation, "jupyterlab")
     assert (
         "the platform has no address for this node's agent; enroll the agent again" in instance.state_reason
     )

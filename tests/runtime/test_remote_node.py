@@ -10,12 +10,10 @@ import socket
 import httpx
 import pytest
 
-from apps.allocations import nodes
 from apps.runtime import services
-from apps.runtime.agent.executors.process import ProcessExecutor
 from apps.runtime.models import AppInstance, Endpoint
 from tests.proxy.conftest import browser, open_session, route_url
-from tests.runtime.agent_fixtures import AgentProcess
+from tests.runtime.agent_fixtures import running_agent
 from tests.runtime.test_agent_jupyterlab import START_TIMEOUT, PlatformApi
 from tests.support.servers import ThreadedUvicorn
 
@@ -43,20 +41,8 @@ def remote_agent(settings, active_allocation, tmp_path):
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, address]
     portal = ThreadedUvicorn(host=address).start()
     settings.ISSUER = portal.url  # routes are planned on the portal's address
-    node = active_allocation.node
-    agent = AgentProcess(
-        portal.url,
-        node.hostname,
-        nodes.issue_bootstrap_token(node),
-        tmp_path / "agent",
-        tmp_path / "agent.log",
-    ).start()
-    yield portal, agent, address
-    if agent.process.poll() is None:
-        agent.kill()
-    leftovers = ProcessExecutor(agent.state_dir, stop_grace=2)
-    for instance_id in leftovers.running():
-        leftovers.remove({"instance_id": instance_id})
+    with running_agent(portal.url, active_allocation.node, tmp_path) as agent:
+        yield portal, agent, address
     portal.stop()
 
 
