@@ -238,6 +238,7 @@ def open_session(server, user, instance, *, host: str | None = None, session=Non
         data={"ticket": minted["ticket"]},
         headers={"Host": host} if host else {},
         trust_env=False,
+        timeout=30,  # the portal runs in this process, beside a busy suite
     )
     assert response.status_code == 303, response.text
     return response.cookies[sessions.COOKIE]
