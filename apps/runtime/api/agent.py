@@ -235,8 +235,8 @@ async def fetch_tasks(request):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(layer.receive(channel), timeout=wait)
                 tasks = await sync_to_async(agents.claim_tasks)(node)
+                if tasks:  # the node's address may have changed while this request waited
+                    await sync_to_async(node.refresh_from_db)(fields=["agent_address"])
         finally:
             await layer.group_discard(events.agent_group(node.pk), channel)
-    if tasks:  # the address may have changed while this request waited
-        await sync_to_async(node.refresh_from_db)(fields=["agent_address"])
     return JsonResponse({"tasks": [_task_body(task, node) for task in tasks]})
