@@ -345,6 +345,23 @@ def test_an_ipv6_app_is_reached_with_its_bracketed_host(launch, nginx, owner, co
     assert seen.json() == {"host": f"[::1]:{app.port}", "path": f"/w/{instance.pk}/web/page"}
 
 
+def test_the_route_cookie_is_found_in_any_cookie_header_and_the_app_gets_only_its_own(launch, nginx, owner):
+    # HTTP/2 browsers send a Cookie header per cookie; nginx joins them with "; ".
+    instance = launch()
+    cookie = open_session(nginx, owner, instance)
+    sent = [
+        ("Cookie", "app_pref=dark; sessionid=portal"),
+        ("Cookie", f"csrftoken=csrf;  {sessions.COOKIE}={cookie}"),
+        ("Cookie", "_xsrf=x"),
+    ]
+    response = httpx.get(route_url(instance, "echo"), headers=sent, trust_env=False)
+    assert response.status_code == 200
+    assert dict(response.json()["headers"])["cookie"] == "app_pref=dark; _xsrf=x"
+    # A route cookie alone sends the app no Cookie header at all.
+    alone = httpx.get(route_url(instance, "echo"), headers={"Cookie": f"{sessions.COOKIE}={cookie}"})
+    assert "cookie" not in dict(alone.json()["headers"])
+
+
 def upstream_named(instance, name: str, port: int) -> None:
     """A route whose upstream is a name. An agent can only report its node's own
     address (decision 0024); a name comes from the platform's side (a route to a
