@@ -27,6 +27,7 @@ from apps.proxy import access, sessions
 from apps.proxy.models import ProxyRoute
 from apps.runtime import agents
 from apps.runtime import services as runtime
+from apps.runtime.services import runtime_secret
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
 from tests.conftest import member
@@ -360,6 +361,21 @@ def test_the_route_cookie_is_found_in_any_cookie_header_and_the_app_gets_only_it
     # A route cookie alone sends the app no Cookie header at all.
     alone = httpx.get(route_url(instance, "echo"), headers={"Cookie": f"{sessions.COOKIE}={cookie}"})
     assert "cookie" not in dict(alone.json()["headers"])
+
+
+def test_a_range_past_what_nginx_can_count_gets_the_whole_page_masked(launch, nginx, owner):
+    # The module widens a range by the token's length: a bound it cannot hold, or one the
+    # widening would overflow, asks the app for the whole page, masked, as for any range
+    # it does not take.
+    instance = launch()
+    secret = runtime_secret(instance, "token")
+    with browser(nginx, open_session(nginx, owner, instance)) as client:
+        whole = client.get(route_url(instance, "lab"))
+        for asked in ("99999999999999999999-", "0-9223372036854775807", "-9223372036854775807"):
+            response = client.get(route_url(instance, "lab"), headers={"Range": f"bytes={asked}"})
+            assert response.status_code == 200, asked
+            assert response.content == whole.content
+    assert secret not in whole.text and "x" * len(secret) in whole.text
 
 
 def upstream_named(instance, name: str, port: int) -> None:
