@@ -151,15 +151,15 @@ def proxy_server(settings):
 
 @pytest.fixture
 def nginx_with(settings, proxy_server):
-    """``nginx_with(portal=..., conf_dir=...)``: nginx (docker/nginx.conf) in front of
-    the portal, or of another address, with docker/nginx/ or a copy; routes are planned
-    on its address."""
+    """``nginx_with(portal=..., conf_dir=..., edit=...)``: nginx (docker/nginx.conf,
+    its text changed by ``edit``) in front of the portal, or of another address, with
+    docker/nginx/ or a copy; routes are planned on its address."""
     started = []
 
-    def start(*, portal: str | None = None, conf_dir: Path = CONF_DIR) -> Nginx:
+    def start(*, portal: str | None = None, conf_dir: Path = CONF_DIR, **options) -> Nginx:
         settings.PROXY_AUTH_SECRET = AUTH_SECRET
         portal = portal or f"127.0.0.1:{proxy_server.port}"
-        server = Nginx(portal, AUTH_SECRET, apps_domain=APPS_DOMAIN, conf_dir=conf_dir).start()
+        server = Nginx(portal, AUTH_SECRET, apps_domain=APPS_DOMAIN, conf_dir=conf_dir, **options).start()
         started.append(server)
         settings.ISSUER = server.url
         return server

@@ -451,6 +451,36 @@ def slow(instance) -> str:
     return route_url(instance, f"slow?id={uuid.uuid4().hex}")
 
 
+def test_a_worker_that_keeps_one_grant_serves_routes_in_turn_and_a_held_request_to_the_end(
+    launch, nginx_with, owner, upstream
+):
+    # Each grant a worker keeps past its bound makes it start afresh; a grant a request
+    # still uses is freed only when that request ends. One worker sees every request.
+    def one_worker_one_grant(text: str) -> str:
+        text = text.replace("worker_processes auto;", "worker_processes 1;")
+        return text.replace("gpuaas_grants_per_worker 4096;", "gpuaas_grants_per_worker 1;")
+
+    server = nginx_with(edit=one_worker_one_grant)
+    first, second = launch(), launch()
+    stream_id = uuid.uuid4().hex
+    with (
+        browser(server, open_session(server, owner, first)) as one,
+        browser(server, open_session(server, owner, second)) as other,
+        ExitStack() as held,
+    ):
+        stream = hold(held, one, route_url(first, f"sse?id={stream_id}"))
+        seen = []
+        for _ in range(6):
+            for client, instance in ((one, first), (other, second)):
+                response = client.get(route_url(instance, "echo"))
+                assert response.status_code == 200
+                seen.append(dict(response.json()["headers"])["x-forwarded-prefix"])
+        upstream.get("release", id=stream_id)
+        assert b"".join(stream) == b"data: two\n\n"
+    assert seen == [f"/w/{first.pk}/web", f"/w/{second.pk}/web"] * 6
+    assert "signal" not in server.output  # no worker died
+
+
 def test_a_limit_that_is_not_a_power_of_two_admits_exactly_that_many(launch, nginx, owner, upstream):
     instance = launch(limits={"per_instance": 3})
     ids = [uuid.uuid4().hex for _ in range(3)]

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -33,20 +34,30 @@ def render(values: dict[str, str]) -> str:
 
 
 class Nginx:
-    def __init__(self, portal: str, auth_secret: str, *, apps_domain: str = "", conf_dir: Path = CONF_DIR):
+    def __init__(
+        self,
+        portal: str,
+        auth_secret: str,
+        *,
+        apps_domain: str = "",
+        conf_dir: Path = CONF_DIR,
+        edit: Callable[[str], str] = lambda text: text,
+    ):
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="gpuaas-nginx-"))
         self.conf = self.dir / "nginx.conf"
         self.conf.write_text(
-            render(
-                {
-                    "GPUAAS_NGINX_LISTEN": f"127.0.0.1:{self.port}",
-                    "GPUAAS_NGINX_STATE_DIR": str(self.dir),
-                    "GPUAAS_NGINX_CONF_DIR": str(conf_dir),
-                    "GPUAAS_PORTAL_UPSTREAM": portal,
-                    "GPUAAS_PROXY_AUTH_SECRET": auth_secret,
-                    "GPUAAS_APPS_DOMAIN": apps_domain,
-                }
+            edit(
+                render(
+                    {
+                        "GPUAAS_NGINX_LISTEN": f"127.0.0.1:{self.port}",
+                        "GPUAAS_NGINX_STATE_DIR": str(self.dir),
+                        "GPUAAS_NGINX_CONF_DIR": str(conf_dir),
+                        "GPUAAS_PORTAL_UPSTREAM": portal,
+                        "GPUAAS_PROXY_AUTH_SECRET": auth_secret,
+                        "GPUAAS_APPS_DOMAIN": apps_domain,
+                    }
+                )
             )
         )
         self.process: subprocess.Popen | None = None

@@ -11,6 +11,7 @@
  *
  * Directives:
  *   gpuaas_connections_zone SIZE;   http: the shared counts of open connections
+ *   gpuaas_grants_per_worker N;     http: how many grants a worker keeps (4096)
  *   gpuaas_route @LOCATION;         location: authorize, or ask in @LOCATION
  *   gpuaas_balancer;                upstream: connect to the grant's address
  * Variables: $g_upstream $g_public $g_from $g_forwarded $g_frame (the grant's),
@@ -32,7 +33,6 @@ enum {
 
 #define GPUAAS_MAX_ADDRESSES  8
 #define GPUAAS_CACHE_BUCKETS  1024
-#define GPUAAS_CACHE_MAX      4096
 
 
 typedef struct {
@@ -85,6 +85,7 @@ typedef struct {
     ngx_shm_zone_t           *zone;
     ngx_http_gpuaas_shctx_t  *sh;
     ngx_slab_pool_t          *shpool;
+    ngx_uint_t                grants_max;
 } ngx_http_gpuaas_main_conf_t;
 
 
@@ -123,6 +124,7 @@ typedef struct {
 static ngx_int_t ngx_http_gpuaas_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_gpuaas_add_variables(ngx_conf_t *cf);
 static void *ngx_http_gpuaas_create_main_conf(ngx_conf_t *cf);
+static char *ngx_http_gpuaas_init_main_conf(ngx_conf_t *cf, void *conf);
 static void *ngx_http_gpuaas_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_gpuaas_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
@@ -141,6 +143,13 @@ static ngx_command_t  ngx_http_gpuaas_commands[] = {
       ngx_http_gpuaas_zone,
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
+      NULL },
+
+    { ngx_string("gpuaas_grants_per_worker"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_gpuaas_main_conf_t, grants_max),
       NULL },
 
     { ngx_string("gpuaas_route"),
@@ -165,7 +174,7 @@ static ngx_http_module_t  ngx_http_gpuaas_module_ctx = {
     ngx_http_gpuaas_add_variables,         /* preconfiguration */
     ngx_http_gpuaas_init,                  /* postconfiguration */
     ngx_http_gpuaas_create_main_conf,      /* create main configuration */
-    NULL,                                  /* init main configuration */
+    ngx_http_gpuaas_init_main_conf,        /* init main configuration */
     NULL,                                  /* create server configuration */
     NULL,                                  /* merge server configuration */
     ngx_http_gpuaas_create_loc_conf,       /* create location configuration */
@@ -520,7 +529,7 @@ ngx_http_gpuaas_find(ngx_uint_t hash, u_char *key, size_t len,
 
 
 static void
-ngx_http_gpuaas_remember(ngx_http_gpuaas_grant_t *grant)
+ngx_http_gpuaas_remember(ngx_http_gpuaas_grant_t *grant, ngx_uint_t max)
 {
     ngx_http_gpuaas_grant_t  **link, *old;
 
@@ -535,7 +544,7 @@ ngx_http_gpuaas_remember(ngx_http_gpuaas_grant_t *grant)
         }
     }
 
-    if (ngx_http_gpuaas_cached >= GPUAAS_CACHE_MAX) {
+    if (ngx_http_gpuaas_cached >= max) {
         ngx_http_gpuaas_forget_all();
     }
 
@@ -1189,10 +1198,11 @@ int
 ngx_http_gpuaas_grant(ngx_http_request_t *r, u_char *stored, size_t len,
     int remember)
 {
-    u_char                   *key;
-    size_t                    key_len;
-    ngx_int_t                 rc;
-    ngx_http_gpuaas_grant_t  *grant;
+    u_char                       *key;
+    size_t                        key_len;
+    ngx_int_t                     rc;
+    ngx_http_gpuaas_grant_t      *grant;
+    ngx_http_gpuaas_main_conf_t  *gmcf;
 
     if (ngx_http_gpuaas_key(r, &key, &key_len) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -1206,8 +1216,9 @@ ngx_http_gpuaas_grant(ngx_http_request_t *r, u_char *stored, size_t len,
     }
 
     grant->refs = 1;  /* ours, until the end of this function */
+    gmcf = ngx_http_get_module_main_conf(r, ngx_http_gpuaas_module);
     if (remember && grant->fresh_until > ngx_http_gpuaas_now()) {
-        ngx_http_gpuaas_remember(grant);
+        ngx_http_gpuaas_remember(grant, gmcf->grants_max);
     }
 
     rc = ngx_http_gpuaas_apply(r, grant);
@@ -1779,7 +1790,30 @@ ngx_http_gpuaas_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 static void *
 ngx_http_gpuaas_create_main_conf(ngx_conf_t *cf)
 {
-    return ngx_pcalloc(cf->pool, sizeof(ngx_http_gpuaas_main_conf_t));
+    ngx_http_gpuaas_main_conf_t  *gmcf;
+
+    gmcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_gpuaas_main_conf_t));
+    if (gmcf == NULL) {
+        return NULL;
+    }
+
+    gmcf->grants_max = NGX_CONF_UNSET_UINT;
+    return gmcf;
+}
+
+
+static char *
+ngx_http_gpuaas_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_http_gpuaas_main_conf_t  *gmcf = conf;
+
+    /* a worker's grants: a few KB each */
+    ngx_conf_init_uint_value(gmcf->grants_max, 4096);
+    if (gmcf->grants_max == 0) {
+        return "gpuaas_grants_per_worker must be 1 or more";
+    }
+
+    return NGX_CONF_OK;
 }
 
 
