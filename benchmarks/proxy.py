@@ -26,7 +26,7 @@ proxy's memory stays flat while the WebSockets are held.
 ``--instructions`` prints, instead of timings, the instructions one nginx worker
 spends per request on the data plane and on plain ``proxy_pass``, counted by
 callgrind: a figure that does not move with the machine's load, for comparing
-changes to docker/nginx.conf and its Lua.
+changes to docker/nginx.conf, its Lua and its module.
 
     .venv/bin/python benchmarks/proxy.py                 # about 9 minutes
     .venv/bin/python benchmarks/proxy.py --quick         # CI smoke: 2 s per target, 10 s hold
@@ -34,7 +34,7 @@ changes to docker/nginx.conf and its Lua.
     .venv/bin/python benchmarks/proxy.py --goal-only     # the nginx goal's rounds alone
 
 Needs PostgreSQL and Redis (``make services``), Debian's ``nginx`` with its Lua
-module (``make nginx``), ``wrk`` (``apt-get install wrk``) and configurable-http-proxy
+module and ours (``make nginx``), ``wrk`` (``apt-get install wrk``) and configurable-http-proxy
 (``cd benchmarks/peers && npm ci``). Everything shares one machine with the load
 generators: compare figures only within one run.
 """

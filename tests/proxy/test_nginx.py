@@ -432,7 +432,7 @@ def test_a_route_cookie_sent_alone_reaches_no_app_and_a_lookalike_is_not_one(lau
     assert kept.status_code == 200 and dict(kept.json()["headers"])["cookie"] == "a=b"
 
 
-# --- connection limits, counted in Lua ----------------------------------------------------------
+# --- connection limits, counted by the module --------------------------------------------------------
 
 
 def hold(stack: ExitStack, client: httpx.Client, url: str) -> Iterator[bytes]:
@@ -506,7 +506,7 @@ def test_a_limit_that_is_not_a_power_of_two_admits_exactly_that_many(launch, ngi
 def test_a_count_is_given_back_once_however_the_request_ends(launch, nginx, owner, upstream):
     # The user's count spans routes, so one held request here shows a count given back
     # twice, and the app that refuses connections (its 502 page comes by an internal
-    # redirect, which empties the request's Lua context) counts against it too.
+    # redirect, which empties the request's module context) counts against it too.
     instance = launch(limits={"per_user": 3})
     refusing = launch(limits={"per_user": 3}, port=free_port())
     with (
