@@ -432,7 +432,7 @@ def test_a_route_cookie_sent_alone_reaches_no_app_and_a_lookalike_is_not_one(lau
     assert kept.status_code == 200 and dict(kept.json()["headers"])["cookie"] == "a=b"
 
 
-# --- connection limits, counted by the module --------------------------------------------------------
+# --- connection limits, counted by the module -----------------------------------------------------
 
 
 def hold(stack: ExitStack, client: httpx.Client, url: str) -> Iterator[bytes]:
