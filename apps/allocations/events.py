@@ -3,11 +3,10 @@ outbox row (in the same transaction), and the live update to open pages."""
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db import transaction
 
 from apps.core import audit
+from apps.core.broadcast import group_send
 
 WEBHOOK_STATES = {"ACTIVE", "FAILED", "RELEASED"}
 
@@ -43,15 +42,12 @@ def allocation_changed(allocation_id) -> None:
 def _broadcast(allocation_id) -> None:
     from apps.allocations.models import Allocation
 
-    layer = get_channel_layer()
-    if layer is None:
-        return
     row = (
         Allocation.objects.filter(pk=allocation_id).values("project_id", "state", "step", "progress").first()
     )
     if row is None:
         return
-    async_to_sync(layer.group_send)(
+    group_send(
         project_group(row["project_id"]),
         {
             "type": "allocation.update",

@@ -3,10 +3,9 @@ pages, waking a node's agent, and the exposure-mode decision."""
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db import transaction
 
+from apps.core.broadcast import group_send
 from apps.runtime.models import InstanceEvent
 
 
@@ -31,7 +30,7 @@ def record(
     )
     project_id, instance_id, state = instance.project_id, str(instance.pk), to_state or instance.state
     transaction.on_commit(
-        lambda: _send(
+        lambda: group_send(
             project_group(project_id),
             {
                 "type": "instance.update",
@@ -45,10 +44,4 @@ def record(
 
 def wake_agent(node_id) -> None:
     """A long-polling agent of this node returns at once instead of at its timeout."""
-    transaction.on_commit(lambda: _send(agent_group(node_id), {"type": "agent.wake"}))
-
-
-def _send(group: str, message: dict) -> None:
-    layer = get_channel_layer()
-    if layer is not None:
-        async_to_sync(layer.group_send)(group, message)
+    transaction.on_commit(lambda: group_send(agent_group(node_id), {"type": "agent.wake"}))
