@@ -376,6 +376,11 @@ AUTO_APPROVE_NODES = env.boolean("GPUAAS_AUTO_APPROVE_NODES", EMBEDDED)
 WEBHOOK_TIMEOUT_SECONDS = env.number("GPUAAS_WEBHOOK_TIMEOUT_SECONDS", 10.0)
 WEBHOOK_JITTER = True
 
+# --- Metering ----------------------------------------------------------------------
+# The currency of every rate (flavors' node-hour rates, metering.Rate) and of the
+# billing export's amounts.
+BILLING_CURRENCY = env.string("GPUAAS_BILLING_CURRENCY", "USD")
+
 # --- App runtime -----------------------------------------------------------------
 LAUNCH_LIMIT_PER_PROJECT = env.integer("GPUAAS_LAUNCH_LIMIT_PER_PROJECT", 5)
 LAUNCH_LIMIT_PER_NODE = env.integer("GPUAAS_LAUNCH_LIMIT_PER_NODE", 3)

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from apps.allocations.api import urls as allocations_api
 from apps.catalog.api import CatalogAppDetailView, CatalogAppListView, CatalogVersionView
 from apps.core import views as core_views
-from apps.metering.api import QuotaView
+from apps.metering.api import BillingExportView, QuotaView, UsageView
 from apps.networking.api import VpcView
 from apps.proxy.api import ProjectProxyView, UiSessionView
 from apps.storage.api import TenantStorageView
@@ -52,6 +52,8 @@ urlpatterns = [
     path("api/network-manager/vpc", VpcView.as_view(), name="network-vpc"),
     path("api/storage/tenant", TenantStorageView.as_view(), name="storage-tenant"),
     path("api/metering/quota/<str:tenant_id>", QuotaView.as_view(), name="metering-quota"),
+    path("api/metering/usage", UsageView.as_view(), name="metering-usage"),
+    path("api/metering/export/csv", BillingExportView.as_view(), name="metering-export"),
     # Before the admin's own URLs: its login form (AdminSignInForm) is throttled, and a
     # refused attempt answers 429.
     path("admin/login/", passwords.answers_429_while_limited(admin.site.login)),

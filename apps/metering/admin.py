@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from apps.core.admin import AuditedModelAdmin
-from apps.metering.models import Quota
+from apps.metering.models import Quota, Rate
 
 
 class QuotaInline(admin.TabularInline):
@@ -22,4 +22,13 @@ class QuotaAdmin(AuditedModelAdmin):
     search_fields = ("tenant__tenant_id", "tenant__name", "resource")
     list_select_related = ("tenant",)
     autocomplete_fields = ("tenant",)
+    readonly_fields = ("created_at", "updated_at")
+
+
+@admin.register(Rate)
+class RateAdmin(AuditedModelAdmin):
+    """Prices of metered resources in the billing export; node-hours are priced per
+    flavor (Catalog > Flavors)."""
+
+    list_display = ("resource", "rate", "updated_at")
     readonly_fields = ("created_at", "updated_at")

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from apps.core import audit
 from apps.core.api import BaseAPIView
+from apps.core.errors import ValidationFailed
 from apps.core.idempotency import idempotent
-from apps.metering import services
+from apps.metering import services, usage
 from apps.tenancy import policy
 from apps.tenancy.models import Tenant
 from apps.tenancy.roles import Perm
@@ -52,3 +55,80 @@ class QuotaView(BaseAPIView):
         tenant = self._tenant(tenant_id, Perm.QUOTA_MANAGE)
         services.update_quota(self.principal, tenant, request.data)
         return Response(self._report(tenant))
+
+
+def _tenant_for(principal, tenant_id: str | None, perm: str) -> Tenant:
+    if not tenant_id:
+        raise ValidationFailed(details={"tenant_id": ["Name the tenant (its CCP domain id)."]})
+    return policy.get_object(Tenant.objects.all(), principal, Perm.TENANT_VIEW, perm, tenant_id=tenant_id)
+
+
+class ProjectUsageSerializer(serializers.Serializer):
+    project_id = serializers.CharField(allow_null=True, help_text="null: the tenant's storage, no project's")
+    name = serializers.CharField()
+    gpu_hours = serializers.FloatField()
+    cpu_hours = serializers.FloatField()
+    node_hours = serializers.FloatField()
+    cluster_hours = serializers.FloatField()
+    storage_gb_hours = serializers.FloatField()
+
+
+# Built with type(): one of its fields is named "from", a Python keyword.
+UsageSerializer = type(
+    "UsageSerializer",
+    (serializers.Serializer,),
+    {
+        "tenant_id": serializers.CharField(),
+        "from": serializers.DateTimeField(),
+        "to": serializers.DateTimeField(),
+        "projects": ProjectUsageSerializer(many=True),
+    },
+)
+
+
+WINDOW = [
+    OpenApiParameter("tenant_id", str, required=True),
+    OpenApiParameter("from", str, required=True, description="ISO 8601 date, or time with its zone"),
+    OpenApiParameter(
+        "to", str, required=True, description="ISO 8601 date, or time with its zone; after from"
+    ),
+]
+
+
+class UsageView(BaseAPIView):
+    @extend_schema(
+        parameters=WINDOW, responses=UsageSerializer, summary="A tenant's usage per project in a window"
+    )
+    def get(self, request):
+        tenant = _tenant_for(self.principal, request.query_params.get("tenant_id"), Perm.USAGE_VIEW)
+        start, end = usage.window(request.query_params.get("from"), request.query_params.get("to"))
+        return Response(
+            {
+                "tenant_id": tenant.tenant_id,
+                "from": start.isoformat(),
+                "to": end.isoformat(),
+                "projects": usage.by_project(tenant, start, end),
+            }
+        )
+
+
+class BillingExportView(BaseAPIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tenant_id", str, required=True),
+            OpenApiParameter("period", str, required=True, description="the month, YYYY-MM (UTC)"),
+        ],
+        responses={(200, "text/csv"): OpenApiResponse(description="one row per project and resource")},
+        summary="A tenant's billing export for a month (CSV)",
+    )
+    def get(self, request):
+        tenant = _tenant_for(self.principal, request.query_params.get("tenant_id"), Perm.USAGE_VIEW)
+        start, end = usage.period(request.query_params.get("period"))
+        body = usage.billing_csv(tenant, start, end)
+        audit.record(
+            self.principal, "billing.export", target=tenant, details={"period": start.strftime("%Y-%m")}
+        )
+        response = HttpResponse(body, content_type="text/csv; charset=utf-8")
+        filename = f"gpuaas-{tenant.tenant_id}-{start:%Y-%m}.csv"
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
