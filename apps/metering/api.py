@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.core import audit
 from apps.core.api import BaseAPIView
 from apps.core.errors import ValidationFailed
 from apps.core.idempotency import idempotent
@@ -124,11 +122,4 @@ class BillingExportView(BaseAPIView):
     def get(self, request):
         tenant = _tenant_for(self.principal, request.query_params.get("tenant_id"), Perm.USAGE_VIEW)
         start, end = usage.period(request.query_params.get("period"))
-        body = usage.billing_csv(tenant, start, end)
-        audit.record(
-            self.principal, "billing.export", target=tenant, details={"period": start.strftime("%Y-%m")}
-        )
-        response = HttpResponse(body, content_type="text/csv; charset=utf-8")
-        filename = f"gpuaas-{tenant.tenant_id}-{start:%Y-%m}.csv"
-        response["Content-Disposition"] = f'attachment; filename="{filename}"'
-        return response
+        return usage.csv_response(usage.export(self.principal, tenant, start, end), tenant, start)

@@ -19,17 +19,20 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.conf import settings
 from django.db.models import DurationField, ExpressionWrapper, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, Greatest, Least
+from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from apps.allocations.models import Allocation
 from apps.catalog.models import Flavor
+from apps.core import audit
 from apps.core.errors import ValidationFailed
 from apps.metering.models import Rate
 from apps.storage.models import TenantStorage
 from apps.tenancy.models import Project
 
 RESOURCES = ("gpu_hours", "cpu_hours", "node_hours", "cluster_hours", "storage_gb_hours")
+LABELS = {"node_hours": "Node-hours", **dict(Rate.Resource.choices)}
 HOUR = Decimal(3600)
 QUANTITY = Decimal("0.0001")
 MONEY = Decimal("0.01")
@@ -152,10 +155,46 @@ def by_project(tenant, start: datetime, end: datetime) -> list[dict]:
     ]
 
 
-def billing_csv(tenant, start: datetime, end: datetime) -> str:
-    """One row per project and resource (node-hours per flavor), with its rate and
-    amount in the billing currency; the tenant's storage on a row without project."""
+@dataclass(frozen=True)
+class Charge:
+    line: Line
+    quantity: Decimal  # rounded as billed
+    rate: Decimal
+    amount: Decimal
+
+    @property
+    def unit(self) -> str:
+        return "GB-hour" if self.line.resource == "storage_gb_hours" else "hour"
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.line.resource]
+
+
+def charges(tenant, start: datetime, end: datetime) -> list[Charge]:
+    """The lines priced, by project (the tenant's storage last) and resource. Node-hours
+    are priced by their flavor, the other resources by ``metering.Rate`` (0 without)."""
     rates = {rate.resource: rate.rate for rate in Rate.objects.all()}
+    ordered = sorted(
+        lines(tenant, start, end),
+        key=lambda line: (
+            line.project is None,
+            line.project.project_id if line.project else "",
+            RESOURCES.index(line.resource),
+            line.flavor.name if line.flavor else "",
+        ),
+    )
+    priced = []
+    for line in ordered:
+        rate = line.flavor.rate_per_node_hour if line.flavor else rates.get(line.resource, Decimal(0))
+        quantity = line.quantity.quantize(QUANTITY, ROUND_HALF_UP)
+        priced.append(Charge(line, quantity, rate, (quantity * rate).quantize(MONEY, ROUND_HALF_UP)))
+    return priced
+
+
+def export(principal, tenant, start: datetime, end: datetime) -> str:
+    """The billing CSV of ``[start, end)``: one row per project and resource, the
+    tenant's storage on a row without project; audited as ``billing.export``."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(
@@ -173,18 +212,8 @@ def billing_csv(tenant, start: datetime, end: datetime) -> str:
             "amount",
         ]
     )
-    ordered = sorted(
-        lines(tenant, start, end),
-        key=lambda line: (
-            line.project is None,
-            line.project.project_id if line.project else "",
-            RESOURCES.index(line.resource),
-            line.flavor.name if line.flavor else "",
-        ),
-    )
-    for line in ordered:
-        rate = line.flavor.rate_per_node_hour if line.flavor else rates.get(line.resource, Decimal(0))
-        quantity = line.quantity.quantize(QUANTITY, ROUND_HALF_UP)
+    for charge in charges(tenant, start, end):
+        line = charge.line
         writer.writerow(
             [
                 tenant.tenant_id,
@@ -193,11 +222,23 @@ def billing_csv(tenant, start: datetime, end: datetime) -> str:
                 end.isoformat(),
                 line.resource,
                 line.flavor.name if line.flavor else "",
-                quantity,
-                "GB-hour" if line.resource == "storage_gb_hours" else "hour",
-                rate,
+                charge.quantity,
+                charge.unit,
+                charge.rate,
                 settings.BILLING_CURRENCY,
-                (quantity * rate).quantize(MONEY, ROUND_HALF_UP),
+                charge.amount,
             ]
         )
+    audit.record(
+        principal,
+        "billing.export",
+        target=tenant,
+        details={"from": start.isoformat(), "to": end.isoformat()},
+    )
     return out.getvalue()
+
+
+def csv_response(body: str, tenant, start: datetime) -> HttpResponse:
+    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="gpuaas-{tenant.tenant_id}-{start:%Y-%m}.csv"'
+    return response

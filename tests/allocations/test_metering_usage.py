@@ -178,7 +178,7 @@ def test_the_billing_export_prices_each_project_and_resource(api, ccp_issuer, oc
     assert lines[("cell-2", "cpu_hours", "")]["amount"] == "0.00"  # no rate for CPU-hours: listed at 0
     assert all(row["tenant_id"] == "acme" for row in rows)
     event = AuditEvent.objects.get(action="billing.export")
-    assert event.details == {"period": "2026-10"}
+    assert event.details == {"from": OCTOBER.isoformat(), "to": NOVEMBER.isoformat()}
 
 
 def test_the_billing_export_wants_a_month_and_a_tenant_in_scope(api, ccp_issuer, october):

@@ -32,6 +32,7 @@ def dashboard(request, principal):
             "projects": projects_by_tenant[t.pk][:PROJECTS_PER_TENANT],
             "more_projects": max(0, len(projects_by_tenant[t.pk]) - PROJECTS_PER_TENANT),
             "project_count": len(projects_by_tenant[t.pk]),
+            "usage": principal.can(Perm.USAGE_VIEW, t.pk, None),
         }
         for t in shown
     ]

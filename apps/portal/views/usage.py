@@ -1,0 +1,64 @@
+"""A tenant's usage and charges by month, and the billing CSV download, for tenant
+and billing administrators (the same numbers as CCP's metering API)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_safe
+
+from apps.core.errors import ValidationFailed
+from apps.metering import usage
+from apps.portal.views.base import portal_view
+from apps.tenancy import policy
+from apps.tenancy.models import Tenant
+from apps.tenancy.roles import Perm
+
+MONTHS_OFFERED = 12
+
+
+def _months(now: datetime) -> list[str]:
+    year, month = now.year, now.month
+    offered = []
+    for _ in range(MONTHS_OFFERED):
+        offered.append(f"{year:04d}-{month:02d}")
+        year, month = (year, month - 1) if month > 1 else (year - 1, 12)
+    return offered
+
+
+@require_safe
+@portal_view
+def tenant_usage(request, principal, tenant_id):
+    tenant = policy.get_object(
+        Tenant.objects.all(), principal, Perm.TENANT_VIEW, Perm.USAGE_VIEW, tenant_id=tenant_id
+    )
+    now = timezone.now()
+    month = request.GET.get("month") or f"{now:%Y-%m}"
+    error, status = "", 200
+    try:
+        start, end = usage.period(month)
+    except ValidationFailed:
+        error, status, month = "Choose a month as YYYY-MM.", 400, f"{now:%Y-%m}"
+        start, end = usage.period(month)
+    if request.GET.get("format") == "csv" and not error:
+        return usage.csv_response(usage.export(principal, tenant, start, end), tenant, start)
+    charges = usage.charges(tenant, start, end)
+    return render(
+        request,
+        "portal/usage.html",
+        {
+            "tenant": tenant,
+            "month": month,
+            "months": sorted(set(_months(now)) | {month}, reverse=True),
+            "so_far": start <= now < end,
+            "charges": charges,
+            "total": sum((charge.amount for charge in charges), start=Decimal(0)),
+            "currency": settings.BILLING_CURRENCY,
+            "error": error,
+        },
+        status=status,
+    )

@@ -1,0 +1,79 @@
+"""The tenant's usage page: the month's charges as in the billing export, and its
+CSV, for tenant-wide roles of that tenant only."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from apps.allocations.models import Allocation, Node
+from apps.catalog.models import Flavor
+from apps.core.models import AuditEvent
+from tests.conftest import member
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def october(project):
+    flavor = Flavor.objects.create(
+        name="h100-8x",
+        gpu_model="H100",
+        gpus_per_node=8,
+        cpu_cores=112,
+        memory_gb=2048,
+        rate_per_node_hour="10.5",
+    )
+    node = Node.objects.create(hostname="gpu-1", flavor=flavor, state=Node.State.AVAILABLE, approved=True)
+    start = datetime(2026, 10, 3, tzinfo=UTC)
+    Allocation.objects.create(
+        node=node,
+        tenant=project.tenant,
+        project=project,
+        flavor=flavor,
+        gpus=8,
+        os_image="ubuntu-22.04",
+        state=Allocation.State.RELEASED,
+        requested_by="test",
+        activated_at=start,
+        finished_at=start + timedelta(hours=10),
+    )
+    return project
+
+
+def test_a_billing_admin_sees_the_months_charges_and_downloads_them(as_user, billing_admin, october):
+    client = as_user(billing_admin)
+    dashboard = client.get("/")
+    assert "/tenants/acme/usage/" in dashboard.content.decode()
+    page = client.get("/tenants/acme/usage/", {"month": "2026-10"})
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "Node-hours" in text and "h100-8x" in text and "10.00 hours" in text
+    assert "105.00" in text  # 10 node-hours at 10.5
+    download = client.get("/tenants/acme/usage/", {"month": "2026-10", "format": "csv"})
+    assert download["Content-Disposition"] == 'attachment; filename="gpuaas-acme-2026-10.csv"'
+    rows = list(csv.DictReader(io.StringIO(download.content.decode())))
+    assert [(row["resource"], row["amount"]) for row in rows if row["resource"] == "node_hours"] == [
+        ("node_hours", "105.00")
+    ]
+    event = AuditEvent.objects.get(action="billing.export")
+    assert (event.actor_type, event.target_type) == ("user", "tenant")
+
+
+def test_an_empty_month_says_so_and_a_bad_month_is_explained(as_user, billing_admin, october):
+    client = as_user(billing_admin)
+    assert "No usage in 2026-09." in client.get("/tenants/acme/usage/", {"month": "2026-09"}).content.decode()
+    bad = client.get("/tenants/acme/usage/", {"month": "September"})
+    assert bad.status_code == 400 and "Choose a month as YYYY-MM." in bad.content.decode()
+
+
+def test_project_roles_and_other_tenants_do_not_see_the_tenants_charges(as_user, project, outsider, october):
+    assert as_user(member("project_admin", project=project)).get("/tenants/acme/usage/").status_code == 403
+    assert as_user(outsider).get("/tenants/acme/usage/").status_code == 404
+    assert (
+        "/tenants/acme/usage/"
+        not in as_user(member("project_admin", project=project)).get("/").content.decode()
+    )
