@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.allocations.models import Node
+from apps.allocations.models import Allocation, Node
 from apps.catalog.models import Flavor
 from apps.core.models import SimulatedFault
 from apps.metering import services as metering
@@ -43,6 +43,24 @@ def make_nodes(flavor, count: int, prefix: str = "gpu") -> list[Node]:
         )
         for i in range(count)
     ]
+
+
+def made_allocation(
+    project, node, flavor, activated, finished=None, state=Allocation.State.RELEASED
+) -> Allocation:
+    """An allocation written directly, with the active time usage is measured from."""
+    return Allocation.objects.create(
+        node=node,
+        tenant=project.tenant,
+        project=project,
+        flavor=flavor,
+        gpus=flavor.gpus_per_node,
+        os_image="ubuntu-22.04",
+        state=state,
+        requested_by="test",
+        activated_at=activated,
+        finished_at=finished,
+    )
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from apps.allocations.models import Allocation
 from apps.core.models import AuditEvent
 from apps.metering.models import Rate
 from apps.storage.models import TenantStorage
-from tests.allocations.conftest import make_nodes
+from tests.allocations.conftest import made_allocation, make_nodes
 from tests.factories import ProjectFactory, TenantFactory
 
 pytestmark = pytest.mark.django_db
@@ -25,38 +25,25 @@ OCTOBER = datetime(2026, 10, 1, tzinfo=UTC)
 NOVEMBER = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-def used(project, node, flavor, activated, finished=None, state=Allocation.State.RELEASED) -> Allocation:
-    return Allocation.objects.create(
-        node=node,
-        tenant=project.tenant,
-        project=project,
-        flavor=flavor,
-        gpus=flavor.gpus_per_node,
-        os_image="ubuntu-22.04",
-        state=state,
-        requested_by="test",
-        activated_at=activated,
-        finished_at=finished,
-    )
-
-
 @pytest.fixture
 def october(ready_tenant, project, other_project, flavor, small_flavor):
     """cell-1: 12 h of an 8-GPU node at the month's start, then a node from the 10th to
     past the month's end. cell-2: 90 min of a 1-GPU node. Nothing else counts."""
     big, small = make_nodes(flavor, 2), make_nodes(small_flavor, 2, prefix="small")
-    used(project, big[0], flavor, OCTOBER - timedelta(hours=12), OCTOBER + timedelta(hours=12))
-    used(project, big[1], flavor, datetime(2026, 10, 10, tzinfo=UTC), NOVEMBER + timedelta(days=3))
-    used(
+    made_allocation(project, big[0], flavor, OCTOBER - timedelta(hours=12), OCTOBER + timedelta(hours=12))
+    made_allocation(project, big[1], flavor, datetime(2026, 10, 10, tzinfo=UTC), NOVEMBER + timedelta(days=3))
+    made_allocation(
         other_project,
         small[0],
         small_flavor,
         datetime(2026, 10, 5, 8, tzinfo=UTC),
         datetime(2026, 10, 5, 9, 30, tzinfo=UTC),
     )
-    used(other_project, small[1], small_flavor, None, None, state=Allocation.State.FAILED)  # never active
+    made_allocation(
+        other_project, small[1], small_flavor, None, None, state=Allocation.State.FAILED
+    )  # never active
     elsewhere = ProjectFactory(tenant=TenantFactory(tenant_id="globex", name="Globex"), project_id="g-1")
-    used(elsewhere, small[1], small_flavor, OCTOBER, NOVEMBER)
+    made_allocation(elsewhere, small[1], small_flavor, OCTOBER, NOVEMBER)
     # The tenant's storage, 1,000 GB since before the month.
     TenantStorage.objects.filter(tenant=ready_tenant).update(
         quota_gb=1000, created_at=OCTOBER - timedelta(days=3)
@@ -101,7 +88,7 @@ def test_usage_per_project_counts_only_the_hours_inside_the_window(api, ccp_issu
 
 def test_an_allocation_still_active_is_used_until_now(api, ccp_issuer, ready_tenant, project, flavor):
     started = timezone.now() - timedelta(hours=5)
-    used(project, make_nodes(flavor, 1)[0], flavor, started, state=Allocation.State.ACTIVE)
+    made_allocation(project, make_nodes(flavor, 1)[0], flavor, started, state=Allocation.State.ACTIVE)
     token = ccp_issuer.token({"domain_id": "acme", "roles": ["Tenant Billing Admin"]})
     tomorrow = (timezone.now() + timedelta(days=1)).isoformat()
     response = get_usage(api, token, tenant_id="acme", **{"from": "2026-01-01", "to": tomorrow})

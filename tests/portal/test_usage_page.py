@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from apps.allocations.models import Allocation, Node
 from apps.catalog.models import Flavor
 from apps.core.models import AuditEvent
+from tests.allocations.conftest import made_allocation, make_nodes
 from tests.conftest import member
 
 pytestmark = pytest.mark.django_db
@@ -27,20 +27,8 @@ def october(project):
         memory_gb=2048,
         rate_per_node_hour="10.5",
     )
-    node = Node.objects.create(hostname="gpu-1", flavor=flavor, state=Node.State.AVAILABLE, approved=True)
     start = datetime(2026, 10, 3, tzinfo=UTC)
-    Allocation.objects.create(
-        node=node,
-        tenant=project.tenant,
-        project=project,
-        flavor=flavor,
-        gpus=8,
-        os_image="ubuntu-22.04",
-        state=Allocation.State.RELEASED,
-        requested_by="test",
-        activated_at=start,
-        finished_at=start + timedelta(hours=10),
-    )
+    made_allocation(project, make_nodes(flavor, 1)[0], flavor, start, start + timedelta(hours=10))
     return project
 
 
