@@ -32,11 +32,13 @@ class FakeIssuer:
     def __init__(self):
         self.keys = [_Key()]
         self.jwks_requests = 0
+        self.jwks_delay = 0.0  # seconds before the key set is answered (a slow IdP)
         issuer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 issuer.jwks_requests += 1
+                time.sleep(issuer.jwks_delay)
                 reply_json(self, 200, {"keys": [key.jwk for key in issuer.keys]})
 
             def log_message(self, *args):

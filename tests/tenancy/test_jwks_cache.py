@@ -11,8 +11,10 @@ import os
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import jwt
 import pytest
 from django.conf import settings
 
@@ -39,6 +41,19 @@ def test_first_request_fetches_and_later_ones_do_not(api, ccp_issuer, project):
     assert ccp_issuer.jwks_requests == 1
     for _ in range(10):
         assert get(api, viewer_token(ccp_issuer)).status_code == 200
+    assert ccp_issuer.jwks_requests == 1
+
+
+def test_a_burst_on_a_cold_cache_waits_for_the_one_fetch_instead_of_failing(ccp_issuer, project):
+    """Right after a deploy (nothing cached anywhere) CCP's first requests come together:
+    one fetches the issuer's keys, the others wait for them rather than answer 401."""
+    ccp_issuer.jwks_delay = 0.5
+    token = viewer_token(ccp_issuer)
+    kid = jwt.get_unverified_header(token)["kid"]
+    issuer = trusted_issuers.configured()[ccp_issuer.issuer]
+    with ThreadPoolExecutor(8) as pool:
+        keys = list(pool.map(lambda _: trusted_issuers.signing_key(issuer, kid, "RS256"), range(8)))
+    assert all(key is not None for key in keys)
     assert ccp_issuer.jwks_requests == 1
 
 
