@@ -118,12 +118,21 @@ def lines(tenant, start: datetime, end: datetime) -> list[Line]:
     rows = list(rows)
     projects = Project.objects.in_bulk({row["project_id"] for row in rows})
     flavors = Flavor.objects.in_bulk({row["flavor_id"] for row in rows})
+    # Node-hours per flavor (each has its price); GPU- and CPU-hours per project.
+    per_project: dict[Project, dict[str, Decimal]] = {}
     for row in rows:
         project, flavor = projects[row["project_id"]], flavors[row["flavor_id"]]
         found.append(Line(project, "node_hours", _hours(row["node"]), flavor))
-        found.append(Line(project, "gpu_hours", _hours(row["gpu"])))
-        found.append(Line(project, "cpu_hours", _hours(row["cpu"])))
-    storage = TenantStorage.objects.filter(tenant=tenant, created_at__lt=until).first()
+        sums = per_project.setdefault(project, {"gpu_hours": Decimal(0), "cpu_hours": Decimal(0)})
+        sums["gpu_hours"] += _hours(row["gpu"])
+        sums["cpu_hours"] += _hours(row["cpu"])
+    for project, sums in per_project.items():
+        found.extend(Line(project, resource, quantity) for resource, quantity in sums.items())
+    storage = (
+        TenantStorage.objects.filter(tenant=tenant, created_at__lt=until)
+        .exclude(status=TenantStorage.Status.FAILED)
+        .first()
+    )
     if storage is not None:
         held = until - max(start, storage.created_at)
         found.append(Line(None, "storage_gb_hours", _hours(held) * storage.quota_gb))

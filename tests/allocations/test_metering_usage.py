@@ -175,3 +175,24 @@ def test_the_billing_export_wants_a_month_and_a_tenant_in_scope(api, ccp_issuer,
     billing = ccp_issuer.token({"domain_id": "globex", "roles": ["Tenant Billing Admin"]})
     assert export(api, billing, tenant_id="acme", period="2026-10").status_code == 404
     assert not AuditEvent.objects.filter(action="billing.export").exists()
+
+
+def test_a_project_on_two_flavors_has_node_hours_per_flavor_and_one_gpu_line(
+    api, ccp_issuer, ready_tenant, project, flavor, small_flavor
+):
+    made_allocation(project, make_nodes(flavor, 1)[0], flavor, OCTOBER, OCTOBER + timedelta(hours=2))
+    small = make_nodes(small_flavor, 1, prefix="small")[0]
+    made_allocation(project, small, small_flavor, OCTOBER, OCTOBER + timedelta(hours=3))
+    token = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
+    rows = list(
+        csv.DictReader(io.StringIO(export(api, token, tenant_id="acme", period="2026-10").content.decode()))
+    )
+    mine = [
+        (row["resource"], row["flavor"], row["quantity"]) for row in rows if row["project_id"] == "cell-1"
+    ]
+    assert mine == [
+        ("gpu_hours", "", "19.0000"),  # 8 x 2 + 1 x 3
+        ("cpu_hours", "", "272.0000"),  # 112 x 2 + 16 x 3
+        ("node_hours", "h100-1x", "3.0000"),
+        ("node_hours", "h100-8x", "2.0000"),
+    ]
