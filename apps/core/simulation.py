@@ -4,6 +4,8 @@ and fault injection from ``SimulatedFault`` rows."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
@@ -39,6 +41,19 @@ def put(system: str, kind: str, key: str, **state) -> SimulatedResource:
         system=system, kind=kind, key=key, defaults={"state": state}
     )
     return resource
+
+
+@contextmanager
+def locked(system: str, kind: str, key: str, **initial) -> Iterator[SimulatedResource | None]:
+    """The resource, locked until the block ends, for a read-modify-write that a
+    concurrent one cannot undo (two nodes of a tenant joining its NodeMap at once).
+    With ``initial``, a missing resource is created with that state first."""
+    if initial:
+        SimulatedResource.objects.get_or_create(
+            system=system, kind=kind, key=key, defaults={"state": initial}
+        )
+    with transaction.atomic():
+        yield SimulatedResource.objects.select_for_update().filter(system=system, kind=kind, key=key).first()
 
 
 def update(resource: SimulatedResource, **changes) -> SimulatedResource:

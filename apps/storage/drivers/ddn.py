@@ -35,13 +35,13 @@ class SimulatedDdn:
 
     def add_node(self, nodemap: str, hostname: str) -> None:
         simulation.inject(self.system, "add_node", hostname)
-        resource = simulation.get(self.system, "nodemap", nodemap)
-        if resource is None:
-            raise DriverError(f"DDN has no NodeMap {nodemap}", transient=False)
-        simulation.update(resource, nodes=sorted(set(resource.state["nodes"]) | {hostname}))
+        with simulation.locked(self.system, "nodemap", nodemap) as resource:
+            if resource is None:
+                raise DriverError(f"DDN has no NodeMap {nodemap}", transient=False)
+            simulation.update(resource, nodes=sorted(set(resource.state["nodes"]) | {hostname}))
 
     def remove_node(self, nodemap: str, hostname: str) -> None:
         simulation.inject(self.system, "remove_node", hostname)
-        resource = simulation.get(self.system, "nodemap", nodemap)
-        if resource is not None:
-            simulation.update(resource, nodes=sorted(set(resource.state["nodes"]) - {hostname}))
+        with simulation.locked(self.system, "nodemap", nodemap) as resource:
+            if resource is not None:
+                simulation.update(resource, nodes=sorted(set(resource.state["nodes"]) - {hostname}))

@@ -29,13 +29,11 @@ class SimulatedUfm:
 
     def add_guids(self, pkey: str, guids: list[str]) -> None:
         simulation.inject(self.system, "add_guids", pkey)
-        resource = simulation.get(self.system, "pkey", pkey) or simulation.put(
-            self.system, "pkey", pkey, guids=[]
-        )
-        simulation.update(resource, guids=sorted(set(resource.state["guids"]) | set(guids)))
+        with simulation.locked(self.system, "pkey", pkey, guids=[]) as resource:
+            simulation.update(resource, guids=sorted(set(resource.state["guids"]) | set(guids)))
 
     def remove_guids(self, pkey: str, guids: list[str]) -> None:
         simulation.inject(self.system, "remove_guids", pkey)
-        resource = simulation.get(self.system, "pkey", pkey)
-        if resource is not None:
-            simulation.update(resource, guids=sorted(set(resource.state["guids"]) - set(guids)))
+        with simulation.locked(self.system, "pkey", pkey) as resource:
+            if resource is not None:
+                simulation.update(resource, guids=sorted(set(resource.state["guids"]) - set(guids)))
