@@ -13,6 +13,12 @@ from apps.tenancy.models import Tenant
 from apps.tenancy.roles import Perm
 
 
+def _tenant_for(principal, tenant_id: str | None, perm: str) -> Tenant:
+    if not tenant_id:
+        raise ValidationFailed(details={"tenant_id": ["Name the tenant (its CCP domain id)."]})
+    return policy.get_object(Tenant.objects.all(), principal, Perm.TENANT_VIEW, perm, tenant_id=tenant_id)
+
+
 class QuotaLineSerializer(serializers.Serializer):
     limit = serializers.IntegerField(allow_null=True)
     used = serializers.IntegerField()
@@ -27,13 +33,7 @@ class QuotaReportSerializer(serializers.Serializer):
 
 class QuotaView(BaseAPIView):
     def _tenant(self, tenant_id, action_perm=None) -> Tenant:
-        return policy.get_object(
-            Tenant.objects.all(),
-            self.principal,
-            Perm.TENANT_VIEW,
-            action_perm or Perm.QUOTA_VIEW,
-            tenant_id=tenant_id,
-        )
+        return _tenant_for(self.principal, tenant_id, action_perm or Perm.QUOTA_VIEW)
 
     @staticmethod
     def _report(tenant) -> dict:
@@ -53,12 +53,6 @@ class QuotaView(BaseAPIView):
         tenant = self._tenant(tenant_id, Perm.QUOTA_MANAGE)
         services.update_quota(self.principal, tenant, request.data)
         return Response(self._report(tenant))
-
-
-def _tenant_for(principal, tenant_id: str | None, perm: str) -> Tenant:
-    if not tenant_id:
-        raise ValidationFailed(details={"tenant_id": ["Name the tenant (its CCP domain id)."]})
-    return policy.get_object(Tenant.objects.all(), principal, Perm.TENANT_VIEW, perm, tenant_id=tenant_id)
 
 
 class ProjectUsageSerializer(serializers.Serializer):

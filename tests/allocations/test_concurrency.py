@@ -17,29 +17,9 @@ from apps.tenancy import principal as principals
 from tests.allocations.conftest import make_nodes
 from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory
+from tests.support.concurrency import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def run_concurrently(calls):
-    barrier = threading.Barrier(len(calls))
-    results = [None] * len(calls)
-
-    def worker(index, call):
-        try:
-            barrier.wait()
-            results[index] = call()
-        except ApiError as exc:
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(i, call)) for i, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
 
 
 def _tenant_with_project(name, flavor_nodes_quota):
@@ -70,7 +50,7 @@ def test_racing_requests_of_many_tenants_never_share_a_node(settings, flavor):
         )
         for caller, project in zip(callers, projects, strict=True)
     ]
-    results = run_concurrently(calls)
+    results = at_once(calls, answers=(ApiError,))
     granted = [r for r in results if isinstance(r, list)]
     refused = [r for r in results if isinstance(r, ApiError)]
     assert len(granted) == 3 and len(refused) == 1  # 6 nodes, 2 each: all or nothing
@@ -91,7 +71,7 @@ def test_racing_requests_of_one_tenant_never_overrun_its_quota(flavor):
         lambda: services.allocate(caller, project, flavor_name="h100-8x", os_image="ubuntu-22.04")
         for _ in range(6)
     ]
-    results = run_concurrently(calls)
+    results = at_once(calls, answers=(ApiError,))
     assert sum(isinstance(r, list) for r in results) == 3  # 24 GPUs / 8 per node
     assert all(r.code == "quota_exceeded" for r in results if isinstance(r, ApiError))
     assert Allocation.objects.filter(tenant=project.tenant).count() == 3
@@ -143,8 +123,9 @@ def test_maintenance_racing_an_uncommitted_allocation_is_refused(flavor, platfor
         commit.set()
         return waited
 
-    allocated, maintenance, operator_waited = run_concurrently(
-        [allocate_and_hold_the_commit, put_in_maintenance, commit_once_the_operator_waits]
+    allocated, maintenance, operator_waited = at_once(
+        [allocate_and_hold_the_commit, put_in_maintenance, commit_once_the_operator_waits],
+        answers=(ApiError,),
     )
     assert operator_waited
     assert isinstance(allocated, list)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
-from django.db import connection
 from django.utils import timezone
 from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
@@ -22,6 +20,7 @@ from apps.tenancy import principal as principals
 from apps.tenancy.models import Project, ServiceAccount, Tenant
 from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory
+from tests.support.concurrency import at_once
 from tests.support.world import INTEGRATION_ROLE
 
 BODY = {"project_id": "cell-7", "name": "Cell 7"}
@@ -236,29 +235,6 @@ def test_a_throttled_request_is_not_stored_and_may_be_retried(api, tenant, tenan
 # --- concurrent duplicates --------------------------------------------------------
 
 
-def _race(clients, send):
-    """Fire ``send(client)`` from one thread per client at once; each thread its own DB connection."""
-    barrier = threading.Barrier(len(clients))
-    responses, errors = [None] * len(clients), []
-
-    def run(i):
-        try:
-            barrier.wait(timeout=10)
-            responses[i] = send(clients[i])
-        except Exception as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(clients))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
-    return responses
-
-
 def _signed_in_clients(user, count):
     clients = []
     for _ in range(count):
@@ -275,9 +251,13 @@ def test_concurrent_duplicates_create_one_service_account_and_answer_alike():
     url = f"/api/v1/projects/{project.pk}/service-accounts"
     clients = _signed_in_clients(admin, 8)
 
-    responses = _race(
-        clients,
-        lambda c: c.post(url, {"name": "ci", "role": "viewer"}, format="json", HTTP_IDEMPOTENCY_KEY="sa-ci"),
+    responses = at_once(
+        [
+            lambda c=c: c.post(
+                url, {"name": "ci", "role": "viewer"}, format="json", HTTP_IDEMPOTENCY_KEY="sa-ci"
+            )
+            for c in clients
+        ]
     )
 
     assert ServiceAccount.objects.filter(project=project).count() == 1
@@ -295,7 +275,7 @@ def test_concurrent_duplicates_create_one_project_and_answer_alike():
     admin = member("tenant_admin", tenant=tenant)
     clients = _signed_in_clients(admin, 8)
 
-    responses = _race(clients, lambda c: post_project(c, "new-cell"))
+    responses = at_once([lambda c=c: post_project(c, "new-cell") for c in clients])
 
     assert Project.objects.filter(tenant=tenant, project_id="cell-7").count() == 1
     assert {r.status_code for r in responses} == {201}

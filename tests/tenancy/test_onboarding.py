@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection
 from rest_framework.test import APIClient
 
 from apps.core.models import AuditEvent
@@ -13,6 +10,7 @@ from apps.metering.models import Quota
 from apps.metering.services import default_quota
 from apps.networking.services import load_pool
 from apps.tenancy.models import Project, Tenant
+from tests.support.concurrency import at_once
 from tests.support.world import INTEGRATION_ROLE
 
 CORRELATION = "onboard-0001.abc"
@@ -234,26 +232,13 @@ def test_concurrent_onboarding_of_one_tenant_creates_it_once(ccp_issuer, vrf_poo
     warm.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     assert warm.get("/api/tenants/newco").status_code == 404
     threads_count = 4
-    barrier = threading.Barrier(threads_count)
-    responses, errors = [None] * threads_count, []
 
-    def onboard(i):
-        try:
-            client = APIClient()
-            client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-            barrier.wait(timeout=10)
-            responses[i] = client.post("/api/tenants", onboard_body(), format="json")
-        except Exception as exc:  # surfaced in the main thread
-            errors.append(exc)
-        finally:
-            connection.close()
+    def onboard():
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        return client.post("/api/tenants", onboard_body(), format="json")
 
-    threads = [threading.Thread(target=onboard, args=(i,)) for i in range(threads_count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert not errors
+    responses = at_once([onboard] * threads_count)
     assert sorted(r.status_code for r in responses) == [200] * (threads_count - 1) + [201]
     assert len({r.json()["id"] for r in responses}) == 1
     assert Tenant.objects.filter(tenant_id="newco").count() == 1

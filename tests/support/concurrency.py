@@ -1,0 +1,37 @@
+"""Calls raced against each other, for the tests of what must happen once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection
+
+
+def at_once(calls: list[Callable[[], Any]], *, answers: tuple[type[BaseException], ...] = ()) -> list:
+    """Each call in a thread of its own, all released together, each on its own
+    database connection; what each returned, in order. An exception of a type in
+    ``answers`` is that call's result (a refusal the test expects); any other fails
+    the test."""
+    start = threading.Barrier(len(calls))
+    results, errors = [None] * len(calls), []
+
+    def run(index: int, call: Callable[[], Any]) -> None:
+        try:
+            start.wait(timeout=30)
+            results[index] = call()
+        except answers as exc:
+            results[index] = exc
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    return results
