@@ -17,7 +17,11 @@ JWKS issuer.
    on a distinct node, no node is in two live allocations, and the simulated
    switch/MAAS/DDN/UFM state agrees. Goal:
    storm time <= 3 x single-pipeline time x (allocations / worker slots).
-3. Status lookups: with 10,000 nodes and 100,000 past (RELEASED/FAILED)
+3. Worker crash: a few allocations on a 3 s simulated step latency, their worker
+   SIGKILLed while they deploy the OS, and a replacement worker started beside
+   production's beat. Checks each becomes ACTIVE with no step run twice. Goal: every
+   one resumed within 60 s of the kill (the lease and the reconciler's interval).
+4. Status lookups: with 10,000 nodes and 100,000 past (RELEASED/FAILED)
    allocations bulk-created over 10 tenants, ``GET /api/baremetal-manager/
    {node_id}/status`` for random nodes of the caller's tenant, sequential and
    concurrent; SQL queries per request (in process) and the query plan. Goal:
@@ -44,6 +48,7 @@ import asyncio
 import os
 import random
 import secrets
+import signal
 import statistics
 import sys
 import tempfile
@@ -58,6 +63,7 @@ import httpx
 from harness import (
     RESULT_HEADERS,
     ROOT,
+    CeleryBeat,
     CeleryWorker,
     RedisServer,
     Result,
@@ -79,6 +85,7 @@ FLAVOR = "h100-8x"
 OS_IMAGE = "ubuntu-22.04"
 STATUS_GOAL_MS = 20.0
 STORM_FACTOR = 3.0
+CRASH_RESUME_GOAL_S = 60.0
 
 
 def parse_args() -> argparse.Namespace:
@@ -103,6 +110,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--probe-requests", type=int, help="connection probe requests (200; quick: 60)")
     parser.add_argument("--single-runs", type=int, help="measured single allocations (5; quick: 2)")
+    parser.add_argument("--crash-allocations", type=int, help="allocations in the worker crash (4; quick: 2)")
     parser.add_argument("--status-nodes", type=int, help="fleet size for status lookups (10000; quick: 1000)")
     parser.add_argument("--history", type=int, help="past allocations (100000; quick: 5000)")
     parser.add_argument("--history-tenants", type=int, default=10, help="tenants owning the history (10)")
@@ -120,6 +128,7 @@ def parse_args() -> argparse.Namespace:
     args.allocations = args.allocations or (40 if args.quick else 500)
     args.clients = min(args.clients or (8 if args.quick else 50), args.allocations)
     args.single_runs = args.single_runs or (2 if args.quick else 5)
+    args.crash_allocations = args.crash_allocations or (2 if args.quick else 4)
     args.status_nodes = args.status_nodes or (1000 if args.quick else 10_000)
     args.history = args.history if args.history is not None else (5000 if args.quick else 100_000)
     args.status_requests = args.status_requests or (100 if args.quick else 2000)
@@ -182,7 +191,8 @@ def seed(args) -> dict:
         memory_gb=2048,
         rate_per_node_hour="98.32",
     )
-    node_count = args.allocations + args.single_runs + 1  # +1: the unmeasured warm-up allocation
+    # +1: the unmeasured warm-up allocation; then the worker crash's and the in-process one.
+    node_count = args.allocations + args.single_runs + 1 + args.crash_allocations + 1
     add_nodes(flavor, range(node_count))
     networking.load_pool(prefix="vrf", count=args.clients + 1, first_vni=50001, first_vlan=1000)
 
@@ -202,7 +212,8 @@ def seed(args) -> dict:
         client = onboard(f"storm-{i:03d}", 2 * (per_client + 1))  # headroom: quota is not what is measured
         client.requests = per_client + (1 if i < extra else 0)
         clients.append(client)
-    solo = onboard("solo", args.single_runs + 2)  # + the warm-up and the in-process allocation
+    # + the warm-up, the worker crash's and the in-process allocation
+    solo = onboard("solo", args.single_runs + 2 + args.crash_allocations)
     return {
         "clients": clients,
         "solo": solo,
@@ -440,6 +451,75 @@ def single_pipeline(server_url: str, client: Client, timeout: float) -> dict:
     if state != "ACTIVE":
         raise RuntimeError(f"single allocation {allocation_id} ended {state}")
     return {"post_ms": latency_ms, "to_active_s": activated - sent}
+
+
+def worker_crash(
+    args, env: dict[str, str], var_dir: str, server_url: str, client: Client, celery_app
+) -> dict:
+    """Allocations deploying the OS when their worker is SIGKILLed; a replacement
+    worker and the beat take them on. Seconds from the kill until each one's step ran
+    again, and whether any step was run twice."""
+    from apps.allocations.models import Allocation, AllocationStep
+
+    slow = {**env, "GPUAAS_SIMULATED_STEP_SECONDS": "3"}
+    beat = CeleryBeat(slow, Path(var_dir) / "beat.log", var_dir)
+    doomed = CeleryWorker(
+        slow,
+        Path(var_dir) / "doomed.log",
+        concurrency=args.crash_allocations,
+        queue=env["GPUAAS_BENCH_QUEUE"],
+        name="doomed",
+    )
+    replacement = None
+    try:
+        doomed.wait_ready(celery_app)
+        ids = []
+        for _ in range(args.crash_allocations):
+            response = httpx.post(
+                f"{server_url}/api/baremetal-manager/allocate",
+                json=allocate_body(client),
+                headers={**bearer(client.token), "Idempotency-Key": uuid.uuid4().hex},
+                timeout=60,
+            )
+            if response.status_code != 202:
+                raise RuntimeError(f"crash allocation: {response.status_code} {response.text[:300]}")
+            ids.append(response.json()["allocation_id"])
+        deploying = AllocationStep.objects.filter(allocation_id__in=ids, name="os_deploy", status="running")
+        deadline = time.monotonic() + 120
+        while deploying.count() < len(ids):
+            if time.monotonic() > deadline:
+                raise RuntimeError("crash allocations never reached the OS deploy")
+            time.sleep(0.05)
+        os.killpg(doomed.pgid, signal.SIGKILL)
+        doomed.process.wait()
+        killed = time.monotonic()
+        replacement = CeleryWorker(
+            slow,
+            Path(var_dir) / "replacement.log",
+            concurrency=args.crash_allocations,
+            queue=env["GPUAAS_BENCH_QUEUE"],
+            name="replacement",
+        )
+        resumed: dict[str, float] = {}
+        while len(resumed) < len(ids) and time.monotonic() - killed < CRASH_RESUME_GOAL_S * 3:
+            still = set(map(str, deploying.values_list("allocation_id", flat=True)))
+            for allocation_id in ids:
+                if allocation_id not in still and allocation_id not in resumed:
+                    resumed[allocation_id] = time.monotonic() - killed
+            time.sleep(0.1)
+        finished = wait_finished(ids, args.storm_timeout, poll=0.1)
+        repeated = AllocationStep.objects.filter(allocation_id__in=ids, phase="provision", attempts__gt=1)
+        return {
+            "allocations": len(ids),
+            "resumed_s": sorted(resumed.values()),
+            "unresumed": len(ids) - len(resumed),
+            "active": sum(1 for state, _ in finished.values() if state == Allocation.State.ACTIVE),
+            "repeated_steps": [f"{step.allocation_id}/{step.name}" for step in repeated],
+        }
+    finally:
+        for process in (replacement, doomed, beat):
+            if process is not None:
+                process.stop()
 
 
 def machine_busy() -> tuple[int, int]:
@@ -867,7 +947,11 @@ def main() -> int:
             print(f"  storm: {storm.wall_s:.1f} s", file=sys.stderr)
             worker.stop(timeout=60)
 
-            # 3. Status lookups over history.
+            # 3. A worker crash mid-provisioning.
+            crash = worker_crash(args, env, var_dir, server.url, solo, celery_app)
+            print(f"  worker crash: resumed after {crash['resumed_s']} s", file=sys.stderr)
+
+            # 4. Status lookups over history.
             history = seed_history(args, args.history_tenants)
             caller_tenant = history["tenants"][0]
             caller_project = history["projects"][0]
@@ -1053,6 +1137,25 @@ def main() -> int:
                 f"      (storm time / single-pipeline time = {wall / single_s:.0f}; "
                 f"ideal with {args.worker_slots} parallel slots {expected / args.worker_slots:g})"
             )
+
+            print()
+            worst = max(crash["resumed_s"], default=float("inf"))
+            resumed_ok = not crash["unresumed"] and worst <= CRASH_RESUME_GOAL_S
+            print(
+                f"Worker crash: {crash['allocations']} allocations deploying the OS (3 s simulated steps) "
+                "when their worker was SIGKILLed; a replacement worker started beside the beat:"
+            )
+            print(f"      resumed after {', '.join(f'{t:.1f}' for t in crash['resumed_s']) or 'never'} s")
+            print(
+                f"      ACTIVE: {crash['active']} of {crash['allocations']}; steps run twice: "
+                f"{', '.join(crash['repeated_steps']) or 'none'}"
+            )
+            print(
+                f"goal: resumed within {CRASH_RESUME_GOAL_S:g} s of the kill: "
+                f"{worst:.1f} s: {'PASS' if resumed_ok else 'FAIL'}"
+            )
+            if crash["active"] != crash["allocations"] or crash["repeated_steps"]:
+                failures.append("worker crash")
 
             print()
             print(

@@ -231,6 +231,26 @@ class CeleryWorker(Background):
         raise RuntimeError(f"celery worker not ready after {timeout:.0f} s; see {self.log_path}")
 
 
+class CeleryBeat(Background):
+    """``celery -A gpuaas beat``: the periodic tasks (the allocation reconciler among
+    them), with its schedule file under ``workdir``."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, workdir: str):
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpuaas",
+            "beat",
+            "--loglevel",
+            "WARNING",
+            "--schedule",
+            str(Path(workdir) / "beat-schedule"),
+        ]
+        super().__init__(command, env, log_path)
+
+
 class RedisServer(Background):
     """A private ``redis-server`` on 127.0.0.1:``port``, nothing persisted.
 

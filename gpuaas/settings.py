@@ -370,7 +370,11 @@ PIPELINE_STEP_BUDGETS = {
 PIPELINE_MAX_RETRIES = 3  # seed 001 section 8.2: BM provisioning
 PIPELINE_BACKOFF_SECONDS = (env.number("GPUAAS_PIPELINE_BACKOFF_SECONDS", 5.0), 60.0)
 PIPELINE_POLL_SECONDS = env.number("GPUAAS_PIPELINE_POLL_SECONDS", 2.0)
-PIPELINE_LEASE_SECONDS = env.number("GPUAAS_PIPELINE_LEASE_SECONDS", 300.0)
+# A worker renews its lease on an allocation every third of this while it runs steps;
+# the reconciler resumes one whose lease ran out: a crashed worker's allocations are
+# picked up within lease + reconcile interval (45 s).
+PIPELINE_LEASE_SECONDS = env.number("GPUAAS_PIPELINE_LEASE_SECONDS", 30.0)
+PIPELINE_RECONCILE_SECONDS = env.number("GPUAAS_PIPELINE_RECONCILE_SECONDS", 15.0)
 PIPELINE_BREAKER = {"threshold": 5, "window": 30}
 AUTO_APPROVE_NODES = env.boolean("GPUAAS_AUTO_APPROVE_NODES", EMBEDDED)
 WEBHOOK_TIMEOUT_SECONDS = env.number("GPUAAS_WEBHOOK_TIMEOUT_SECONDS", 10.0)

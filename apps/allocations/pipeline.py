@@ -13,15 +13,14 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from apps.allocations import events, nodes
 from apps.allocations.drivers import agent, maas
+from apps.allocations.lease import Lease
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.core import audit
 from apps.core.drivers import CircuitBreaker, DriverError
@@ -162,38 +161,26 @@ def create_steps(allocation: Allocation) -> None:
 # --- driving ------------------------------------------------------------------
 
 
-def _claim(allocation_id) -> bool:
-    now = timezone.now()
-    return bool(
-        Allocation.objects.filter(pk=allocation_id)
-        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
-        .update(lease_until=now + timedelta(seconds=settings.PIPELINE_LEASE_SECONDS))
-    )
-
-
-def _unclaim(allocation_id, next_check_in: float | None) -> None:
-    next_check = timezone.now() + timedelta(seconds=next_check_in) if next_check_in is not None else None
-    Allocation.objects.filter(pk=allocation_id).update(lease_until=None, next_check_at=next_check)
-
-
 def advance(allocation_id) -> float | None:
     """Run the allocation as far as it can go now.
 
     Returns seconds until it should be looked at again, or None when there is
     nothing left to do (or another worker holds it).
     """
-    if not _claim(allocation_id):
+    lease = Lease.take(allocation_id)
+    if lease is None:
         return None
     wait: float | None = None
     try:
-        wait = _run(allocation_id)
+        with lease:
+            wait = _run(allocation_id, lease)
         return wait
     finally:
-        _unclaim(allocation_id, wait)
+        lease.give_back(wait)
 
 
-def _run(allocation_id) -> float | None:
-    while True:
+def _run(allocation_id, lease: Lease) -> float | None:
+    while not lease.lost:
         allocation = Allocation.objects.select_related("node", "tenant", "project", "flavor").get(
             pk=allocation_id
         )
@@ -220,6 +207,7 @@ def _run(allocation_id) -> float | None:
         outcome = _execute(allocation, step, phase)
         if isinstance(outcome, Wait):
             return outcome.seconds
+    return None
 
 
 def _next_step(allocation: Allocation, phase: str) -> AllocationStep | None:

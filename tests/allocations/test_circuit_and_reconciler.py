@@ -10,23 +10,12 @@ from django.utils import timezone
 from apps.allocations import pipeline, services
 from apps.allocations.models import Allocation
 from apps.core import simulation
-from apps.tenancy import principal as principals
 
 pytestmark = pytest.mark.django_db
 
 
-def requested(allocator, project, capture):
-    with capture(execute=False):
-        [allocation] = services.allocate(
-            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
-        )
-    return allocation
-
-
-def test_open_circuit_holds_steps_without_calling_the_backends(
-    allocator, project, nodes, django_capture_on_commit_callbacks
-):
-    allocation = requested(allocator, project, django_capture_on_commit_callbacks)
+def test_open_circuit_holds_steps_without_calling_the_backends(pending_allocation):
+    allocation = pending_allocation
     for _ in range(5):  # five failures inside the 30 s window open it
         pipeline.BREAKER.record_failure()
     wait = pipeline.advance(allocation.pk)
@@ -42,10 +31,8 @@ def test_open_circuit_holds_steps_without_calling_the_backends(
     assert allocation.state == Allocation.State.ACTIVE
 
 
-def test_reconciler_resumes_an_allocation_whose_wake_up_was_lost(
-    allocator, project, nodes, django_capture_on_commit_callbacks
-):
-    allocation = requested(allocator, project, django_capture_on_commit_callbacks)  # its task never ran
+def test_reconciler_resumes_an_allocation_whose_wake_up_was_lost(pending_allocation):
+    allocation = pending_allocation
     assert services.reconcile_stuck() == 0  # too recent to be called stuck
     later = timezone.now() + timedelta(minutes=5)
     assert services.reconcile_stuck(now=later) == 1  # eager: resumed right here
@@ -54,10 +41,8 @@ def test_reconciler_resumes_an_allocation_whose_wake_up_was_lost(
     assert services.reconcile_stuck(now=later) == 0
 
 
-def test_reconciler_takes_over_an_expired_lease(
-    allocator, project, nodes, django_capture_on_commit_callbacks
-):
-    allocation = requested(allocator, project, django_capture_on_commit_callbacks)
+def test_reconciler_takes_over_an_expired_lease(pending_allocation):
+    allocation = pending_allocation
     Allocation.objects.filter(pk=allocation.pk).update(lease_until=timezone.now() + timedelta(seconds=60))
     assert pipeline.advance(allocation.pk) is None  # another worker holds it: hands off
     allocation.refresh_from_db()

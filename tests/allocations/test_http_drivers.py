@@ -14,35 +14,8 @@ from apps.allocations.models import Allocation
 from apps.core.drivers import DriverError
 from apps.networking.drivers import ndfc
 from apps.tenancy import principal as principals
-from tests.support.fake_maas import FakeMaas
-from tests.support.fake_ndfc import FakeNdfc
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def fake_maas(settings, nodes):
-    server = FakeMaas(api_key="consumer:token:secret", deploy_seconds=0.2)
-    for index, node in enumerate(nodes):
-        server.add_machine(node.hostname, f"abc{index:03d}")
-    settings.MAAS_URL, settings.MAAS_API_KEY = server.url, "consumer:token:secret"
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def fake_ndfc(settings):
-    server = FakeNdfc(password="s3cret")
-    settings.NDFC_URL, settings.NDFC_PASSWORD, settings.NDFC_FABRIC = server.url, "s3cret", server.fabric
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def real_drivers(settings, fake_maas, fake_ndfc):
-    settings.DRIVERS = {"*": "simulated", "maas": "real", "ndfc": "real"}
-    settings.PIPELINE_POLL_SECONDS = 0.05
-    settings.PIPELINE_BACKOFF_SECONDS = (0.0, 0.0)
 
 
 def drive(allocation, until):

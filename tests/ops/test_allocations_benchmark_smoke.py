@@ -24,4 +24,5 @@ def test_quick_allocations_benchmark_runs_clean():
     ):
         assert f"check: {check}: yes" in stdout
     assert "goal: storm time <=" in stdout
+    assert "goal: resumed within 60 s of the kill" in stdout
     assert "| tenant admin, sequential" in stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.support.servers import reply_json
@@ -14,8 +15,10 @@ API = "/appcenter/cisco/ndfc/api/v1/lan-fabric/rest/top-down/fabrics/"
 
 
 class FakeNdfc:
-    def __init__(self, user="admin", password="pw", fabric="gpu-fabric"):
+    def __init__(self, user="admin", password="pw", fabric="gpu-fabric", attach_seconds: float = 0.0):
         self.user, self.password, self.fabric = user, password, fabric
+        self.attach_seconds = attach_seconds  # how long NDFC takes to answer an attachment
+        self.attachment_requests = 0
         self.tokens: set[str] = set()
         self.attachments: dict[tuple[str, str], dict] = {}  # (serial, interface) -> attachment
         self.deployed: list[str] = []
@@ -40,6 +43,8 @@ class FakeNdfc:
                     return self._reply(401, {"message": "session expired"})
                 prefix = f"{API}{fake.fabric}"
                 if self.path == f"{prefix}/vrfs/attachments":
+                    fake.attachment_requests += 1
+                    time.sleep(fake.attach_seconds)
                     for item in body:
                         for lan in item["lanAttachList"]:
                             key = (lan["serialNumber"], lan["torPorts"])
