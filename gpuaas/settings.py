@@ -404,6 +404,10 @@ PROXY_SESSION_SECONDS = env.integer("GPUAAS_PROXY_SESSION_SECONDS", 8 * 3600)
 # revocation and stop).
 PROXY_AUTHZ_CACHE_SECONDS = 5
 PROXY_UPSTREAM_CONNECT_SECONDS = 5.0
+# The ASGI proxy's Redis (decisions, connection counts): a command that takes longer
+# fails its request with 503; connections per process and event loop.
+PROXY_REDIS_TIMEOUT_SECONDS = env.number("GPUAAS_PROXY_REDIS_TIMEOUT_SECONDS", 2.0)
+PROXY_REDIS_CONNECTIONS = 32
 # nginx as the data plane (docker/nginx.conf) asks GET /_gpuaas/auth for the grants it
 # keeps a few seconds, and proves it is nginx with this shared secret; unset, the
 # endpoint refuses everyone.

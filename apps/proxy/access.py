@@ -15,25 +15,28 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import re
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
+from cachetools import TTLCache
 from django.conf import settings
 from django.core.cache import cache
 from django.core.cache.backends.redis import RedisSerializer
 from django.db import close_old_connections
 
-from apps.proxy import pipeline, sessions
+from apps.proxy import redis_client, sessions
 from apps.proxy.adapters import Adapter
 from apps.proxy.dataplane import limits
 from apps.proxy.perloop import PerLoop
 
+log = logging.getLogger(__name__)
 _TTL = 2.0
 _ACTIVITY_EVERY = 15.0
-_targets: dict[tuple, tuple[float, Target | None]] = {}
+_targets: TTLCache[tuple, Target | None] = TTLCache(maxsize=10_000, ttl=_TTL)
 _activity: dict[str, float] = {}
 
 
@@ -145,14 +148,11 @@ async def resolve(host: str, path: str) -> Target | None:
     key = _key(host, path)
     if key is None:
         return None
-    now = time.monotonic()
-    cached = _targets.get(key)
-    if cached and cached[0] > now:
-        return cached[1]
-    target = await _loads.run(key, _in_thread(_load), key)
-    _targets[key] = (time.monotonic() + _TTL, target)
-    if len(_targets) > 10_000:
-        _targets.clear()
+    try:
+        return _targets[key]
+    except KeyError:
+        pass
+    target = _targets[key] = await _loads.run(key, _in_thread(_load), key)
     return target
 
 
@@ -253,10 +253,16 @@ async def _authorize(target: Target, cookie: str | None, channel: str, count: bo
     else:
         # The same keys as Django's cache, read with the decision's serialization.
         raw = _raw_keys(tuple(keys))
-        if count:
-            counted, values = await limits.acquire(url, target, payload["u"], raw)
-        else:
-            values = await pipeline.call(url, "MGET", *raw)
+        try:
+            if count:
+                counted, values = await limits.acquire(url, target, payload["u"], raw)
+            else:
+                values = await redis_client.call(url, "MGET", *raw)
+        except redis_client.Unavailable as exc:
+            log.warning("route %s: access not checked, answered 503: %s", target.route_id, exc)
+            return sessions.Decision(
+                False, 503, "The platform cannot check access to this app right now."
+            ), None
         found = {key: _value(value) for key, value in zip(keys, values, strict=True) if value is not None}
     decision, generations = sessions.current_decision(keys, found)
     if decision is None:
@@ -273,30 +279,20 @@ async def _authorize(target: Target, cookie: str | None, channel: str, count: bo
 
 
 _serializer = RedisSerializer()
-_django_names: dict[tuple[str, ...], tuple[bytes | str, ...]] = {}
-# The values read, by their bytes: the same generations and decisions come back on
-# every request of a session, and unpickling them costs more than the lookup.
-_values: dict[bytes, object] = {}
 
 
+@functools.lru_cache(maxsize=10_000)
 def _raw_keys(keys: tuple[str, ...]) -> tuple[bytes | str, ...]:
     """Django's names for cache keys: ``cache`` resolves its backend on every
     attribute, which costs more than the Redis read itself."""
-    raw = _django_names.get(keys)
-    if raw is None:
-        if len(_django_names) >= 10_000:
-            _django_names.clear()
-        raw = _django_names[keys] = tuple(cache.make_key(key) for key in keys)
-    return raw
+    return tuple(cache.make_key(key) for key in keys)
 
 
+# The values read, by their bytes: the same generations and decisions come back on
+# every request of a session, and unpickling them costs more than the lookup.
+@functools.lru_cache(maxsize=10_000)
 def _value(raw: bytes):
-    found = _values.get(raw)
-    if found is None:
-        if len(_values) >= 10_000:
-            _values.clear()
-        found = _values[raw] = _serializer.loads(raw)
-    return found
+    return _serializer.loads(raw)
 
 
 def _cache_redis_url() -> str | None:

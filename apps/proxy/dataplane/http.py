@@ -38,7 +38,9 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         decision, count = await access.admit(target, inbound.route_cookie, "http")
         user_id = decision.user_id
         try:
-            if not decision.allowed:
+            if not decision.allowed and decision.status == 503:
+                status = await page(send, inbound, pages.UNCHECKED, target, extra=_RETRY_AFTER_BUSY)
+            elif not decision.allowed:
                 spec = pages.NO_SESSION if decision.status == 401 else pages.DENIED
                 status = await page(send, inbound, spec, target)
             elif target.state == "pending":

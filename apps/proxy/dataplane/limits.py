@@ -4,23 +4,20 @@ proxy process shares the count, and in process on the embedded default.
 
 One command each way: a script counts the connection on both keys only if both
 stay within their limits (and reads the request's decision keys in the same
-command, ``apps.proxy.access.admit``), another gives it back. Both go in the
-round trips of ``apps.proxy.pipeline`` that they share with other requests.
+command, ``apps.proxy.access.admit``), another gives it back.
 Each key gets an expiry on every count: a process that dies holding connections
 leaks its counts only until then.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, NamedTuple
 
-from apps.proxy import pipeline
+from apps.proxy import redis_client
 
 if TYPE_CHECKING:
     from apps.proxy.access import Target
 
-log = logging.getLogger(__name__)
 _EXPIRY_SECONDS = 3600
 # KEYS: the instance's and the user's counter, then any keys to read; ARGV: the two
 # limits, the expiry. {1, values} when counted on both, {0, values} (and nothing
@@ -62,17 +59,11 @@ async def acquire(
         redis_url, f"gpuaas:proxy:conn:inst:{target.instance_id}", f"gpuaas:proxy:conn:user:{user_id}"
     )
     if redis_url:
-        counted, values = await pipeline.call(
+        counted, values = await redis_client.run_script(
             redis_url,
-            "EVAL",
             _ACQUIRE,
-            2 + len(read),
-            count.instance_key,
-            count.user_key,
-            *read,
-            target.limit_per_instance,
-            target.limit_per_user,
-            _EXPIRY_SECONDS,
+            keys=[count.instance_key, count.user_key, *read],
+            args=[target.limit_per_instance, target.limit_per_user, _EXPIRY_SECONDS],
         )
         return (count if counted else None), values
     instance_count = _local.get(count.instance_key, 0) + 1
@@ -84,12 +75,15 @@ async def acquire(
 
 
 def release(count: Count) -> None:
-    """Give a connection back. Not awaited: the decrement goes out in the next batch,
-    ahead of any count that follows it on this process's connection."""
+    """Give a connection back. Not awaited: the request is over."""
     if count.redis_url:
-        pipeline.call(
-            count.redis_url, "EVAL", _RELEASE, 2, count.instance_key, count.user_key
-        ).add_done_callback(_released)
+        redis_client.run_script_unawaited(
+            count.redis_url,
+            _RELEASE,
+            keys=[count.instance_key, count.user_key],
+            args=[],
+            failed="a proxied connection's count was not given back (it expires in an hour)",
+        )
         return
     for key in (count.instance_key, count.user_key):
         left = _local.get(key, 1) - 1
@@ -97,10 +91,3 @@ def release(count: Count) -> None:
             _local[key] = left
         else:
             _local.pop(key, None)
-
-
-def _released(reply) -> None:
-    if not reply.cancelled() and reply.exception() is not None:
-        log.warning(
-            "a proxied connection's count was not given back (it expires in an hour): %s", reply.exception()
-        )

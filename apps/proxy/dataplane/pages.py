@@ -80,6 +80,12 @@ NO_SESSION = (
 DENIED = (403, "forbidden", "Access denied", "You do not have access to this app.")
 STARTING = (503, "starting", "The app is starting", "This page reloads by itself once the app is ready.")
 UNAVAILABLE = (503, "unavailable", "The app is not running", "")
+UNCHECKED = (
+    503,
+    "unavailable",
+    "Try again in a moment",
+    "The platform cannot check your access to this app right now.",
+)
 BUSY = (
     429,
     "too_many_connections",

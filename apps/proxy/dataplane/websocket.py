@@ -52,7 +52,8 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         user_id = decision.user_id
         try:
             if not decision.allowed:
-                status = await _deny(scope, send, decision.status, "Open the app from the portal.")
+                message = decision.reason if decision.status == 503 else "Open the app from the portal."
+                status = await _deny(scope, send, decision.status, message)
             elif reason := access.unavailable(target, decision):
                 status = await _deny(scope, send, 503, reason or "The app is not running.")
             elif count is None:
