@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import time
+
+from pythonjsonlogger import json
 
 from apps.core import correlation
-
-# A record's own attributes; anything else on it came in ``extra`` and is logged.
-_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
-    "message",
-    "asctime",
-    "correlation_id",
-    "request",
-    "taskName",
-}
-_encode = json.JSONEncoder(default=str).encode
 
 
 class CorrelationIdFilter(logging.Filter):
@@ -28,40 +18,22 @@ class CorrelationIdFilter(logging.Filter):
         return True
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, correlation id, and the
-    record's ``extra`` fields. Written by hand: the proxy logs a line per request, and
-    a general-purpose JSON formatter cost it more than the rest of its logging."""
+class JsonFormatter(json.JsonFormatter):
+    """One JSON object per line (python-json-logger): time, level, logger, message,
+    correlation id, and the record's ``extra`` fields."""
 
-    _second: tuple[int, str] = (0, "")
+    def __init__(self, *args, **kwargs):
+        super().__init__(
+            "%(asctime)s %(levelname)s %(name)s %(message)s",
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            # The request object's repr carries the query string: method and path only.
+            reserved_attrs=[*json.RESERVED_ATTRS, "request"],
+        )
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
-        # Formatted once a second: every line of that second shares it.
-        second, stamp = self._second
-        if int(record.created) != second:
-            second = int(record.created)
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S", self.converter(record.created))
-            self._second = (second, stamp)
-        return f"{stamp},{int(record.msecs):03d}"
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = {
-            "time": self.formatTime(record),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-            "correlation_id": getattr(record, "correlation_id", None) or correlation.peek() or "-",
-        }
-        for name, value in record.__dict__.items():
-            if name not in _RECORD_ATTRIBUTES:
-                line.setdefault(name, value)
+    def add_fields(self, log_data: dict, record: logging.LogRecord, message_dict: dict) -> None:
+        super().add_fields(log_data, record, message_dict)
+        log_data["correlation_id"] = getattr(record, "correlation_id", None) or correlation.peek() or "-"
         request = record.__dict__.get("request")
         if request is not None and hasattr(request, "path"):
-            # The request object's repr carries the query string; log method and path only.
-            line.setdefault("method", getattr(request, "method", None))
-            line.setdefault("path", request.path)
-        if record.exc_info:
-            line["exc_info"] = self.formatException(record.exc_info)
-        if record.stack_info:
-            line["stack_info"] = self.formatStack(record.stack_info)
-        return _encode(line)
+            log_data.setdefault("method", getattr(request, "method", None))
+            log_data.setdefault("path", request.path)
