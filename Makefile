@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install services browser nginx node-deps bench-tools lint e2e bench clean
+.PHONY: run test check install services browser nginx node-deps bench-tools lint e2e bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,14 @@ bench-tools:
 test: install services browser nginx node-deps bench-tools
 	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e
 	$(PY) -m pytest -n 2 -p no:cacheprovider tests/e2e
+
+# The fast inner loop: lint and every test but the browser, nginx and benchmark smoke ones.
+check: install services
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" \
+		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
+		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py
 
 e2e: install services browser node-deps
 	$(PY) -m pytest tests/e2e -p no:cacheprovider
