@@ -61,14 +61,9 @@ def enroll(hostname: str, bootstrap_token: str, *, address: str | None) -> tuple
             node.save()
             audit.record(None, "node.enroll", target=node, details={"approved": node.approved})
     if node is None:
-        # Recorded outside the transaction, which the refusal would roll back with it.
-        audit.record(
-            None,
-            "node.enroll",
-            outcome=audit.DENIED,
-            target_type="node",
-            target_id=hostname[:255],
-            details={"reason": "unknown host or bootstrap token"},
+        # Counted, not audited one row each (decision 0029): anyone can post here.
+        audit.count_denied(
+            "node.enroll", reason="unknown host or bootstrap token", target_type="node", target_id=hostname
         )
         raise Unauthenticated("Unknown host or bootstrap token.")
     return node, credential

@@ -319,21 +319,27 @@ def issue_token(client_id: str, client_secret: str) -> tuple[str, int]:
     """The client-credentials grant: a short-lived platform token for a service account."""
     account = ServiceAccount.objects.filter(client_id=client_id).first()
     if account is None or not crypto.secret_matches(client_secret, account.secret_hash):
-        audit.record(
-            None,
-            "auth.token",
-            outcome=audit.DENIED,
-            target_type="serviceaccount",
-            target_id=client_id[:255],
-            details={"reason": "bad client credentials"},
-        )
+        _token_refused(client_id, "bad client credentials")
         raise Unauthenticated("Unknown client or wrong secret.")
     if account.revoked_at is not None:
-        audit.record(None, "auth.token", outcome=audit.DENIED, target=account, details={"reason": "revoked"})
+        _token_refused(client_id, "revoked", account)
         raise Unauthenticated("This service account is revoked.")
     token, lifetime = platform_tokens.issue_for_service_account(account)
     ServiceAccount.objects.filter(pk=account.pk).update(last_token_at=timezone.now())
     return token, lifetime
+
+
+def _token_refused(client_id: str, reason: str, account: ServiceAccount | None = None) -> None:
+    """Logged each time, audited as a count per minute (decision 0029): the caller is
+    unauthenticated, and a flood must not become a flood of audit rows."""
+    audit.count_denied(
+        "auth.token",
+        reason=reason,
+        target_type="serviceaccount",
+        target_id=client_id,
+        tenant_id=account.tenant_id if account else None,
+        project_id=account.project_id if account else None,
+    )
 
 
 # --- password sign-in --------------------------------------------------------
