@@ -251,6 +251,7 @@ def test_adding_a_node_lands_it_enrolling_and_unapproved(operator, platform_admi
             "ib_guid": "0x0000000000000abc",
             "switch_serial": "LEAF9",
             "switch_port": "Eth1/9",
+            "bootstrap_token_hours": "24",  # the form's initial value
             # Lifecycle fields are not the form's: posted anyway, they are ignored.
             "state": "available",
             "approved": "on",
