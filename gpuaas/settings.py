@@ -212,6 +212,8 @@ if OIDC_ENABLED:
 
 # Bearer JWTs from CCP's Keycloak (and other trusted issuers).
 TRUSTED_ISSUERS = issuer_config.parse(env.json_value("GPUAAS_TRUSTED_ISSUERS", []))
+# /metrics from anywhere but loopback needs an operator's session or this bearer token.
+METRICS_TOKEN = env.string("GPUAAS_METRICS_TOKEN")
 JWT_LEEWAY_SECONDS = 30
 PLATFORM_TOKEN_LIFETIME_SECONDS = int(env.number("GPUAAS_TOKEN_LIFETIME_SECONDS", 600))
 if not 300 <= PLATFORM_TOKEN_LIFETIME_SECONDS <= 900:
