@@ -221,9 +221,13 @@ def _require_grantable(principal: Principal, project: Project, role: str, limit:
         raise ValidationFailed(details={"role": ["You cannot grant a role above your own."]})
 
 
-def _require_revocable(principal: Principal, holder: Membership | ServiceAccount, action: str) -> None:
+def may_remove(principal: Principal, holder: Membership | ServiceAccount) -> bool:
     """Removal and revocation follow the grant rule: what one could not grant, one cannot take."""
-    if _grantable(principal, holder.tenant_id, holder.project_id, holder.role, holder.limit):
+    return _grantable(principal, holder.tenant_id, holder.project_id, holder.role, holder.limit)
+
+
+def _require_revocable(principal: Principal, holder: Membership | ServiceAccount, action: str) -> None:
+    if may_remove(principal, holder):
         return
     audit.record(principal, action, target=holder, outcome=audit.DENIED, details={"reason": "role above own"})
     raise Forbidden("You cannot remove a role above your own.")

@@ -150,3 +150,17 @@ def test_a_service_account_cannot_manage_members_or_revoke(api, project, tenant_
     assert revoked.status_code == 403
     # It keeps the rest of its role: it still reads the project's members.
     assert api.get(f"/api/v1/projects/{project.pk}/members", **auth).status_code == 200
+
+
+def test_the_portal_offers_no_removal_above_ones_role(
+    project, container_admin, unlimited_admin, unlimited_account
+):
+    client = signed_in(container_admin)
+    membership = Membership.objects.get(user=unlimited_admin)
+    members = client.get(reverse("project_members", args=[project.pk])).content.decode()
+    assert reverse("member_remove", args=[project.pk, membership.pk]) not in members
+    assert "Above your own role" in members
+    own = Membership.objects.get(user=container_admin)
+    assert reverse("member_remove", args=[project.pk, own.pk]) in members  # what they could grant
+    accounts = client.get(reverse("project_service_accounts", args=[project.pk])).content.decode()
+    assert reverse("service_account_revoke", args=[project.pk, unlimited_account.pk]) not in accounts
