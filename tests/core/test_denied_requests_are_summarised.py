@@ -13,6 +13,7 @@ import pytest
 from apps.core import audit
 from apps.core.models import AuditEvent
 from apps.core.tasks import summarise_denied_requests
+from celery_worker.schedule import beat_schedule
 
 pytestmark = pytest.mark.django_db
 
@@ -72,8 +73,13 @@ def test_repeats_are_summarised_once_per_source_and_client(api):
 
 def test_a_minute_that_has_not_ended_is_not_summarised(api):
     ask_token(api, "sa-guess")
-    assert summarise_denied_requests() == 0
+    assert summarise_denied_requests.delay().get() == 0  # the periodic task, run eagerly
     assert not denied("auth.token").exists()
+
+
+def test_beat_summarises_every_minute():
+    [entry] = [e for e in beat_schedule().values() if e["task"] == summarise_denied_requests.name]
+    assert entry["schedule"] == 60.0
 
 
 def test_made_up_client_ids_beyond_the_bound_share_one_row(api, monkeypatch):
