@@ -10,8 +10,8 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from apps.core.origins import PortalOriginValidator  # noqa: E402
 from apps.proxy.dataplane.dispatch import ProxyDispatcher  # noqa: E402
 from gpuaas.routing import websocket_urlpatterns  # noqa: E402
 
@@ -20,7 +20,7 @@ application = ProxyDispatcher(
     ProtocolTypeRouter(
         {
             "http": django_asgi_app,
-            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            "websocket": PortalOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )
 )

@@ -13,6 +13,7 @@ from pathlib import Path
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
+from apps.tenancy.auth import issuer_config
 from gpuaas import env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -210,13 +211,9 @@ if OIDC_ENABLED:
     AUTHENTICATION_BACKENDS.insert(0, "apps.tenancy.auth.oidc.PlatformOIDCBackend")
 
 # Bearer JWTs from CCP's Keycloak (and other trusted issuers).
-TRUSTED_ISSUERS = env.json_value("GPUAAS_TRUSTED_ISSUERS", [])
-if not isinstance(TRUSTED_ISSUERS, list) or not all(
-    isinstance(item, dict) and item.get("issuer") and item.get("jwks_uri") for item in TRUSTED_ISSUERS
-):
-    raise ImproperlyConfigured(
-        'GPUAAS_TRUSTED_ISSUERS: expected a JSON list of {"issuer", "jwks_uri"} objects'
-    )
+TRUSTED_ISSUERS = issuer_config.parse(env.json_value("GPUAAS_TRUSTED_ISSUERS", []))
+# /metrics from anywhere but loopback needs an operator's session or this bearer token.
+METRICS_TOKEN = env.string("GPUAAS_METRICS_TOKEN")
 JWT_LEEWAY_SECONDS = 30
 PLATFORM_TOKEN_LIFETIME_SECONDS = int(env.number("GPUAAS_TOKEN_LIFETIME_SECONDS", 600))
 if not 300 <= PLATFORM_TOKEN_LIFETIME_SECONDS <= 900:

@@ -59,6 +59,7 @@ class NodeForm(forms.ModelForm):
             "ib_guid",
             "switch_serial",
             "switch_port",
+            "bootstrap_token_hours",
         )
         labels = {"bmc_address": "BMC address", "maas_system_id": "MAAS system id"}
 
@@ -118,6 +119,7 @@ class NodeAdmin(AuditedModelAdmin):
         hardware = (
             ("Host", {"fields": ("hostname", "flavor", "rack", "bmc_address", "maas_system_id")}),
             ("Fabric", {"fields": ("ib_guid", "switch_serial", "switch_port")}),
+            ("Agent enrollment", {"fields": ("bootstrap_token_hours",)}),
         )
         if obj is None:
             return hardware
@@ -142,11 +144,7 @@ class NodeAdmin(AuditedModelAdmin):
     @admin.display(description="Agent enrollment")
     def enrollment(self, node):
         # Said in words: the hashes themselves are never rendered.
-        if node.credential_hash:
-            return "enrolled (node credential issued)"
-        if node.bootstrap_token_hash:
-            return "bootstrap token issued, not used yet"
-        return "no bootstrap token issued"
+        return nodes.bootstrap_token_state(node)
 
     @admin.display(description="Current allocation")
     def current_allocation(self, node):

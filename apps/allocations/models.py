@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -32,6 +33,13 @@ class Node(UUIDModel):
     approved = models.BooleanField(default=False, help_text="schedulable once an operator approved the host")
     # Node agent enrollment (see apps.runtime): a one-time bootstrap token, then a node credential.
     bootstrap_token_hash = models.CharField(max_length=64, blank=True)
+    bootstrap_token_expires_at = models.DateTimeField(null=True, blank=True)
+    bootstrap_token_hours = models.PositiveSmallIntegerField(
+        "bootstrap token lifetime (hours)",
+        default=24,
+        validators=[MinValueValidator(1), MaxValueValidator(24 * 30)],
+        help_text="how long a bootstrap token issued for this node may be used to enroll",
+    )
     credential_hash = models.CharField(max_length=64, blank=True)
     enrolled_at = models.DateTimeField(null=True, blank=True)
     # The platform proxy connects to the node's apps here and nowhere else: the address

@@ -4,6 +4,7 @@ the agent's address, operator approval, maintenance."""
 from __future__ import annotations
 
 import ipaddress
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -18,7 +19,9 @@ from apps.tenancy.roles import Perm
 
 
 def issue_bootstrap_token(node: Node, *, principal: Principal | None = None) -> str:
-    """A one-time token for the node's agent to enroll with; replaces any earlier one.
+    """A one-time token for the node's agent to enroll with; replaces any earlier one
+    and expires after the node's ``bootstrap_token_hours`` (24 by default): a token
+    copied into a forgotten cloud-init or ticket does not enroll a host months later.
 
     ``principal``: an operator asking for it (the admin), checked and audited;
     the pipeline's own cloud-init passes none. Only the hash is kept.
@@ -26,9 +29,13 @@ def issue_bootstrap_token(node: Node, *, principal: Principal | None = None) -> 
     if principal is not None:
         policy.require_scope(principal, Perm.NODE_MANAGE)
     token = crypto.new_secret()
+    now = timezone.now()
+    node.bootstrap_token_expires_at = now + timedelta(hours=node.bootstrap_token_hours)
     with transaction.atomic():
         Node.objects.filter(pk=node.pk).update(
-            bootstrap_token_hash=crypto.hash_secret(token), updated_at=timezone.now()
+            bootstrap_token_hash=crypto.hash_secret(token),
+            bootstrap_token_expires_at=node.bootstrap_token_expires_at,
+            updated_at=now,
         )
         if principal is not None:
             audit.record(principal, "node.bootstrap_token_issue", target=node)
@@ -49,8 +56,10 @@ def enroll(hostname: str, bootstrap_token: str, *, address: str | None) -> tuple
             .filter(hostname=hostname, bootstrap_token_hash=token_hash)
             .first()
         )
-        if node is not None:
+        expired = node is not None and not _unexpired(node)
+        if node is not None and not expired:
             node.bootstrap_token_hash = ""
+            node.bootstrap_token_expires_at = None
             node.credential_hash = crypto.hash_secret(credential)
             node.enrolled_at = node.last_heartbeat_at = timezone.now()
             node.agent_address = _plain_address(address)
@@ -60,18 +69,40 @@ def enroll(hostname: str, bootstrap_token: str, *, address: str | None) -> tuple
                 node.state = Node.State.AVAILABLE
             node.save()
             audit.record(None, "node.enroll", target=node, details={"approved": node.approved})
+    if expired:
+        audit.count_denied(
+            "node.enroll", reason="expired bootstrap token", target_type="node", target_id=hostname
+        )
+        raise Unauthenticated(
+            f"This bootstrap token expired at {node.bootstrap_token_expires_at:%Y-%m-%d %H:%M} UTC;"
+            " ask an operator to issue a new one."
+        )
     if node is None:
-        # Recorded outside the transaction, which the refusal would roll back with it.
-        audit.record(
-            None,
-            "node.enroll",
-            outcome=audit.DENIED,
-            target_type="node",
-            target_id=hostname[:255],
-            details={"reason": "unknown host or bootstrap token"},
+        # Counted, not audited one row each (decision 0029): anyone can post here.
+        audit.count_denied(
+            "node.enroll", reason="unknown host or bootstrap token", target_type="node", target_id=hostname
         )
         raise Unauthenticated("Unknown host or bootstrap token.")
     return node, credential
+
+
+def _unexpired(node: Node) -> bool:
+    # No expiry recorded fails closed.
+    expires = node.bootstrap_token_expires_at
+    return expires is not None and timezone.now() < expires
+
+
+def bootstrap_token_state(node: Node) -> str:
+    """The enrollment state in words, for operators (the hashes are never shown)."""
+    if node.credential_hash:
+        return "enrolled (node credential issued)"
+    if not node.bootstrap_token_hash:
+        return "no bootstrap token issued"
+    expires = node.bootstrap_token_expires_at
+    if not _unexpired(node):
+        when = f" at {expires:%Y-%m-%d %H:%M} UTC" if expires else ""
+        return f"bootstrap token expired{when}; issue a new one"
+    return f"bootstrap token issued, not used yet; expires {expires:%Y-%m-%d %H:%M} UTC"
 
 
 def _plain_address(address: str | None) -> str | None:
@@ -110,7 +141,13 @@ def revoke_agent(allocation: Allocation) -> None:
     revoked = (
         Node.objects.filter(pk=node.pk)
         .exclude(credential_hash="", bootstrap_token_hash="", agent_address=None)
-        .update(credential_hash="", bootstrap_token_hash="", agent_address=None, updated_at=timezone.now())
+        .update(
+            credential_hash="",
+            bootstrap_token_hash="",
+            bootstrap_token_expires_at=None,
+            agent_address=None,
+            updated_at=timezone.now(),
+        )
     )
     if revoked:
         audit.record(None, "node.credential_revoke", target=node, details={"allocation": str(allocation.pk)})

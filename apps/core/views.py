@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import logging
 
 from django.conf import settings
@@ -10,6 +12,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from apps.core import metrics
+from apps.core.errors import error_json
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +67,34 @@ def readyz(request):
     return response
 
 
+def _from_loopback(request) -> bool:
+    # REMOTE_ADDR is the peer, or the client a trusted proxy (FORWARDED_ALLOW_IPS) saw.
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR") or "")
+    except ValueError:
+        return False
+    return (getattr(address, "ipv4_mapped", None) or address).is_loopback
+
+
+def _bearer_matches(request, token: str) -> bool:
+    scheme, _, given = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    return bool(token) and scheme.lower() == "bearer" and hmac.compare_digest(given.strip(), token)
+
+
 @require_GET
 @never_cache
 def prometheus_metrics(request):
+    """Open on loopback (a scraper beside the process); elsewhere a platform
+    operator's session or ``Authorization: Bearer $GPUAAS_METRICS_TOKEN``: the
+    series name tenants' routes and the platform's load."""
+    if not (
+        _from_loopback(request)
+        or _bearer_matches(request, settings.METRICS_TOKEN)
+        or getattr(request.user, "is_superuser", False)
+    ):
+        response = error_json(
+            401, "unauthenticated", "Metrics need a platform operator or the metrics bearer token."
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
     return HttpResponse(metrics.exposition(), content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -16,10 +16,11 @@ class Grant:
     tenant_id: UUID | None = None  # None: platform-wide
     project_id: UUID | None = None  # None: the whole tenant
     limit: str = ""
+    service_account: bool = False  # held by a machine identity (see roles.SERVICE_ACCOUNT_REMOVES)
 
     @property
     def permissions(self) -> frozenset[str]:
-        return permissions_of(self.role, self.limit)
+        return permissions_of(self.role, self.limit, service_account=self.service_account)
 
 
 @dataclass
@@ -84,7 +85,9 @@ def for_service_account(account, claims: dict | None = None) -> Principal:
         kind="service_account",
         key=f"sa:{account.pk}",
         name=f"sa:{account.name}",
-        grants=[Grant(account.role, account.tenant_id, account.project_id, account.limit)],
+        grants=[
+            Grant(account.role, account.tenant_id, account.project_id, account.limit, service_account=True)
+        ],
         service_account=account,
         claims=claims or {},
     )

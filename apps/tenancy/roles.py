@@ -104,8 +104,16 @@ LIMIT_REMOVES: dict[str, frozenset[str]] = {
 }
 
 
-def permissions_of(role: str, limit: str = "") -> frozenset[str]:
-    return ROLE_PERMISSIONS.get(role, frozenset()) - LIMIT_REMOVES.get(limit, frozenset())
+# A service account acts for its project but never manages who else may: a leaked
+# machine secret must not mint further members or machine identities.
+SERVICE_ACCOUNT_REMOVES = frozenset({Perm.MEMBER_MANAGE, Perm.SERVICE_ACCOUNT_MANAGE})
+
+
+def permissions_of(role: str, limit: str = "", *, service_account: bool = False) -> frozenset[str]:
+    removed = LIMIT_REMOVES.get(limit, frozenset())
+    if service_account:
+        removed = removed | SERVICE_ACCOUNT_REMOVES
+    return ROLE_PERMISSIONS.get(role, frozenset()) - removed
 
 
 DEFAULT_CCP_ROLE_MAP: dict[str, tuple[str, str]] = {

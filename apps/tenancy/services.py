@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from apps.core import audit, counters, crypto
-from apps.core.errors import Conflict, InvalidState, RateLimited, Unauthenticated, ValidationFailed
+from apps.core.errors import Conflict, Forbidden, InvalidState, RateLimited, Unauthenticated, ValidationFailed
 from apps.core.models import AuditEvent
 from apps.metering import services as metering
 from apps.tenancy import policy
@@ -177,6 +177,7 @@ def add_member(
 
 def remove_member(principal: Principal, membership: Membership) -> None:
     policy.require(principal, Perm.MEMBER_MANAGE, membership)
+    _require_revocable(principal, membership, "member.remove")
     if membership.source == Membership.IDP:
         # Mirrored from the identity provider at each sign-in: removed here, it would
         # come back at the user's next sign-in.
@@ -198,6 +199,8 @@ def grant_tenant_role(principal: Principal, tenant: Tenant, *, user, role: str) 
     policy.require(principal, Perm.MEMBER_MANAGE, tenant)
     if role not in TENANT_ONLY_ROLES | {Role.VIEWER, Role.PROJECT_ADMIN}:
         raise ValidationFailed(details={"role": ["Not a tenant role."]})
+    if not _grantable(principal, tenant.id, None, role, ""):
+        raise ValidationFailed(details={"role": ["You cannot grant a role above your own."]})
     membership, created = Membership.objects.get_or_create(user=user, tenant=tenant, project=None, role=role)
     if created:
         audit.record(
@@ -206,11 +209,28 @@ def grant_tenant_role(principal: Principal, tenant: Tenant, *, user, role: str) 
     return membership
 
 
+def _grantable(principal: Principal, tenant_id, project_id, role: str, limit: str) -> bool:
+    """Nobody hands out, or takes away, more than they hold there: a project admin
+    limited to Kubernetes can neither make nor remove an unlimited (bare-metal)
+    admin, member or machine."""
+    return all(principal.can(perm, tenant_id, project_id) for perm in permissions_of(role, limit))
+
+
 def _require_grantable(principal: Principal, project: Project, role: str, limit: str) -> None:
-    """Nobody hands out more than they hold on the project: a project admin limited
-    to Kubernetes cannot make an unlimited (bare-metal) admin, member or machine."""
-    if not all(principal.can(perm, project.tenant_id, project.id) for perm in permissions_of(role, limit)):
+    if not _grantable(principal, project.tenant_id, project.id, role, limit):
         raise ValidationFailed(details={"role": ["You cannot grant a role above your own."]})
+
+
+def may_remove(principal: Principal, holder: Membership | ServiceAccount) -> bool:
+    """Removal and revocation follow the grant rule: what one could not grant, one cannot take."""
+    return _grantable(principal, holder.tenant_id, holder.project_id, holder.role, holder.limit)
+
+
+def _require_revocable(principal: Principal, holder: Membership | ServiceAccount, action: str) -> None:
+    if may_remove(principal, holder):
+        return
+    audit.record(principal, action, target=holder, outcome=audit.DENIED, details={"reason": "role above own"})
+    raise Forbidden("You cannot remove a role above your own.")
 
 
 # --- service accounts --------------------------------------------------------
@@ -285,6 +305,7 @@ def revoke_service_account(principal: Principal | None, account: ServiceAccount)
     """Takes effect at once: bearer authentication checks revocation on every request."""
     if principal is not None and account.project_id is not None:
         policy.require(principal, Perm.SERVICE_ACCOUNT_MANAGE, account)
+        _require_revocable(principal, account, "service_account.revoke")
     elif principal is not None and not principal.is_platform_admin:
         policy.require_scope(principal, Perm.SERVICE_ACCOUNT_MANAGE)
     updated = ServiceAccount.objects.filter(pk=account.pk, revoked_at__isnull=True).update(
@@ -302,21 +323,27 @@ def issue_token(client_id: str, client_secret: str) -> tuple[str, int]:
     """The client-credentials grant: a short-lived platform token for a service account."""
     account = ServiceAccount.objects.filter(client_id=client_id).first()
     if account is None or not crypto.secret_matches(client_secret, account.secret_hash):
-        audit.record(
-            None,
-            "auth.token",
-            outcome=audit.DENIED,
-            target_type="serviceaccount",
-            target_id=client_id[:255],
-            details={"reason": "bad client credentials"},
-        )
+        _token_refused(client_id, "bad client credentials")
         raise Unauthenticated("Unknown client or wrong secret.")
     if account.revoked_at is not None:
-        audit.record(None, "auth.token", outcome=audit.DENIED, target=account, details={"reason": "revoked"})
+        _token_refused(client_id, "revoked", account)
         raise Unauthenticated("This service account is revoked.")
     token, lifetime = platform_tokens.issue_for_service_account(account)
     ServiceAccount.objects.filter(pk=account.pk).update(last_token_at=timezone.now())
     return token, lifetime
+
+
+def _token_refused(client_id: str, reason: str, account: ServiceAccount | None = None) -> None:
+    """Logged each time, audited as a count per minute (decision 0029): the caller is
+    unauthenticated, and a flood must not become a flood of audit rows."""
+    audit.count_denied(
+        "auth.token",
+        reason=reason,
+        target_type="serviceaccount",
+        target_id=client_id,
+        tenant_id=account.tenant_id if account else None,
+        project_id=account.project_id if account else None,
+    )
 
 
 # --- password sign-in --------------------------------------------------------

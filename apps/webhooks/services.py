@@ -11,6 +11,7 @@ import hmac
 import json
 import logging
 import random
+import time
 import uuid
 from datetime import timedelta
 
@@ -36,8 +37,12 @@ POLICY = {  # event type: (retries, first backoff s, max backoff s)
 STATE_CHANGE_PATH = "/ccp/webhooks/baremetal/state-change"
 
 
-def sign(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """``X-GPUaaS-Signature``: HMAC-SHA256 of ``"{timestamp}.{body}"``. The timestamp
+    (``X-GPUaaS-Timestamp``, unix seconds, fresh on every attempt) is signed with the
+    body, so a receiver can refuse a captured request replayed later."""
+    signed = str(timestamp).encode() + b"." + body
+    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 def _enqueue(event_type: str, url: str, payload: dict, *, tenant_id=None) -> Delivery:
@@ -107,12 +112,14 @@ def attempt(delivery_id) -> Delivery | None:
         delivery.next_attempt_at = now + timedelta(seconds=settings.WEBHOOK_TIMEOUT_SECONDS * 2)
         delivery.save(update_fields=["attempts", "next_attempt_at", "updated_at"])
     body = delivery.body.encode()
+    timestamp = int(time.time())
     headers = {
         "Content-Type": "application/json",
         "X-GPUaaS-Event": delivery.event_type,
         "X-GPUaaS-Event-Id": str(delivery.event_id),
         "X-Correlation-ID": delivery.correlation_id,
-        "X-GPUaaS-Signature": sign(settings.CCP_WEBHOOK_SECRET, body),
+        "X-GPUaaS-Timestamp": str(timestamp),
+        "X-GPUaaS-Signature": sign(settings.CCP_WEBHOOK_SECRET, timestamp, body),
     }
     error, status_code = "", None
     try:

@@ -22,7 +22,7 @@ SECRET = "ccp-shared-secret"
 
 @pytest.fixture
 def receiver(settings):
-    server = WebhookReceiver()
+    server = WebhookReceiver(secret=SECRET)
     settings.CCP_WEBHOOK_URL = server.url + "/"
     settings.CCP_WEBHOOK_SECRET = SECRET
     settings.WEBHOOK_JITTER = False
@@ -52,7 +52,8 @@ def test_active_and_released_are_delivered_signed(
     assert first["tenant_id"] == "acme" and first["project_id"] == project.project_id
     assert first["failure_reason"] is None and first["occurred_at"].endswith("Z")
     headers = receiver.requests[0]["headers"]
-    expected = hmac.new(SECRET.encode(), receiver.requests[0]["body"], hashlib.sha256).hexdigest()
+    signed = headers["X-GPUaaS-Timestamp"].encode() + b"." + receiver.requests[0]["body"]
+    expected = hmac.new(SECRET.encode(), signed, hashlib.sha256).hexdigest()
     assert headers["X-GPUaaS-Signature"] == f"sha256={expected}"
     assert headers["X-GPUaaS-Event"] == "baremetal.state-change"
     assert headers["X-GPUaaS-Event-Id"] == first["event_id"]

@@ -29,7 +29,12 @@ class _Key:
 
 
 class FakeIssuer:
-    def __init__(self):
+    """``limits``: extra trust fields of its ``GPUAAS_TRUSTED_ISSUERS`` entry
+    (``tenants``, ``roles``, ``platform_roles``). By default it is CCP's own
+    issuer, trusted for platform roles."""
+
+    def __init__(self, **limits):
+        self.limits = {"platform_roles": True, **limits}
         self.keys = [_Key()]
         self.jwks_requests = 0
         self.jwks_delay = 0.0  # seconds before the key set is answered (a slow IdP)
@@ -57,7 +62,7 @@ class FakeIssuer:
 
     @property
     def config(self) -> dict:
-        return {"issuer": self.issuer, "jwks_uri": self.jwks_uri, "audience": self.audience}
+        return {"issuer": self.issuer, "jwks_uri": self.jwks_uri, "audience": self.audience, **self.limits}
 
     def rotate(self) -> None:
         """Publish a new key and stop publishing the old one."""

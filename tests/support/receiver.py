@@ -1,24 +1,47 @@
-"""A local HTTP receiver for outbound webhooks: records what arrives, can fail first."""
+"""A local HTTP receiver for outbound webhooks: records what arrives, can fail first,
+and, given the shared secret, verifies signatures as a receiver should (refusing
+bad signatures and stale timestamps with 401)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+TOLERANCE_SECONDS = 300
+
+
+def signature_valid(secret: str, headers, body: bytes, *, now: float | None = None) -> bool:
+    """What docs/api-guide.md tells CCP to do with ``X-GPUaaS-Timestamp`` and
+    ``X-GPUaaS-Signature``."""
+    timestamp = headers.get("X-GPUaaS-Timestamp", "")
+    if not timestamp.isdigit():
+        return False
+    if abs((time.time() if now is None else now) - int(timestamp)) > TOLERANCE_SECONDS:
+        return False
+    expected = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(headers.get("X-GPUaaS-Signature", ""), f"sha256={expected}")
 
 
 class WebhookReceiver:
-    def __init__(self, fail_first: int = 0, status: int = 500):
+    def __init__(self, fail_first: int = 0, status: int = 500, secret: str | None = None):
         self.requests: list[dict] = []
         self.fail_first = fail_first
         self.status = status
+        self.secret = secret
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                receiver.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                verified = receiver.secret is None or signature_valid(receiver.secret, self.headers, body)
+                receiver.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body, "verified": verified}
+                )
                 failing = len(receiver.requests) <= receiver.fail_first
-                self.send_response(receiver.status if failing else 204)
+                self.send_response(401 if not verified else receiver.status if failing else 204)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

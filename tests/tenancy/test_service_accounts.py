@@ -4,6 +4,7 @@ the ``create_service_account`` command, hashing of secrets and revocation."""
 from __future__ import annotations
 
 import json
+import time
 from io import StringIO
 from urllib.parse import urlencode
 
@@ -14,6 +15,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from jwt.algorithms import RSAAlgorithm
 
+from apps.core import audit
 from apps.core.models import AuditEvent
 from apps.tenancy.models import ServiceAccount
 
@@ -131,9 +133,10 @@ def test_wrong_secret_is_rejected_and_audited(api, sa):
     response = request_token(api, sa["client_id"], sa["client_secret"] + "x")
     error = assert_unauthenticated(response)
     assert sa["client_secret"] not in json.dumps(error)
+    audit.summarise_denied(now=time.time() + 120)  # refusals are audited as a count per minute
     event = AuditEvent.objects.get(action="auth.token", outcome=AuditEvent.Outcome.DENIED)
-    assert event.target_id == sa["client_id"]
-    assert event.correlation_id == response["X-Correlation-ID"]
+    assert event.target_id == sa["client_id"] and event.details["count"] == 1
+    assert event.details["first_correlation_id"] == response["X-Correlation-ID"]
     assert sa["client_secret"] not in json.dumps(event.details)
 
 
@@ -141,6 +144,7 @@ def test_unknown_client_is_rejected_like_a_wrong_secret(api, sa):
     unknown = request_token(api, "sa-does-not-exist", sa["client_secret"])
     wrong = request_token(api, sa["client_id"], "nope")
     assert assert_unauthenticated(unknown)["message"] == assert_unauthenticated(wrong)["message"]
+    audit.summarise_denied(now=time.time() + 120)
     assert AuditEvent.objects.filter(action="auth.token", outcome=AuditEvent.Outcome.DENIED).count() == 2
 
 
@@ -258,6 +262,7 @@ def test_revocation_via_api_stops_issued_tokens_and_new_ones(api, tenant_admin, 
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))  # issued before, still unexpired
     assert_unauthenticated(request_token(api, sa["client_id"], sa["client_secret"]))
     assert AuditEvent.objects.filter(action="service_account.revoke", target_id=sa["id"]).count() == 1
+    audit.summarise_denied(now=time.time() + 120)
     denied = AuditEvent.objects.filter(action="auth.token", outcome=AuditEvent.Outcome.DENIED).get()
     assert denied.details["reason"] == "revoked"
 

@@ -127,9 +127,16 @@ def _page(request, rows: QuerySet, param: str = "page") -> Page:
     return Paginator(rows, ROWS_PER_PAGE).get_page(request.GET.get(param))
 
 
+def _removable(principal, page: Page) -> set:
+    """Rows whose role the caller could grant, hence remove (no query: the grants are in hand)."""
+    return {holder.pk for holder in page.object_list if services.may_remove(principal, holder)}
+
+
 def _members_context(request, principal, project, form=None) -> dict:
+    members_page = _page(request, queries.project_members(project))
     return {
-        "members_page": _page(request, queries.project_members(project)),
+        "members_page": members_page,
+        "removable": _removable(principal, members_page),
         # Its own parameter: the two tables of the tab page independently.
         "tenant_members_page": _page(request, queries.tenant_wide_members(project), "tenant_page"),
         "can_manage_members": principal.can(Perm.MEMBER_MANAGE, project.tenant_id, project.pk),
@@ -138,8 +145,10 @@ def _members_context(request, principal, project, form=None) -> dict:
 
 
 def _accounts_context(request, principal, project, form=None, issued=None) -> dict:
+    accounts_page = _page(request, queries.project_service_accounts(project))
     return {
-        "accounts_page": _page(request, queries.project_service_accounts(project)),
+        "accounts_page": accounts_page,
+        "revocable": _removable(principal, accounts_page),
         "can_manage_accounts": principal.can(Perm.SERVICE_ACCOUNT_MANAGE, project.tenant_id, project.pk),
         "account_form": form or ServiceAccountForm(),
         "issued": issued,

@@ -71,7 +71,7 @@ class BearerTokenAuthentication(BaseAuthentication):
         return MachineUser(principal.name), principal
 
     @staticmethod
-    def _verify(token: str, key, algorithm: str, issuer: str, audience: str | None) -> dict:
+    def _verify(token: str, key, algorithm: str, issuer: str, audience: str) -> dict:
         try:
             return jwt.decode(
                 token,
@@ -80,7 +80,7 @@ class BearerTokenAuthentication(BaseAuthentication):
                 issuer=issuer,
                 audience=audience,
                 leeway=settings.JWT_LEEWAY_SECONDS,
-                options={"require": ["exp", "iss", "sub"], "verify_aud": audience is not None},
+                options={"require": ["exp", "iss", "sub", "aud"], "verify_aud": True},
             )
         except jwt.ExpiredSignatureError:
             _reject("Token has expired.")
@@ -118,15 +118,18 @@ class BearerTokenAuthentication(BaseAuthentication):
         if key is None:
             _reject("Token signing key is unknown.")
         claims = self._verify(token, key, algorithm, issuer.issuer, issuer.audience)
-        return federated_principal(request, issuer.issuer, claims)
+        return federated_principal(request, issuer, claims)
 
 
-def federated_principal(request, issuer: str, claims: dict) -> Principal:
+def federated_principal(request, issuer: trusted_issuers.Issuer, claims: dict) -> Principal:
     """Map a CCP token's claims to grants: ``domain_id`` picks the tenant,
-    ``project_id`` the project, ``roles`` the platform roles."""
+    ``project_id`` the project, ``roles`` the platform roles, each within what the
+    issuer is trusted for (its ``tenants``, ``roles`` and ``platform_roles``)."""
     domain_id = claims.get("domain_id")
     project_claim = claims.get("project_id")
     tenant = project = None
+    if domain_id and not issuer.may_act_for(str(domain_id)):
+        _reject("Token issuer is not trusted for this tenant.", f"{issuer.issuer} for {domain_id!r}")
     if domain_id:
         if project_claim:
             project = (
@@ -149,6 +152,9 @@ def federated_principal(request, issuer: str, claims: dict) -> Principal:
         if mapped is None:
             continue
         role, limit = mapped
+        if not issuer.may_grant(role):
+            logger.warning("issuer %s may not grant %s; role %r ignored", issuer.issuer, role, role_name)
+            continue
         if role in PLATFORM_ROLES:
             grants.append(Grant(role, None, None, limit))
         elif tenant is None:
@@ -160,7 +166,7 @@ def federated_principal(request, issuer: str, claims: dict) -> Principal:
     subject = str(claims.get("sub"))
     return Principal(
         kind="federated",
-        key=f"jwt:{issuer}:{subject}",
+        key=f"jwt:{issuer.issuer}:{subject}",
         name=claims.get("preferred_username")
         or f"{claims.get('azp') or claims.get('client_id') or 'ccp'}:{subject}",
         grants=grants,

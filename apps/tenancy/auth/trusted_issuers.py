@@ -20,6 +20,7 @@ from django.core.cache import cache
 from jwt import PyJWK, PyJWTError
 
 from apps.core import correlation
+from apps.tenancy.roles import PLATFORM_ROLES
 
 logger = logging.getLogger(__name__)
 
@@ -34,17 +35,32 @@ _local: dict[str, tuple[float, dict]] = {}
 class Issuer:
     issuer: str
     jwks_uri: str
-    audience: str | None
+    audience: str
     algorithms: tuple[str, ...]
+    tenants: frozenset[str] | None = None  # CCP tenant ids its tokens may act for; None: any
+    roles: frozenset[str] | None = None  # platform roles its tokens may grant; None: any but platform roles
+    platform_roles: bool = False  # may grant platform-wide roles (CCP's own issuer only)
+
+    def may_grant(self, role: str) -> bool:
+        if role in PLATFORM_ROLES and not self.platform_roles:
+            return False
+        return self.roles is None or role in self.roles
+
+    def may_act_for(self, tenant_id: str) -> bool:
+        return self.tenants is None or tenant_id in self.tenants
 
 
 def configured() -> dict[str, Issuer]:
+    """The issuers of ``settings.TRUSTED_ISSUERS`` (checked at start-up by ``issuer_config``)."""
     return {
         item["issuer"]: Issuer(
             issuer=item["issuer"],
             jwks_uri=item["jwks_uri"],
-            audience=item.get("audience") or None,
+            audience=item["audience"],
             algorithms=tuple(item.get("algorithms") or ["RS256"]),
+            tenants=frozenset(item["tenants"]) if item.get("tenants") is not None else None,
+            roles=frozenset(item["roles"]) if item.get("roles") is not None else None,
+            platform_roles=item.get("platform_roles") is True,
         )
         for item in settings.TRUSTED_ISSUERS
     }

@@ -1,0 +1,66 @@
+"""The portal's WebSockets accept one origin: the portal's own.
+
+Channels' ``AllowedHostsOriginValidator`` accepted a socket from any origin whose
+host is an allowed host, and the allowed hosts include the apps domain's (and,
+on the embedded default, every ``*.localhost``): a tenant's app page could open
+the portal's sockets with the viewer's session. Here the ``Origin`` must be the
+platform's own (``GPUAAS_ISSUER``) or the origin the request itself was sent to
+(its ``Host``, when that is an allowed host), and never a host under
+``GPUAAS_APPS_DOMAIN``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from channels.security.websocket import WebsocketDenier
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _normalised(url: str) -> tuple[str, str, int] | None:
+    try:
+        parts = urlsplit(url.strip().lower())
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+    except ValueError:
+        return None
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    return parts.scheme, parts.hostname, port
+
+
+def _in_apps_domain(hostname: str) -> bool:
+    apps = (settings.APPS_DOMAIN or "").lower().strip(".")
+    return bool(apps) and (hostname == apps or hostname.endswith("." + apps))
+
+
+def _header(scope, name: bytes) -> str:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin1")
+    return ""
+
+
+def portal_origins(scope) -> set[tuple[str, str, int]]:
+    origins = {_normalised(settings.ISSUER)}
+    host = _header(scope, b"host")
+    domain, _ = split_domain_port(host)
+    if domain and validate_host(domain, settings.ALLOWED_HOSTS):
+        scheme = "https" if settings.HTTPS or scope.get("scheme") == "wss" else "http"
+        origins.add(_normalised(f"{scheme}://{host}"))
+    return {origin for origin in origins if origin and not _in_apps_domain(origin[1])}
+
+
+class PortalOriginValidator:
+    """ASGI middleware for the portal's WebSocket routes (see the module docstring)."""
+
+    def __init__(self, application):
+        self.application = application
+
+    async def __call__(self, scope, receive, send):
+        origin = _normalised(_header(scope, b"origin"))
+        if origin is not None and origin in portal_origins(scope):
+            return await self.application(scope, receive, send)
+        return await WebsocketDenier()(scope, receive, send)
