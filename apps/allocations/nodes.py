@@ -78,7 +78,7 @@ def enroll(hostname: str, bootstrap_token: str, *, address: str | None) -> tuple
             " ask an operator to issue a new one."
         )
     if node is None:
-        # Counted, not audited one row each (decision 0029): anyone can post here.
+        # Counted, not audited one row each (decision 0031): anyone can post here.
         audit.count_denied(
             "node.enroll", reason="unknown host or bootstrap token", target_type="node", target_id=hostname
         )

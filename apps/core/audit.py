@@ -90,7 +90,7 @@ def _project_of(obj) -> Any:
     return getattr(obj, "project_id", None)
 
 
-# --- unauthenticated refusals, counted then summarised (decision 0029) -----------
+# --- unauthenticated refusals, counted then summarised (decision 0031) -----------
 # Anyone can send a bad client secret or bootstrap token: one audit row each would
 # turn a flood into a database write flood. Each refusal is logged and counted in
 # the shared cache per minute and per (action, source, target, reason); a periodic

@@ -334,7 +334,7 @@ def issue_token(client_id: str, client_secret: str) -> tuple[str, int]:
 
 
 def _token_refused(client_id: str, reason: str, account: ServiceAccount | None = None) -> None:
-    """Logged each time, audited as a count per minute (decision 0029): the caller is
+    """Logged each time, audited as a count per minute (decision 0031): the caller is
     unauthenticated, and a flood must not become a flood of audit rows."""
     audit.count_denied(
         "auth.token",

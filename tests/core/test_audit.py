@@ -220,7 +220,7 @@ def _denied_out_of_scope(api, w):
     }
 
 
-# Refused token requests are audited as counts per minute instead (decision 0029;
+# Refused token requests are audited as counts per minute instead (decision 0031;
 # tests/core/test_denied_requests_are_summarised.py).
 ACTIONS = [
     ("project.create", _project_create, 201),

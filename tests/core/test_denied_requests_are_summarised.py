@@ -1,7 +1,7 @@
 """Unauthenticated refusals (bad client credentials at the token endpoint, bad
 bootstrap tokens at agent enrollment) are counted in the cache, not written as one
 audit row each; the periodic summary writes one row per source and client id
-with the count (decision 0029)."""
+with the count (decision 0031)."""
 
 from __future__ import annotations
 
