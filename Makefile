@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check install services browser nginx node-deps bench-tools lint e2e bench clean
+.PHONY: run test check install services sandbox browser nginx node-deps bench-tools lint e2e bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,13 +15,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-run: install
+run: install sandbox
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bootstrap_demo
 	$(PY) manage.py serve --host 127.0.0.1 --port 8000
 
 services:
 	bash scripts/ensure-services.sh
+
+sandbox:
+	bash scripts/ensure-sandbox.sh
 
 browser:
 	bash scripts/ensure-browser.sh
@@ -39,12 +42,12 @@ bench-tools:
 
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
-test: install services browser nginx node-deps bench-tools
+test: install services sandbox browser nginx node-deps bench-tools
 	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e
 	$(PY) -m pytest -n 2 -p no:cacheprovider tests/e2e
 
 # The fast inner loop: lint and every test but the browser, nginx and benchmark smoke ones.
-check: install services
+check: install services sandbox
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" \

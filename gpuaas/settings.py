@@ -7,6 +7,7 @@ Production: everything from the environment (see ``../shared/CONTRACT.md``).
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -25,13 +26,22 @@ DEBUG = env.boolean("GPUAAS_DEBUG", False)
 HTTPS = env.boolean("GPUAAS_HTTPS", False)
 
 
+def _private_var_dir() -> None:
+    """var/ holds the embedded default's secrets and its database: its owner's alone
+    (an existing one is tightened too), and so is every file the process creates
+    there (the database, its journal, the beat schedule, the agent's state)."""
+    os.umask(0o077)
+    VAR_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+    VAR_DIR.chmod(0o700)
+
+
 def _generated_secret(name: str, make) -> str:
     """A secret kept in var/ so the embedded default survives restarts."""
     path = VAR_DIR / name
     if not path.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        _private_var_dir()
+        path.touch(mode=0o600)
         path.write_text(make())
-        path.chmod(0o600)
     return path.read_text().strip()
 
 
@@ -136,7 +146,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.boo
     }
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    _private_var_dir()
     # The in-process worker and the web server write concurrently; WAL and a
     # busy timeout keep SQLite from answering "database is locked".
     DATABASES["default"]["OPTIONS"] = {

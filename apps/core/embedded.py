@@ -77,8 +77,7 @@ def start_local_agent(host: str, port: int) -> subprocess.Popen | None:
     if node is None:
         logger.warning("no %s node for the local agent; run `manage.py bootstrap_demo`", LOCAL_AGENT_FLAVOR)
         return None
-    wildcard = host in ("0.0.0.0", "::", "")  # noqa: S104 - recognising it, not binding to it
-    url = f"http://{'127.0.0.1' if wildcard else host}:{port}"
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"  # serve binds loopback only
     command = [
         sys.executable,
         str(settings.BASE_DIR / "manage.py"),

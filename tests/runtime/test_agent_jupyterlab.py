@@ -8,14 +8,18 @@ token, long-polls its tasks, picks a port, fetches the app token, starts
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
 from apps.runtime import agents, services
 from apps.runtime.models import AgentTask, AppInstance, Endpoint
@@ -174,3 +178,95 @@ def assert_token_kept_secret(token: str, platform: PlatformApi, agent, instance_
     assert token not in agent.log()
     specs = [json.dumps(task.spec) for task in AgentTask.objects.filter(instance_id=instance_id)]
     assert specs and not any(token in spec for spec in specs)
+
+
+# Run in a JupyterLab kernel: what tenant code tries against the platform on its host.
+ATTEMPTS = """
+import json, os, sys
+tried = {"uid": os.getuid()}
+for path in json.loads(TARGETS):
+    try:
+        with open(path, "rb") as found:
+            found.read(1)
+        tried[path] = "read"
+    except OSError as exc:
+        tried[path] = type(exc).__name__
+try:
+    with open(os.path.join(sys.prefix, "planted-by-a-kernel"), "w") as planted:
+        planted.write("x")
+    tried["venv"] = "written"
+except OSError as exc:
+    tried["venv"] = type(exc).__name__
+print(json.dumps(tried))
+"""
+
+
+def test_a_kernel_cannot_read_the_platforms_secrets_or_change_its_virtualenv(
+    platform, active_allocation, node_agent, settings
+):
+    # The embedded default's var/ holds these (generated secrets, the SQLite database).
+    settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+    planted = {name: settings.VAR_DIR / name for name in ("secret_key", "encryption_key", "gpuaas.sqlite3")}
+    for path in planted.values():
+        path.write_text("platform-secret")
+    repository_files = [
+        Path(__file__).resolve().parents[2] / "manage.py",
+        node_agent.state_dir / "credential.json",
+    ]
+    targets = [str(path) for path in [*planted.values(), *repository_files]]
+
+    instance_id = platform.launch(active_allocation)
+    platform.wait_state(instance_id, "running", timeout=START_TIMEOUT)
+    token = services.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
+    tried = json.loads(
+        run_in_kernel(instance_id, token, f"TARGETS = {json.dumps(json.dumps(targets))}\n" + ATTEMPTS)
+    )
+
+    assert not [path for path in targets if tried[path] == "read"], tried
+    assert tried["venv"] != "written", tried
+    assert not (Path(sys.prefix) / "planted-by-a-kernel").exists()
+    if os.geteuid() == 0:
+        assert tried["uid"] != 0  # and not as root: as the workload user
+
+
+def run_in_kernel(instance_id: str, token: str, code: str) -> str:
+    """Start a kernel through Jupyter's REST API, run ``code`` over its WebSocket
+    (Jupyter's JSON message protocol) and answer what it printed."""
+    endpoint = Endpoint.objects.get(instance_id=instance_id, name="web")
+    base = f"{endpoint.host}:{endpoint.port}/w/{instance_id}/web/api"
+    headers = {"Authorization": f"token {token}"}
+    kernel = httpx.post(f"http://{base}/kernels", headers=headers, json={"name": "python3"}, timeout=60)
+    assert kernel.status_code == 201, kernel.text
+
+    async def execute() -> str:
+        message_id = uuid.uuid4().hex
+        request = {
+            "header": {
+                "msg_id": message_id,
+                "msg_type": "execute_request",
+                "username": "test",
+                "session": uuid.uuid4().hex,
+                "version": "5.3",
+                "date": "",
+            },
+            "parent_header": {},
+            "metadata": {},
+            "content": {"code": code, "silent": False, "store_history": False, "allow_stdin": False},
+            "channel": "shell",
+        }
+        url = f"ws://{base}/kernels/{kernel.json()['id']}/channels"
+        output = []
+        async with connect(url, additional_headers=headers, open_timeout=60) as socket:
+            await socket.send(json.dumps(request))
+            while True:
+                message = json.loads(await asyncio.wait_for(socket.recv(), timeout=60))
+                if message.get("parent_header", {}).get("msg_id") != message_id:
+                    continue
+                if message["msg_type"] == "stream":
+                    output.append(message["content"]["text"])
+                elif message["msg_type"] == "error":
+                    raise AssertionError("\n".join(message["content"]["traceback"]))
+                elif message["msg_type"] == "execute_reply":
+                    return "".join(output)
+
+    return asyncio.run(execute())

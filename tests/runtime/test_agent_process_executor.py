@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from pathlib import Path
 
 import httpx
@@ -49,6 +50,13 @@ def alive(pid: int) -> bool:
         return False
 
 
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # it exited while we looked
+        return b""
+
+
 @pytest.fixture
 def executor(tmp_path):
     executor = ProcessExecutor(tmp_path, ready_timeout=20, stop_grace=5)
@@ -69,6 +77,7 @@ def test_start_resolves_ports_and_secrets_and_waits_until_ready(executor, tmp_pa
         "HOME": str(work),
         "LANG": "C.UTF-8",
         "APP_TOKEN": "app-token-1",
+        "PWD": str(work),  # set by the sandbox
     }
     assert executor.running() == [IID]
     record = json.loads((tmp_path / "instances" / IID / "workload.json").read_text())
@@ -93,10 +102,12 @@ def test_a_process_that_exits_before_it_is_ready_fails_the_start(executor):
 
 def test_a_process_that_never_answers_is_stopped(executor, tmp_path):
     executor.ready_timeout = 1
-    silent = "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(60)"
+    marker = f"never-answers-{uuid.uuid4().hex}"
+    silent = f"import time; time.sleep(60)  # {marker}"
     with pytest.raises(TaskFailed, match=r"python was not ready after 1 s \(/w/ready on port \d+ did not"):
         executor.start(process_spec(["python", "-c", silent]), {"token": "t"}, "127.0.0.1")
-    assert not alive(int((tmp_path / "instances" / IID / "work" / "pid").read_text()))
+    # Its pid inside the sandbox means nothing out here: look for its command line.
+    assert not [proc for proc in Path("/proc").glob("[0-9]*/cmdline") if marker.encode() in _read_bytes(proc)]
     assert executor.running() == []
 
 
@@ -113,7 +124,7 @@ def test_what_cannot_run_here_is_refused_with_a_reason(executor):
     compose = {"instance_id": IID, "name": f"gpuaas-{IID}", "execution": "compose", "endpoints": []}
     with pytest.raises(TaskFailed, match="this node's agent has no container engine"):
         executor.start(compose, {}, "127.0.0.1")
-    with pytest.raises(TaskFailed, match="cannot run no-such-program"):
+    with pytest.raises(TaskFailed, match="cannot run no-such-program: no such program"):
         executor.start(process_spec(["no-such-program"]), {"token": "t"}, "127.0.0.1")
     with pytest.raises(TaskFailed, match="refers to secret 'token'"):
         executor.start(process_spec(["python", "{{ secret.token }}"]), {}, "127.0.0.1")

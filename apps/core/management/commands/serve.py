@@ -5,11 +5,12 @@ process too, and one local node agent as its child process, so one command is
 the whole system.
 """
 
+import ipaddress
 import os
 
 import uvicorn
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from apps.core import asgiserver, embedded
 from gpuaas import env
@@ -30,6 +31,14 @@ class Command(BaseCommand):
             os.environ["GPUAAS_SIMULATED_STEP_SECONDS"] = "2"
             settings.SIMULATED_STEP_SECONDS = 2.0
         if settings.EMBEDDED:
+            if not _loopback(host):
+                # The local agent runs tenant code on this host, beside var/'s secrets and
+                # every tenant's data: it is for one person's machine, not a network.
+                raise CommandError(
+                    f"the embedded default serves only on loopback (127.0.0.1, ::1, localhost), "
+                    f"not {host}: it runs a local node agent with tenant workloads on this host. "
+                    "For a server, set REDIS_URL and DATABASE_URL (production mode) and run agents on nodes."
+                )
             if workers != 1:
                 self.stderr.write("the embedded default runs one process; ignoring --workers")
             embedded.start_all()
@@ -54,3 +63,12 @@ class Command(BaseCommand):
                 proxy_headers=True,
                 **asgiserver.OPTIONS,
             )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

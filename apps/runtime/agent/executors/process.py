@@ -6,7 +6,8 @@ and its own session (so it outlives the agent: workloads survive agent
 restarts, and a restarted agent adopts them again from its state directory).
 Per instance the state directory holds ``workload.json`` (pid and start time,
 never a secret), ``output.log`` (the workload's own output) and ``work/``, its
-working and home directory.
+working and home directory. Workloads run in a sandbox (``sandbox.py``) that hides
+the platform from them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import httpx
 
 from apps.runtime.agent.executors.base import TaskFailed
 from apps.runtime.agent.executors.ports import free_ports, url_host
+from apps.runtime.agent.executors.sandbox import Sandbox
 from apps.runtime.agent.executors.templates import references, resolve_all
 
 READY_TIMEOUT_SECONDS = 90.0
@@ -48,6 +50,7 @@ class ProcessExecutor:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.ready_timeout = ready_timeout
         self.stop_grace = stop_grace
+        self.sandbox = Sandbox(state_dir)
         # Workloads this agent started; the agent must reap them (``Popen.poll``) or
         # dead ones linger as zombies. Adopted workloads are known by their record only.
         self._children: dict[str, subprocess.Popen] = {}
@@ -66,7 +69,7 @@ class ProcessExecutor:
         command = resolve_all(process["command"], values)
         env = resolve_all(process.get("env", {}), values)
         directory = self._directory(instance_id)
-        popen = _spawn(directory, command, env)
+        popen = _spawn(directory, self.sandbox, command, env)
         self._children[instance_id] = popen
         _write_record(directory, {"pid": popen.pid, "started": _start_time(popen.pid)})
         try:
@@ -159,14 +162,19 @@ def _environment(home: Path, env: dict[str, str]) -> dict[str, str]:
     return {"PATH": path, "HOME": str(home), "LANG": "C.UTF-8", **env}
 
 
-def _spawn(directory: Path, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+def _spawn(directory: Path, sandbox: Sandbox, command: list[str], env: dict[str, str]) -> subprocess.Popen:
     work = directory / "work"
+    environment = _environment(work, env)
+    # Looked up here: inside the sandbox a missing program is only an exit code.
+    if shutil.which(command[0], path=environment["PATH"]) is None:
+        raise TaskFailed(f"cannot run {command[0]}: no such program on this node")
+    sandbox.give(work)
     with open(directory / "output.log", "ab") as output:  # the child keeps its own descriptor
         try:
             return subprocess.Popen(
-                command,
+                sandbox.command(command, work),
                 cwd=work,
-                env=_environment(work, env),
+                env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
