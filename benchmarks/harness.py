@@ -110,6 +110,7 @@ def configure_environment(args, issuer, port: int, var_dir: str, **extra: str) -
         "GPUAAS_ISSUER": f"http://127.0.0.1:{port}",
         "GPUAAS_TRUSTED_ISSUERS": json.dumps([issuer.config]),
         "GPUAAS_VAR_DIR": var_dir,
+        "GPUAAS_PATH_ROUTES": "accept-risk",  # one host, no wildcard DNS: routes under /w/
         "GPUAAS_LOG_LEVEL": "WARNING",
         # The per-principal limit (1200/min by default) would answer 429 within a
         # second; the throttle still runs on every request, it just never trips.

@@ -67,6 +67,21 @@ for _key in ENCRYPTION_KEYS:
 ALLOWED_HOSTS = env.csv("GPUAAS_ALLOWED_HOSTS", "127.0.0.1,localhost,.localhost")
 ISSUER = env.string("GPUAAS_ISSUER", "http://127.0.0.1:8000").rstrip("/")
 APPS_DOMAIN = env.string("GPUAAS_APPS_DOMAIN")
+# Without an apps domain, apps are served under /w/ on the portal's own origin, where
+# their scripts act with the signed-in user's session: the embedded default's choice
+# for one person's machine. In production an operator must opt in explicitly.
+PATH_ROUTES = env.string("GPUAAS_PATH_ROUTES")
+if PATH_ROUTES not in ("", "accept-risk"):
+    raise ImproperlyConfigured("GPUAAS_PATH_ROUTES: the only value is accept-risk")
+if REDIS_URL and not APPS_DOMAIN and not PATH_ROUTES:
+    raise ImproperlyConfigured(
+        "GPUAAS_APPS_DOMAIN: required in production (REDIS_URL set), a wildcard domain whose hosts "
+        "reach the data plane: without it apps share the portal's origin and their scripts act with "
+        "its users' sessions. On a single host without wildcard DNS, GPUAAS_PATH_ROUTES=accept-risk "
+        "serves them on the portal's origin anyway (docs/operator-guide.md)."
+    )
+# Shown to platform operators on every page while production runs apps on the portal's origin.
+PATH_ROUTES_RISK_ACCEPTED = bool(REDIS_URL and not APPS_DOMAIN)
 # "simulated" or "real" for every system, or per system: "maas=real,ndfc=real,ufm=simulated".
 DRIVERS = env.driver_modes("GPUAAS_DRIVERS", "simulated", {"maas", "ndfc", "ufm", "ddn", "metrics"})
 SIMULATED_STEP_SECONDS = env.number("GPUAAS_SIMULATED_STEP_SECONDS", 0.0)

@@ -19,6 +19,9 @@ _redis_base = os.environ.setdefault(
 )
 _redis_server, _, _redis_db = _redis_base.rpartition("/")
 os.environ["REDIS_URL"] = f"{_redis_server}/{(int(_redis_db) + _worker_number) % 16}"
+# Production mode without an apps domain: most tests drive path-prefix routes, the
+# embedded default's; those about apps domains set one.
+os.environ.setdefault("GPUAAS_PATH_ROUTES", "accept-risk")
 os.environ.setdefault("GPUAAS_SECRET_KEY", "test-secret-key-not-for-production-0123456789abcdef")
 os.environ.setdefault("GPUAAS_ENCRYPTION_KEYS", "7qWutnD6fSYzo4mOWFApzU7RMK8droX-w4WLUJ5hkGc=")
 os.environ.setdefault("GPUAAS_CELERY_EAGER", "true")

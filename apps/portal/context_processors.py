@@ -88,4 +88,6 @@ def portal(request):
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         context["nav"] = Navigation(request)
+        operator = user.is_superuser or user.is_staff
+        context["path_routes_warning"] = settings.PATH_ROUTES_RISK_ACCEPTED and operator
     return context

@@ -32,6 +32,7 @@ def production_env(tmp_path: Path, **overrides: str | None) -> dict[str, str]:
             "REDIS_URL": "redis://127.0.0.1:6379/0",
             "GPUAAS_ALLOWED_HOSTS": "gpuaas.example.com",
             "GPUAAS_ISSUER": "https://gpuaas.example.com",
+            "GPUAAS_APPS_DOMAIN": "apps.gpuaas.example.com",
             "GPUAAS_TRUSTED_ISSUERS": '[{"issuer": "https://sso.example.com/realms/ccp",'
             ' "jwks_uri": "https://sso.example.com/realms/ccp/protocol/openid-connect/certs",'
             ' "audience": "gpuaas"}]',
