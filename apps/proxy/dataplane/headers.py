@@ -55,12 +55,10 @@ _DROPPED = HOP_BY_HOP | _REPLACED
 _UNENCODED = frozenset({b"accept-encoding"})
 _UNENCODED_WHOLE = frozenset({b"accept-encoding", b"if-range"})
 _ROUTE_COOKIE = sessions.COOKIE.encode()
-_TEXT_TYPES = (
-    b"application/json",
-    b"application/javascript",
-    b"application/x-javascript",
-    b"application/xml",
-)
+# What an app may not tell the browser: to let a service worker control more than its
+# script's path, or to wipe the storage and cookies of the origin (the portal's, on a
+# path-prefix route).
+_APP_MAY_NOT_SEND = frozenset({b"service-worker-allowed", b"clear-site-data"})
 
 
 def platform_cookies() -> frozenset[str]:
@@ -81,6 +79,7 @@ class Inbound:
         "subprotocols",
         "asked",
         "headers",
+        "service_worker",
     )
 
     def __init__(self, scope: dict, target: Target | None, host: str):
@@ -93,6 +92,9 @@ class Inbound:
         # On a route with a secret, the browser's Range is asked for widened (ranges.py).
         self.asked: ranges.Asked | None = None
         self.subprotocols: list[str] = scope.get("subprotocols") or []
+        # A service worker's script: refused, so that no app can register one (on a
+        # path-prefix route its scope could reach the portal's own pages).
+        self.service_worker = False
         forwarded_proto = b""
         proto_header = _trusted_proto_header()
         # The browser's Authorization is the platform's (unless the app takes it as
@@ -119,6 +121,8 @@ class Inbound:
                 connection_named.update(v.strip().lower() for v in value.split(b","))
             elif proto_header and name == proto_header:
                 forwarded_proto = value
+            elif name == b"service-worker":
+                self.service_worker = value.strip().lower() == b"script"
             elif name == b"range" and target is not None and target.redact:
                 self.asked = ranges.asked(value)
             elif name in _DROPPED or name in own or name.startswith(b"x-forwarded-"):
@@ -216,22 +220,8 @@ def request_head(method: str, path: bytes, inbound: Inbound, scope: dict, target
     return b"".join(lines)
 
 
-def is_text(content_type: bytes | None) -> bool:
-    """Whether a browser could read a secret out of this body (so it is redacted).
-    A body without a type is treated as text: browsers sniff it."""
-    if content_type is None:
-        return True
-    essence = content_type.split(b";", 1)[0].strip().lower()
-    return (
-        essence.startswith(b"text/")
-        or essence in _TEXT_TYPES
-        or essence.endswith((b"+json", b"+xml"))
-        or not essence
-    )
-
-
 def response_headers(
-    raw: list[tuple[bytes, bytes]], target: Target, redacting: bool
+    raw: list[tuple[bytes, bytes]], target: Target
 ) -> tuple[list[tuple[bytes, bytes]], bytes]:
     """The app's response headers as the browser gets them, and the content encoding."""
     connection_named = {
@@ -240,14 +230,13 @@ def response_headers(
     out: list[tuple[bytes, bytes]] = []
     csp_seen = False
     encoding = b""
-    length = None
     # One search over all the values first: the secret is almost never in a header.
     redact = target.redact
     if redact:
         values = b"\0".join(value for _, value in raw)
         redact = tuple(secret for secret in redact if secret in values)
     for name, value in raw:
-        if name in HOP_BY_HOP or name in connection_named:
+        if name in HOP_BY_HOP or name in connection_named or name in _APP_MAY_NOT_SEND:
             continue
         if redact and any(secret in value for secret in redact):
             continue
@@ -263,16 +252,9 @@ def response_headers(
             value = with_frame_ancestors(value.decode("latin-1"), target.frame_ancestors).encode("latin-1")
         elif name == b"x-frame-options":
             continue
-        elif name == b"content-length" and redacting:
-            length = value  # masking keeps the length, unless the redactor decodes the body (below)
-            continue
         elif name == b"content-encoding":
-            encoding = value.strip().lower()
-            if redacting:
-                continue  # the redactor decodes it
+            encoding = value.strip().lower()  # masking keeps the length; an encoded body is refused
         out.append((name, value))
-    if length is not None and encoding in (b"", b"identity"):
-        out.append((b"content-length", length))
     if not csp_seen:
         out.append((b"content-security-policy", b"frame-ancestors " + target.frame_ancestors.encode()))
     if target.frame_ancestors == "'none'":
@@ -281,7 +263,13 @@ def response_headers(
 
 
 def rewrite_location(value: str, target: Target) -> str:
-    """Redirects to the upstream's own address become paths on the route."""
+    """Redirects to the upstream's own address become paths on the route, and so does
+    anything a browser would read as a path on the route's origin: no redirect leaves
+    the route for another path of its origin (the portal's, on a path-prefix route).
+    ``//host``, ``/\\host`` and their variants with tabs or newlines (which browsers
+    strip) are network-path references, kept on the route as paths. An absolute URL of
+    another site (an identity provider's login page) goes through as it is."""
+    value = value.translate(_URL_WHITESPACE).lstrip(_LEADING_IGNORED)
     host, port = target.upstream
     for origin in (f"http://{host}:{port}", f"http://{host}" if port == 80 else None):
         if (
@@ -293,9 +281,13 @@ def rewrite_location(value: str, target: Target) -> str:
             if not value.startswith("/"):
                 value = "/" + value
             break
-    if value.startswith("/") and not value.startswith("//"):
-        return target.public_path(value)
+    if value[:1] in ("/", "\\"):
+        return target.public_path("/" + value.lstrip("/\\"))
     return value
+
+
+_URL_WHITESPACE = str.maketrans("", "", "\t\n\r")
+_LEADING_IGNORED = "".join(map(chr, range(0x21)))  # C0 controls and space, as URL parsers do
 
 
 def rewrite_cookie(value: str, target: Target) -> str | None:

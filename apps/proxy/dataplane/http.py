@@ -35,6 +35,9 @@ async def handle(scope: dict, receive, send, host: str) -> None:
             else:
                 status = await page(send, inbound, pages.NOT_FOUND, target)
             return
+        if inbound.service_worker:
+            status = await page(send, inbound, pages.NO_SERVICE_WORKER, target)
+            return
         decision, count = await access.admit(target, inbound.route_cookie, "http")
         user_id = decision.user_id
         try:
@@ -116,11 +119,10 @@ def _header(raw: list[tuple[bytes, bytes]], wanted: bytes) -> bytes | None:
 
 async def _relay_response(conn, pool, receive, send, target, inbound) -> tuple[int, int]:
     redactor = cut = None
-    redacting = bool(target.redact) and headers.is_text(_header(conn.headers, b"content-type"))
-    response_headers, encoding = headers.response_headers(conn.headers, target, redacting)
+    response_headers, encoding = headers.response_headers(conn.headers, target)
     status = conn.status
     try:
-        if redacting:
+        if target.redact:  # every content type: browsers sniff, and script reads any body
             redactor = Redactor(target.redact, encoding)
         if inbound.asked is not None and status == 206:
             if encoding not in (b"", b"identity"):

@@ -58,6 +58,7 @@ class Connection(asyncio.Protocol):
         "waiter",
         "reading_paused",
         "writing_paused",
+        "header_bytes",
     )
 
     def __init__(self, key: tuple[str, int]):
@@ -71,6 +72,7 @@ class Connection(asyncio.Protocol):
         self.error: UpstreamClosed | None = None
         self.waiter: asyncio.Future | None = None
         self.reading_paused = self.writing_paused = False
+        self.header_bytes = 0
 
     # --- the event loop's side ----------------------------------------------------
 
@@ -122,6 +124,16 @@ class Connection(asyncio.Protocol):
     # --- parser callbacks ---------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        # Bounded: an app must not make the proxy hold what it likes (60,000 headers).
+        self.header_bytes += len(name) + len(value)
+        if (
+            len(self.headers) >= settings.PROXY_MAX_RESPONSE_HEADERS
+            or self.header_bytes > settings.PROXY_MAX_RESPONSE_HEADER_BYTES
+        ):
+            if self.error is None:
+                self.error = UpstreamClosed("the app sent more response headers than the proxy takes")
+                self.transport.abort()
+            return
         self.headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:

@@ -92,7 +92,9 @@ async def _deny(scope, send, status: int, message: str, close_code: int = 1008) 
 
 async def _open(scope, receive, send, target: Target, inbound: headers.Inbound) -> int:
     host, port = target.upstream
-    uri = f"ws://{host}:{port}{target.upstream_path(scope['path'])}"
+    # The path as the browser sent it, as on HTTP: decoded, a %23 or %3F would end it.
+    raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+    uri = f"ws://{host}:{port}{target.upstream_path(raw_path)}"
     if scope["query_string"]:
         uri += "?" + scope["query_string"].decode("latin-1")
     extra = [
@@ -111,7 +113,7 @@ async def _open(scope, receive, send, target: Target, inbound: headers.Inbound) 
             proxy=None,  # never a proxy from the environment
             open_timeout=settings.PROXY_UPSTREAM_CONNECT_SECONDS,
             ping_interval=None,  # the browser and the app keep their own connection alive
-            max_size=None,
+            max_size=settings.PROXY_WEBSOCKET_MAX_MESSAGE_BYTES,
         )
     except InvalidStatus as exc:
         code = exc.response.status_code
