@@ -14,6 +14,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,6 +198,27 @@ class DataPlane:
         if self.kind == "nginx":
             processes += [psutil.Process(self.server.process.pid), *self.server.workers()]
         return sum(process.memory_info().rss for process in processes)
+
+
+def peak_memory_growth(data_plane: DataPlane, action) -> int:
+    """Bytes the data plane's resident memory rose above where it started while ``action``
+    ran (sampled every 50 ms)."""
+    baseline = data_plane.rss()
+    peak = [baseline]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], data_plane.rss())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        action()
+    finally:
+        done.set()
+        sampler.join()
+    return peak[0] - baseline
 
 
 @pytest.fixture(params=["asgi", "nginx"])

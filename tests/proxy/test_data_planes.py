@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -35,6 +34,7 @@ from tests.proxy.conftest import (
     handshake,
     login_session,
     open_session,
+    peak_memory_growth,
     proxied_manifest,
     publish_manifest,
     refused_status,
@@ -322,34 +322,24 @@ def streamed(data_plane, owner, instance, path: str) -> Iterator[httpx.Response]
 
 def test_a_gigabyte_streams_up_and_down_with_flat_memory(data_plane, launch, owner):
     instance = launch()
-    baseline = data_plane.rss()
-    peak = [baseline]
-    done = threading.Event()
-
-    def sample():
-        while not done.wait(0.05):
-            peak[0] = max(peak[0], data_plane.rss())
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
     megabyte = b"u" * (1024 * 1024)
-    try:
+    moved = {}
+
+    def transfer():
         with browser(data_plane, open_session(data_plane, owner, instance)) as client:
-            uploaded = client.post(
+            moved["up"] = client.post(
                 route_url(instance, "upload"), content=(megabyte for _ in range(GIGABYTE // len(megabyte)))
-            )
-            received = 0
+            ).json()
+            moved["down"] = 0
             with client.stream("GET", route_url(instance, f"download?n={GIGABYTE}")) as response:
                 assert response.headers["content-length"] == str(GIGABYTE)
                 for chunk in response.iter_raw():
-                    received += len(chunk)
-    finally:
-        done.set()
-        sampler.join()
-    assert uploaded.json() == {"bytes": GIGABYTE}
-    assert received == GIGABYTE
+                    moved["down"] += len(chunk)
+
+    growth = peak_memory_growth(data_plane, transfer)
+    assert moved == {"up": {"bytes": GIGABYTE}, "down": GIGABYTE}
     # None of the client, the portal and nginx held the gigabyte.
-    assert peak[0] - baseline < 150 * 1024 * 1024
+    assert growth < 150 * 1024 * 1024
 
 
 def test_a_browser_that_leaves_closes_the_apps_connection(data_plane, launch, owner, upstream):

@@ -22,6 +22,7 @@ _released: dict[str, asyncio.Event] = {}
 _disconnected: set[str] = set()
 _ws_closed: dict[str, dict] = {}
 _MEGABYTE = b"x" * (1024 * 1024)
+_bomb: list[bytes] = []  # 256 MB of zeros, gzipped once (about 250 KB)
 
 
 def _query(scope) -> dict[str, str]:
@@ -117,6 +118,25 @@ async def http_app(scope, receive, send):
                 (b"content-security-policy", b"default-src 'self'; frame-ancestors *"),
                 (b"x-frame-options", b"SAMEORIGIN"),
             ],
+        )
+    elif name == "reach":
+        # What a hostile app tells the browser to reach beyond itself.
+        await _respond(
+            send, headers=[(b"service-worker-allowed", b"/"), (b"clear-site-data", b'"cookies", "storage"')]
+        )
+    elif name == "escape":
+        await _respond(send, 302, headers=[(b"location", query["to"].encode("latin-1"))])
+    elif name == "binary-token":
+        body = b"\x89PNG\r\n" + _token(scope).encode() + b"\x00" * 64
+        await _respond(send, body=body, content_type=query.get("type", "image/png").encode())
+    elif name == "header-flood":
+        flood = [(b"x-flood-%d" % n, b"v" * 16) for n in range(int(query["n"]))]
+        await _respond(send, headers=flood)
+    elif name == "bomb":
+        if not _bomb:
+            _bomb.append(gzip.compress(bytes(256 * 1024 * 1024), compresslevel=9))
+        await _respond(
+            send, body=_bomb[0], headers=[(b"content-encoding", b"gzip")], content_type=b"text/html"
         )
     elif name == "nocsp":
         await _respond(send, body=b"{}")
@@ -256,6 +276,10 @@ async def websocket_app(scope, receive, send):
             _, code, reason = text.split(":", 2)
             await send({"type": "websocket.close", "code": int(code), "reason": reason})
             return
+        elif text.startswith("big:"):  # a message of that many bytes from the app
+            await send({"type": "websocket.send", "bytes": bytes(int(text[4:]))})
+        elif text == "path":
+            await send({"type": "websocket.send", "text": scope["raw_path"].decode("latin-1")})
         elif text == "headers":
             headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
             await send({"type": "websocket.send", "text": json.dumps(headers)})
