@@ -336,6 +336,11 @@ CSRF_COOKIE_HTTPONLY = True
 # A stale token (rotated at sign-in) gets a portal page, not Django's bare one.
 CSRF_FAILURE_VIEW = "apps.portal.views.errors.csrf_failure"
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+if HTTPS:
+    # __Host-: the browser takes these only from this exact origin, Secure, Path=/ and
+    # without Domain, so no app on a sibling host can set or shadow them.
+    SESSION_COOKIE_NAME = "__Host-sessionid"
+    CSRF_COOKIE_NAME = "__Host-csrftoken"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"

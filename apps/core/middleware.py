@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
+from django.core.exceptions import DisallowedHost
 from django.http import Http404
 
 from apps.core import audit, correlation
@@ -9,13 +11,22 @@ from apps.core.errors import error_json, is_api_path
 
 logger = logging.getLogger("gpuaas.request")
 
-# Pages and their scripts come from our own origin only. Views that need more
-# (Swagger UI's inline bootstrap) set ``response.csp`` themselves.
-DEFAULT_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+# Pages come from our own origin only, and their scripts only from its static files:
+# not 'self', which would trust the apps served under /w/ on this origin (path-prefix
+# routes). Views that need more (Swagger UI's inline bootstrap) set ``response.csp``.
+_CSP = (
+    "default-src 'self'; script-src {scripts}; style-src 'self'; img-src 'self' data:; "
     "font-src 'self'; connect-src 'self'; frame-src 'self'; frame-ancestors 'none'; "
     "object-src 'none'; base-uri 'self'; form-action 'self'"
 )
+
+
+def default_csp(request) -> str:
+    try:
+        scripts = f"{request.scheme}://{request.get_host()}{settings.STATIC_URL}"
+    except DisallowedHost:
+        scripts = "'none'"  # an error page for a host we do not serve runs no script
+    return _CSP.format(scripts=scripts)
 
 
 class CorrelationIdMiddleware:
@@ -42,7 +53,7 @@ class SecurityHeadersMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        response.setdefault("Content-Security-Policy", getattr(response, "csp", DEFAULT_CSP))
+        response.setdefault("Content-Security-Policy", getattr(response, "csp", None) or default_csp(request))
         response.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
         if is_api_path(request.path):
             response.setdefault("Cache-Control", "no-store")

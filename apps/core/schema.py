@@ -3,6 +3,7 @@ API's authentication classes map to OpenAPI security schemes."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
@@ -35,7 +36,7 @@ class PortalSessionScheme(OpenApiAuthenticationExtension):
         return {
             "type": "apiKey",
             "in": "cookie",
-            "name": "sessionid",
+            "name": settings.SESSION_COOKIE_NAME,
             "description": "The portal's session (browser only; unsafe methods need the CSRF token).",
         }
 

@@ -144,3 +144,13 @@ def test_production_mode_generates_no_secrets_into_var(tmp_path):
     assert result.returncode == 0, result.stderr
     assert not (tmp_path / "var" / "secret_key").exists()
     assert not (tmp_path / "var" / "encryption_key").exists()
+
+
+def test_behind_https_the_portals_cookies_are_host_prefixed(tmp_path):
+    """``__Host-`` cookies are taken only from this exact origin (Secure, Path=/, no
+    Domain): an app on a sibling host cannot set or shadow the portal's session."""
+    names = "settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME"
+    https = _settings_value(tmp_path, names)
+    assert https.stdout.strip() == repr(("__Host-sessionid", "__Host-csrftoken")), https.stderr
+    plain = _settings_value(tmp_path, names, GPUAAS_HTTPS="false")  # browsers refuse __Host- without TLS
+    assert plain.stdout.strip() == repr(("sessionid", "csrftoken")), plain.stderr

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from guardian.shortcuts import get_users_with_perms
 
 from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
-from apps.core.middleware import DEFAULT_CSP
+from apps.core.middleware import default_csp
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import ShareForm
 from apps.portal.htmx import htmx_partial, hx_redirect, quiet_fragment, refreshing, render_fragment
@@ -256,7 +256,7 @@ def instance_detail(request, principal, pk, instance_pk):
     response = render(request, "portal/instance_detail.html", context)
     if context["app_route"] is not None:
         # The embedded App UI frames the app's own origin (subdomain routes).
-        response.csp = DEFAULT_CSP.replace(
+        response.csp = default_csp(request).replace(
             "frame-src 'self'", f"frame-src 'self' {context['app_route'].origin}"
         )
     return response
@@ -280,8 +280,10 @@ def instance_open(request, principal, pk, instance_pk, endpoint):
         "detail_url": reverse("instance_detail", args=[instance.project_id, instance.pk]),
     }
     response = render(request, "portal/instance_open.html", context)
-    response.csp = DEFAULT_CSP.replace("frame-ancestors 'none'", "frame-ancestors 'self'").replace(
-        "form-action 'self'", f"form-action 'self' {route.origin}"
+    response.csp = (
+        default_csp(request)
+        .replace("frame-ancestors 'none'", "frame-ancestors 'self'")
+        .replace("form-action 'self'", f"form-action 'self' {route.origin}")
     )
     # The ticket's POST to the route's origin must carry our Origin (the proxy checks
     # it); the portal's usual "same-origin" policy would make it "null".
