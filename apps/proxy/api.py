@@ -49,6 +49,7 @@ class UiSessionView(BaseAPIView):
         endpoint = request.data.get("endpoint") or _first_proxied(instance)
         if not isinstance(endpoint, str):
             raise ValidationFailed(details={"endpoint": ["must be an endpoint name"]})
+        sessions.require_member(self.principal, instance, endpoint)
         minted = sessions.mint(self.principal, instance, endpoint, getattr(request, "session", None))
         body = {
             "open_url": minted["open_url"],

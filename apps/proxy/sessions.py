@@ -64,6 +64,24 @@ def end_platform_session(session_key: str | None, user_id) -> None:
 # --- minting and exchanging ---------------------------------------------------------
 
 
+def require_member(principal, instance, endpoint_name: str) -> None:
+    """Platform operators open a tenant's apps only as members (``Principal.as_member``);
+    ``decide`` holds the same line for every request."""
+    from apps.runtime.services import visible_instances
+
+    if principal.user is None:
+        return  # ``mint`` refuses machines
+    if not visible_instances(principal.as_member()).filter(pk=instance.pk).exists():
+        audit.record(
+            principal,
+            "proxy.session.issue",
+            target=instance,
+            outcome="denied",
+            details={"endpoint": endpoint_name, "reason": "not a member"},
+        )
+        raise Forbidden("Platform operators open a tenant's apps only as members of its project.")
+
+
 def mint(principal, instance, endpoint_name: str, session) -> dict:
     """A ticket for the caller on one of the instance's routes (``instance`` is one the
     caller may see). ``session`` is the platform session the cookie will hang on."""
@@ -231,7 +249,7 @@ def decide(route_id: str, instance_id: str, payload: dict, generations: tuple) -
     if user is None:
         decision = Decision(False, 401, "your account is not active")
     else:
-        visible = visible_instances(for_user(user)).filter(pk=instance_id)
+        visible = visible_instances(for_user(user).as_member()).filter(pk=instance_id)
         state = visible.values_list("state", flat=True).first()
         if state is None:
             decision = Decision(False, 403, "you no longer have access to this app", user.pk, user.username)

@@ -3,7 +3,7 @@ reduced to a list of role grants the policy reads."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
 
@@ -44,6 +44,12 @@ class Principal:
     @property
     def is_platform_admin(self) -> bool:
         return any(g.role == Role.PLATFORM_ADMIN for g in self.grants)
+
+    def as_member(self) -> Principal:
+        """The caller with only the grants a tenant gave it. Platform-wide roles manage
+        tenants' apps but do not open them: an app's pages run with the session of
+        whoever opens it, and an operator's reaches every tenant."""
+        return replace(self, grants=[grant for grant in self.grants if grant.tenant_id is not None])
 
     def can(self, perm: str, tenant_id: UUID | None = None, project_id: UUID | None = None) -> bool:
         """Whether some grant covers ``perm`` on an object of that tenant/project.

@@ -11,7 +11,9 @@ from apps.proxy.models import ProxyPool, ProxyRoute
 from apps.runtime import services as runtime
 from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
+from apps.tenancy.models import Membership
 from tests.conftest import member
+from tests.factories import UserFactory
 from tests.proxy.conftest import (
     login_session,
     mint_ticket,
@@ -256,3 +258,26 @@ def test_operators_force_stop_and_choose_the_ui_mode_from_the_admin(
     assert "Stopping" in act("force_stop").content.decode()
     instance.refresh_from_db()
     assert instance.state == "stopping"
+
+
+def test_a_platform_operator_opens_a_tenants_app_only_as_a_member(
+    api, owner, project, active_allocation, webapp
+):
+    """An app's pages run with the session of whoever opens it: an operator's reaches every
+    tenant, so operators manage apps from the admin and open them only where they belong."""
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
+    operator = UserFactory(is_superuser=True, is_staff=True)
+    api.force_login(operator)
+    refused = api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {}, format="json")
+    assert refused.status_code == 403 and "only as members" in refused.json()["error"]["message"]
+    assert AuditEvent.objects.filter(
+        action="proxy.session.issue", outcome="denied", target_id=str(instance.pk)
+    ).exists()
+    # A route cookie the operator got hold of is refused by the data planes' decision too.
+    payload = {"u": operator.pk, "s": "session", "r": "route"}
+    route = ProxyRoute.objects.get(instance=instance)
+    assert not sessions.decide(str(route.pk), str(instance.pk), payload, ()).allowed
+
+    Membership.objects.create(user=operator, tenant=project.tenant, project=project, role="project_admin")
+    assert api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {}, format="json").status_code == 201
+    assert sessions.decide(str(route.pk), str(instance.pk), payload, ()).allowed
