@@ -11,6 +11,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from apps.core.body_limit import RequestBodyLimit  # noqa: E402
 from apps.core.origins import PortalOriginValidator  # noqa: E402
 from apps.proxy.dataplane.dispatch import ProxyDispatcher  # noqa: E402
 from gpuaas.routing import websocket_urlpatterns  # noqa: E402
@@ -19,7 +20,7 @@ from gpuaas.routing import websocket_urlpatterns  # noqa: E402
 application = ProxyDispatcher(
     ProtocolTypeRouter(
         {
-            "http": django_asgi_app,
+            "http": RequestBodyLimit(django_asgi_app),
             "websocket": PortalOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )

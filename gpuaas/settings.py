@@ -265,7 +265,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
+        "apps.core.parsers.ObjectJSONParser",
         "rest_framework.parsers.FormParser",
     ],
     "UNAUTHENTICATED_USER": None,

@@ -19,13 +19,16 @@ def default_quota() -> dict[str, int]:
     return dict(getattr(settings, "DEFAULT_TENANT_QUOTA", None) or DEFAULT_QUOTA)
 
 
+QUOTA_MAX = 2**63 - 1  # what the database keeps (BigIntegerField)
+
+
 def validate_quota(values: dict) -> dict[str, list[str]]:
     errors = {}
     for resource, limit in values.items():
         if not isinstance(resource, str) or not resource.replace("_", "").isalnum() or len(resource) > 64:
             errors[str(resource)] = ["Resource names are letters, digits and '_' (at most 64)."]
-        elif isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            errors[resource] = ["Must be a whole number, 0 or more."]
+        elif isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= QUOTA_MAX:
+            errors[resource] = [f"Must be a whole number from 0 to {QUOTA_MAX}."]
     return errors
 
 

@@ -281,3 +281,13 @@ def test_a_platform_operator_opens_a_tenants_app_only_as_a_member(
     Membership.objects.create(user=operator, tenant=project.tenant, project=project, role="project_admin")
     assert api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {}, format="json").status_code == 201
     assert sessions.decide(str(route.pk), str(instance.pk), payload, ()).allowed
+
+
+@pytest.mark.parametrize("body", ["[1, 2]", '"web"', "null"])
+def test_a_ui_session_body_that_is_not_an_object_is_a_400(
+    api, owner, project, active_allocation, webapp, body
+):
+    instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
+    api.force_login(owner)
+    response = api.post(f"/api/v1/workloads/{instance.pk}/ui/session", body, content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "validation_error"

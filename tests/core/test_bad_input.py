@@ -1,0 +1,68 @@
+"""Bad input gets a 4xx in the error envelope, never a 500: JSON nested 5,000 levels
+deep, a body that is not a JSON object, a quota past what the database keeps, and a
+body larger than the API takes (413 before Django reads it)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.conftest import member
+from tests.support.servers import ThreadedUvicorn
+
+pytestmark = pytest.mark.django_db
+
+DEEP = "[" * 5000 + "]" * 5000
+
+
+def assert_envelope(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.content
+    error = response.json()["error"]
+    assert error["code"] == code and error["correlation_id"]
+    return error
+
+
+@pytest.mark.parametrize("path", ["/api/v1/auth/token", "/api/agent/v1/enroll"])
+def test_json_nested_too_deeply_is_a_400(api, path):
+    response = api.post(path, DEEP, content_type="application/json")
+    assert_envelope(response, 400, "validation_error")
+
+
+@pytest.mark.parametrize("body", ["[1, 2]", '"scope"', "3", "null", "true"])
+def test_a_body_that_is_not_an_object_is_a_400(api, project, body):
+    api.force_login(member("project_admin", project=project))
+    for method, path in (
+        ("put", f"/api/v1/projects/{project.pk}/proxy"),
+        ("post", f"/api/v1/projects/{project.pk}/members"),
+    ):
+        response = getattr(api, method)(path, body, content_type="application/json")
+        error = assert_envelope(response, 400, "validation_error")
+        assert "JSON object" in str(error["details"]) or "JSON object" in error["message"]
+
+
+def test_a_quota_past_what_the_database_keeps_is_a_400(api, ccp_issuer, tenant):
+    token = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
+    response = api.post(
+        f"/api/metering/quota/{tenant.tenant_id}",
+        {"gpus": 2**63},
+        format="json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    error = assert_envelope(response, 400, "validation_error")
+    assert "gpus" in error["details"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_body_larger_than_the_api_takes_is_a_413_before_it_is_read(settings):
+    server = ThreadedUvicorn().start()
+    try:
+        sixty_megabytes = b"{" + b" " * (60 * 1024 * 1024) + b"}"
+        declared = httpx.post(f"{server.url}/api/v1/projects", content=sixty_megabytes, timeout=60)
+        streamed = httpx.post(
+            f"{server.url}/api/v1/projects", content=(b" " * 1024 * 1024 for _ in range(60)), timeout=60
+        )
+    finally:
+        server.stop()
+    for response in (declared, streamed):
+        error = assert_envelope(response, 413, "payload_too_large")
+        assert error["details"] == {"limit": settings.DATA_UPLOAD_MAX_MEMORY_SIZE}
