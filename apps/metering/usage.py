@@ -103,29 +103,31 @@ def lines(tenant, start: datetime, end: datetime) -> list[Line]:
         - Greatest(Value(start), F("activated_at")),
         output_field=DurationField(),
     )
-    rows = (
+    # Durations are summed in SQL and multiplied by GPUs and cores here: SQLite (the
+    # embedded default) cannot multiply a duration in a query.
+    rows = list(
         Allocation.objects.filter(tenant=tenant, activated_at__isnull=False, activated_at__lt=until)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
         .annotate(used=used)
-        .values("project_id", "flavor_id")
-        .annotate(
-            node=Sum("used"),
-            gpu=Sum(ExpressionWrapper(F("used") * F("gpus"), output_field=DurationField())),
-            cpu=Sum(ExpressionWrapper(F("used") * F("flavor__cpu_cores"), output_field=DurationField())),
-        )
+        .values("project_id", "flavor_id", "gpus")
+        .annotate(node=Sum("used"))
         .order_by()
     )
-    rows = list(rows)
     projects = Project.objects.in_bulk({row["project_id"] for row in rows})
     flavors = Flavor.objects.in_bulk({row["flavor_id"] for row in rows})
     # Node-hours per flavor (each has its price); GPU- and CPU-hours per project.
+    per_flavor: dict[tuple[Project, Flavor], Decimal] = {}
     per_project: dict[Project, dict[str, Decimal]] = {}
     for row in rows:
         project, flavor = projects[row["project_id"]], flavors[row["flavor_id"]]
-        found.append(Line(project, "node_hours", _hours(row["node"]), flavor))
+        hours = _hours(row["node"])
+        per_flavor[project, flavor] = per_flavor.get((project, flavor), Decimal(0)) + hours
         sums = per_project.setdefault(project, {"gpu_hours": Decimal(0), "cpu_hours": Decimal(0)})
-        sums["gpu_hours"] += _hours(row["gpu"])
-        sums["cpu_hours"] += _hours(row["cpu"])
+        sums["gpu_hours"] += hours * row["gpus"]
+        sums["cpu_hours"] += hours * flavor.cpu_cores
+    found.extend(
+        Line(project, "node_hours", hours, flavor) for (project, flavor), hours in per_flavor.items()
+    )
     for project, sums in per_project.items():
         found.extend(Line(project, resource, quantity) for resource, quantity in sums.items())
     storage = (
