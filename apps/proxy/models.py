@@ -1,5 +1,6 @@
 """Proxy pools (the runtimes that serve app UIs) and the routes they serve (seed 003)."""
 
+from django.conf import settings
 from django.db import models
 
 from apps.core.models import UUIDModel
@@ -97,3 +98,20 @@ class ProxyRoute(UUIDModel):
     @property
     def host(self) -> str:
         return self.public_url.split("/", 3)[2]
+
+
+class ProxySession(models.Model):
+    """The platform session a route cookie hangs on, by the digest the cookie names.
+
+    The grant decision reads it to check that platform session in the session store
+    itself: ended by logout, rotated at login, or made stale by a password change, the
+    route cookie stops working, whatever any cache forgot in the meantime (a restart,
+    an evicted key). Rows are pruned once no cookie minted from them can be alive."""
+
+    digest = models.CharField(max_length=32, primary_key=True)
+    session_key = models.CharField(max_length=40)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self):
+        return f"proxy session of {self.user_id}"

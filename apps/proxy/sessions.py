@@ -18,16 +18,20 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from importlib import import_module
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.core import signing
 from django.core.cache import cache
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from apps.core import audit
 from apps.core.errors import Forbidden, NotFound, Unauthenticated
+from apps.proxy.models import ProxySession
 from apps.runtime.rendering import base_path
 
 COOKIE = "_gpuaas_route"
@@ -96,6 +100,10 @@ def mint(principal, instance, endpoint_name: str, session) -> dict:
     expires = time.time() + settings.PROXY_TICKET_SECONDS
     session_key = session.session_key if session is not None else None
     session_expires = session.get_expiry_date().timestamp() if session_key else None
+    if session_key:
+        ProxySession.objects.update_or_create(
+            digest=_digest(session_key), defaults={"session_key": session_key, "user": principal.user}
+        )
     cache.set(
         _ticket_key(ticket),
         {"route": str(route.pk), "user": principal.user.pk, "session": session_key, "until": session_expires},
@@ -248,6 +256,8 @@ def decide(route_id: str, instance_id: str, payload: dict, generations: tuple) -
     user = get_user_model().objects.filter(pk=payload["u"], is_active=True).first()
     if user is None:
         decision = Decision(False, 401, "your account is not active")
+    elif payload["s"] and not _platform_session_alive(payload["s"], user):
+        decision = Decision(False, 401, "your portal session has ended", user.pk, user.get_username())
     else:
         visible = visible_instances(for_user(user).as_member()).filter(pk=instance_id)
         state = visible.values_list("state", flat=True).first()
@@ -261,6 +271,25 @@ def decide(route_id: str, instance_id: str, payload: dict, generations: tuple) -
         settings.PROXY_AUTHZ_CACHE_SECONDS,
     )
     return decision
+
+
+def _platform_session_alive(digest: str, user) -> bool:
+    """The platform session the cookie came from still exists in the session store and
+    still belongs to ``user`` as the user is now (a password change ends it, as
+    Django's own session check does)."""
+    record = ProxySession.objects.filter(digest=digest, user=user).first()
+    if record is None:
+        return False
+    data = import_module(settings.SESSION_ENGINE).SessionStore(record.session_key).load()
+    return data.get(SESSION_KEY) == str(user.pk) and constant_time_compare(
+        data.get(HASH_SESSION_KEY, ""), user.get_session_auth_hash()
+    )
+
+
+def prune_sessions() -> int:
+    """Records no live cookie can name any more (cookies live PROXY_SESSION_SECONDS at most)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.PROXY_SESSION_SECONDS)
+    return ProxySession.objects.filter(created_at__lt=cutoff).delete()[0]
 
 
 class _Actor:

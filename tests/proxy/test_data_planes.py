@@ -17,10 +17,13 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from django.conf import settings
+from django.core.cache import cache
+from django.test import Client
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from apps.proxy import sessions
+from apps.proxy import access, sessions
 from apps.runtime import services as runtime
 from apps.runtime.services import runtime_secret
 from apps.tenancy import principal as principals
@@ -587,6 +590,30 @@ def test_revoked_access_and_logout_stop_requests(data_plane, launch, owner, proj
         sessions.end_platform_session(session.session_key, owner.pk)  # what logging out does
         assert settled(lambda: theirs.get(route_url(instance, "echo")).status_code == 403)
         assert settled(lambda: mine.get(route_url(instance, "echo")).status_code == 401)
+
+
+@pytest.mark.parametrize("ending", ["logout", "login_rotates_the_key", "password_change"])
+def test_an_ended_portal_session_stays_ended_when_every_cache_forgets(data_plane, launch, owner, ending):
+    """Logout used to live only in the cache: after a restart (the embedded default's
+    cache is in process memory) or an evicted key the cookie worked again for hours.
+    The decision reads the portal session itself."""
+    settled = (lambda check: check()) if data_plane.kind == "asgi" else eventually
+    instance = launch()
+    session = login_session(owner)
+    with browser(data_plane, open_session(data_plane, owner, instance, session=session)) as client:
+        assert client.get(route_url(instance, "echo")).status_code == 200
+        if ending == "logout":
+            portal = Client()
+            portal.cookies[settings.SESSION_COOKIE_NAME] = session.session_key
+            assert portal.post("/accounts/logout/").status_code in (200, 302)
+        elif ending == "login_rotates_the_key":
+            session.cycle_key()  # what a new sign-in on that browser does
+        else:
+            owner.set_password("a-new-password-1234")
+            owner.save()
+        cache.clear()  # a restarted portal, or Redis that evicted the keys
+        access.forget()
+        assert settled(lambda: client.get(route_url(instance, "echo")).status_code == 401)
 
 
 def test_a_stopped_instance_is_not_reached_and_strangers_do_not_learn_its_state(data_plane, launch, owner):
