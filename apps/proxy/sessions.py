@@ -13,6 +13,7 @@ makes every cached decision about them stale at once, on every proxy process.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 import time
@@ -180,27 +181,23 @@ def cookie_path(route) -> str:
     return "/" if route.mode == "subdomain" else base_path(route.instance_id, route.endpoint_name)
 
 
-# Cookies whose signature checked out, by value: a page's requests all carry the
-# same cookie, and checking the signature was 6 % of the proxy's CPU per request.
-# A value maps to one payload for good (the secret key does not change under a
-# running process); the expiry is still checked on every request.
-_verified: dict[str, dict] = {}
-_VERIFIED_MAX = 10_000
-
-
 def read_cookie(value: str | None) -> dict | None:
     if not value:
         return None
-    payload = _verified.get(value)
-    if payload is None:
-        try:
-            payload = signing.loads(value, salt=_SALT)
-        except signing.BadSignature:
-            return None
-        if len(_verified) >= _VERIFIED_MAX:
-            _verified.clear()
-        _verified[value] = payload
-    return payload if payload.get("e", 0) > time.time() else None
+    payload = _verified(value)
+    return payload if payload is not None and payload.get("e", 0) > time.time() else None
+
+
+# Cookies by value, their signature checked once: a page's requests all carry the same
+# cookie, and checking the signature was 6 % of the proxy's CPU per request. A value
+# maps to one payload for good (the secret key does not change under a running
+# process); the expiry is still checked on every request.
+@functools.lru_cache(maxsize=10_000)
+def _verified(value: str) -> dict | None:
+    try:
+        return signing.loads(value, salt=_SALT)
+    except signing.BadSignature:
+        return None
 
 
 # --- deciding ------------------------------------------------------------------------
