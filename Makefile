@@ -40,10 +40,20 @@ bench-tools:
 	command -v wrk >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk)
 	cd benchmarks/peers && npm ci --silent --no-audit --no-fund
 
+# The embedded default's part of the suite, on SQLite with the in-process cache and
+# channel layer (tests/settings_sqlite.py): the API and page families; tests marked
+# `production` need PostgreSQL or Redis (decision 0035).
+SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_envelope.py \
+	tests/core/test_bad_input.py tests/core/test_pagination.py tests/core/test_idempotency.py \
+	tests/core/test_openapi.py tests/core/test_audit.py tests/allocations/test_metering_usage.py \
+	tests/allocations/test_lifecycle_api.py tests/allocations/test_quota_and_capacity.py \
+	tests/runtime/test_launch_api.py tests/ops/test_make_run_path.py
+
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
 test: install services sandbox browser nginx node-deps bench-tools
-	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e
+	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
+	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
 	$(PY) -m pytest -n 2 -p no:cacheprovider tests/e2e
 
 # The fast inner loop: lint and every test but the browser, nginx and benchmark smoke ones.
@@ -52,7 +62,8 @@ check: install services sandbox
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" \
 		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
-		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py
+		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
+		--ignore=tests/ops/test_make_run_path.py
 
 e2e: install services browser node-deps
 	$(PY) -m pytest tests/e2e -p no:cacheprovider

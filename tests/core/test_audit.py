@@ -51,6 +51,7 @@ def test_deleting_an_event_is_refused(event):
     ],
     ids=["update-action", "update-outcome", "delete"],
 )
+@pytest.mark.production
 def test_the_database_refuses_raw_updates_and_deletes(event, statement):
     assert connection.vendor == "postgresql"
     with (
@@ -63,6 +64,7 @@ def test_the_database_refuses_raw_updates_and_deletes(event, statement):
     assert (fresh.action, fresh.actor) == ("test.action", "platform")
 
 
+@pytest.mark.production
 def test_queryset_bulk_update_and_delete_are_refused_too(event):
     with pytest.raises(DatabaseError), transaction.atomic():
         AuditEvent.objects.filter(pk=event.pk).update(action="rewritten")

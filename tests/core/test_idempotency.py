@@ -245,6 +245,7 @@ def _signed_in_clients(user, count):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.production
 def test_concurrent_duplicates_create_one_service_account_and_answer_alike():
     project = ProjectFactory(tenant=TenantFactory(tenant_id="acme"), project_id="cell-1")
     admin = member("project_admin", project=project)
@@ -270,6 +271,7 @@ def test_concurrent_duplicates_create_one_service_account_and_answer_alike():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.production
 def test_concurrent_duplicates_create_one_project_and_answer_alike():
     tenant = TenantFactory(tenant_id="acme")
     admin = member("tenant_admin", tenant=tenant)

@@ -121,6 +121,7 @@ def test_periodic_task_is_scheduled():
     assert "apps.tenancy.tasks.refresh_trusted_jwks" in tasks_scheduled
 
 
+@pytest.mark.production
 def test_key_fetched_by_another_process_is_used_at_once(api, ccp_issuer, project):
     """The periodic refresh runs in the Celery worker, another process: a web process whose
     memory still holds the old key set must pick the new key up from Redis, not reject it."""

@@ -225,6 +225,7 @@ def test_onboarding_audit_events_carry_the_request_correlation_id(ccp, vrf_pool)
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.production
 def test_concurrent_onboarding_of_one_tenant_creates_it_once(ccp_issuer, vrf_pool):
     token = ccp_issuer.token({"roles": [INTEGRATION_ROLE]})
     # Fetch the issuer's keys first: this test is about onboarding, not a cold key cache.

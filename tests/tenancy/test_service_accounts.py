@@ -12,7 +12,6 @@ import jwt
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
-from django.db import connection
 from jwt.algorithms import RSAAlgorithm
 
 from apps.core import audit
@@ -179,9 +178,8 @@ def test_token_works_only_within_the_service_account_project(
 def test_secret_is_stored_hashed(sa):
     account = ServiceAccount.objects.get(client_id=sa["client_id"])
     assert account.secret_hash and account.secret_hash != sa["client_secret"]
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT * FROM {ServiceAccount._meta.db_table} WHERE id = %s", [account.pk])
-        row = cursor.fetchone()
+    columns = [field.attname for field in ServiceAccount._meta.concrete_fields]
+    row = ServiceAccount.objects.filter(pk=account.pk).values_list(*columns).get()
     assert not any(sa["client_secret"] in str(value) for value in row)
 
 

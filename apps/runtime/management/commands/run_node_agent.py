@@ -9,6 +9,7 @@ node has an agent for its next allocation, as cloud-init gives a real node one.
 """
 
 import sys
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -36,6 +37,7 @@ class Command(BaseCommand):
         if found is None:
             raise CommandError(f"No node {node!r}.")
         state_dir = state_dir or settings.VAR_DIR / "agent" / node
+        replaced = 0
         while True:
             token = None
             if not _accepted(state_dir, found):
@@ -50,6 +52,17 @@ class Command(BaseCommand):
                 bootstrap_token=token,
                 heartbeat_seconds=heartbeat_seconds,
             )
+            if (
+                code == runner.EXIT_UNAUTHORIZED
+                and token
+                and credentials.load(state_dir) is None
+                and replaced < 5
+            ):
+                # Refused before the token was spent: an allocation's cloud-init issued the
+                # node a new one meanwhile (a newcomer allocating right after ``serve``).
+                replaced += 1
+                time.sleep(1)
+                continue
             if code != runner.EXIT_UNAUTHORIZED or not _revoked(state_dir, found):
                 break
         if code:

@@ -1,0 +1,109 @@
+"""The README's ``make run`` path, as a newcomer takes it: ``migrate``,
+``bootstrap_demo`` and ``serve`` on the embedded default (SQLite, the in-process
+worker, the local node agent), then over HTTP as ``demo``: sign in, allocate an
+h100-1x, launch JupyterLab on it and see it running, the usage page, the billing
+CSV. Runs in the SQLite part of ``make test``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+from tests.support.servers import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCTION = ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE")
+
+
+def until(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"{what}: not within {timeout:g} s")
+
+
+def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("GPUAAS_") and key not in PRODUCTION
+    }
+    env.update(GPUAAS_VAR_DIR=str(tmp_path / "var"), GPUAAS_SIMULATED_STEP_SECONDS="0.2")
+    for command in (["migrate", "--noinput", "-v", "0"], ["bootstrap_demo"]):
+        subprocess.run(
+            [sys.executable, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True
+        )
+    port = free_port()
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - closed below
+    serve = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    client = httpx.Client(base_url=base, timeout=30, trust_env=False)
+    instance_url = None
+    try:
+        until(lambda: _answers(client, "/healthz"), 60, "serve answering")
+        client.get("/accounts/login/")
+        signed_in = client.post(
+            "/accounts/login/",
+            data={"username": "demo", "password": "demo", "csrfmiddlewaretoken": client.cookies["csrftoken"]},
+            headers={"Referer": f"{base}/accounts/login/"},
+        )
+        assert signed_in.status_code == 302, signed_in.text[:500]
+        csrf = {"X-CSRFToken": client.cookies["csrftoken"], "Referer": f"{base}/"}
+        [project] = client.get("/api/v1/projects").json()["results"]
+
+        allocated = client.post(
+            "/api/baremetal-manager/allocate",
+            json={"flavor": "h100-1x", "os_image": "ubuntu-22.04", "project_id": "demo", "tenant_id": "demo"},
+            headers=csrf,
+        )
+        assert allocated.status_code == 202, allocated.text
+        status_url = f"/api/baremetal-manager/{allocated.json()['node_id']}/status"
+        until(lambda: client.get(status_url).json()["state"] == "ACTIVE", 120, "the allocation ACTIVE")
+
+        launched = client.post(
+            f"/api/v1/projects/{project['id']}/app-instances",
+            json={"app": "jupyterlab", "allocation_id": allocated.json()["allocation_id"]},
+            headers=csrf,
+        )
+        assert launched.status_code == 202, launched.text
+        instance_url = f"/api/v1/projects/{project['id']}/app-instances/{launched.json()['instance_id']}"
+        until(lambda: client.get(instance_url).json()["state"] == "running", 180, "JupyterLab running")
+
+        usage = client.get(f"/tenants/{project['tenant_id']}/usage/")
+        assert usage.status_code == 200 and "Usage and charges" in usage.text
+        period = datetime.now(UTC).strftime("%Y-%m")
+        bill = client.get("/api/metering/export/csv", params={"tenant_id": "demo", "period": period})
+        assert bill.status_code == 200 and bill.headers["content-type"].startswith("text/csv"), bill.text
+        assert "demo,demo," in bill.text and "node_hours,h100-1x" in bill.text
+    finally:
+        if instance_url is not None:  # its JupyterLab outlives the agent otherwise
+            client.delete(instance_url, headers=csrf)
+            until(lambda: client.get(instance_url).json()["state"] == "deleted", 60, "JupyterLab deleted")
+        client.close()
+        os.killpg(serve.pid, signal.SIGTERM)
+        serve.wait(timeout=30)
+        log.close()
+
+
+def _answers(client: httpx.Client, path: str) -> bool:
+    try:
+        return client.get(path).status_code == 200
+    except httpx.TransportError:
+        return False
