@@ -9,12 +9,15 @@ production.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,6 +200,28 @@ class DataPlane:
         if self.kind == "nginx":
             processes += [psutil.Process(self.server.process.pid), *self.server.workers()]
         return sum(process.memory_info().rss for process in processes)
+
+
+@contextlib.contextmanager
+def memory_growth(data_plane: DataPlane) -> Iterator[list[int]]:
+    """How far the data plane's resident memory rose above where it started while the
+    block ran (``growth[0]`` once it has), sampled every 50 ms."""
+    baseline = data_plane.rss()
+    growth = [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(0.05):
+            growth[0] = max(growth[0], data_plane.rss() - baseline)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield growth
+    finally:
+        done.set()
+        sampler.join()
+        growth[0] = max(growth[0], data_plane.rss() - baseline)
 
 
 @pytest.fixture(params=["asgi", "nginx"])

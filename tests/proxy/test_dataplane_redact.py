@@ -1,10 +1,8 @@
 """Secrets are masked in streamed bodies wherever the chunks happen to be cut."""
 
-import gzip
-
 import pytest
 
-from apps.proxy.dataplane.redact import Redactor, Undecodable
+from apps.proxy.dataplane.redact import Redactor
 
 SECRET = b"0123456789abcdef0123456789abcdef"
 PAGE = b'<script>{"baseUrl": "/w/x/", "token": "' + SECRET + b'", "other": 1}</script>' * 3
@@ -24,12 +22,3 @@ def test_text_that_cannot_start_a_secret_is_not_held_back():
     assert redactor.feed(b"data: one\n\n") == b"data: one\n\n"
     assert redactor.feed(b"data: 0123") == b"data: "
     assert redactor.feed(b"x\n\n") == b"0123x\n\n"
-
-
-def test_a_compressed_body_is_decoded_before_it_is_inspected():
-    redactor = Redactor((SECRET,), b"gzip")
-    compressed = gzip.compress(PAGE)
-    out = redactor.feed(compressed[:10]) + redactor.feed(compressed[10:]) + redactor.flush()
-    assert out == PAGE.replace(SECRET, MASKED)
-    with pytest.raises(Undecodable):
-        Redactor((SECRET,), b"br")

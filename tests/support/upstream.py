@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import json
 import sys
+import zlib
 from urllib.parse import parse_qs
 
 import uvicorn
@@ -22,6 +23,7 @@ _released: dict[str, asyncio.Event] = {}
 _disconnected: set[str] = set()
 _ws_closed: dict[str, dict] = {}
 _MEGABYTE = b"x" * (1024 * 1024)
+_bombs: dict[int, bytes] = {}
 
 
 def _query(scope) -> dict[str, str]:
@@ -75,6 +77,15 @@ async def _read_body(receive) -> tuple[bytes, int]:
             head += chunk[: 1024 - len(head)]
         if not message.get("more_body"):
             return head, size
+
+
+def _bomb(megabytes: int) -> bytes:
+    """A small gzip body that inflates to ``megabytes`` of zeros (made once)."""
+    if megabytes not in _bombs:
+        packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        zeros = bytes(1024 * 1024)
+        _bombs[megabytes] = b"".join(packer.compress(zeros) for _ in range(megabytes)) + packer.flush()
+    return _bombs[megabytes]
 
 
 def _lab_page(scope) -> bytes:
@@ -216,6 +227,40 @@ async def http_app(scope, receive, send):
         )
         await send({"type": "http.response.body", "body": b"partial", "more_body": True})
         raise RuntimeError("the app crashes mid-response")
+    # --- a hostile app ------------------------------------------------------------------
+    elif name == "goto":
+        # Redirects wherever it is told: an app that reflects a ``next`` parameter.
+        await _respond(send, 302, headers=[(b"location", query["location"].encode("latin-1"))])
+    elif name == "powerful-headers":
+        await _respond(
+            send,
+            body=b"{}",
+            headers=[
+                (b"service-worker-allowed", b"/"),
+                (b"clear-site-data", b'"cookies", "storage"'),
+                (b"x-leak", f"token {_token(scope)}".encode()),
+                (b"x-fine", b"ok"),
+            ],
+        )
+    elif name == "sw.js":
+        await _respond(send, body=b"self.onfetch = () => {};", content_type=b"text/javascript")
+    elif name == "typed":
+        # The token in a body of any type (an image's metadata, a file download, ...).
+        body = b"\x89PNG\r\n\x1a\n" + _token(scope).encode() + b"\x00\x01"
+        content_type = query.get("type", "").encode()
+        await _respond(send, body=body, content_type=content_type)
+    elif name == "bomb":
+        await _respond(
+            send,
+            body=_bomb(int(query["mb"])),
+            headers=[(b"content-encoding", b"gzip")],
+            content_type=b"text/html; charset=utf-8",
+        )
+    elif name == "many-headers":
+        many = [(b"x-h-%d" % i, b"v") for i in range(int(query["n"]))]
+        await _respond(send, body=b"{}", headers=many)
+    elif name == "huge-header":
+        await _respond(send, body=b"{}", headers=[(b"x-huge", b"h" * int(query["bytes"]))])
     elif name == "status":
         await _json(send, {"status": int(query["code"])}, status=int(query["code"]))
     else:
@@ -256,6 +301,11 @@ async def websocket_app(scope, receive, send):
             _, code, reason = text.split(":", 2)
             await send({"type": "websocket.close", "code": int(code), "reason": reason})
             return
+        elif text.startswith("big:"):
+            await send({"type": "websocket.send", "bytes": bytes(int(text[4:]))})
+        elif text == "path":
+            path = {"path": scope["path"], "raw_path": scope["raw_path"].decode("latin-1")}
+            await send({"type": "websocket.send", "text": json.dumps(path)})
         elif text == "headers":
             headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
             await send({"type": "websocket.send", "text": json.dumps(headers)})

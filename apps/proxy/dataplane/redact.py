@@ -4,7 +4,10 @@ JupyterLab writes its token into every page it serves (``"token": "<t>"`` in the
 page config, DESIGN.md field notes); with a header-injecting auth bridge that
 token must be masked before the page reaches the browser. A secret becomes as many
 ``x`` (decision 0023): the body keeps its length, so the app's ``Content-Length``
-holds (unless a compressed body has to be decoded first; nginx masks the same way).
+holds (nginx masks the same way). Every body of such a route is masked, whatever its
+type: script on the route can read any of them. A compressed body is never inflated
+here (a few hundred KB of gzip can be hundreds of MB): the proxy asks for identity and
+refuses an encoded answer (``http.py``, decision 0029).
 A secret can straddle two chunks, so a chunk's end that could be the start of a
 secret waits for the next chunk; anything else goes on at once, so event streams
 are not held back.
@@ -12,38 +15,22 @@ are not held back.
 
 from __future__ import annotations
 
-import zlib
-
-
-class Undecodable(Exception):
-    """A body in a content encoding the redactor cannot read (so it cannot be inspected)."""
-
 
 class Redactor:
-    __slots__ = ("secrets", "tail", "decoder")
+    __slots__ = ("secrets", "tail")
 
-    def __init__(self, secrets: tuple[bytes, ...], encoding: bytes = b""):
+    def __init__(self, secrets: tuple[bytes, ...]):
         self.secrets = secrets
         self.tail = b""
-        # The proxy asks for identity encoding; an app that compresses anyway is decoded.
-        if encoding in (b"", b"identity"):
-            self.decoder = None
-        elif encoding in (b"gzip", b"x-gzip", b"deflate"):
-            self.decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
-        else:
-            raise Undecodable(encoding.decode("latin-1"))
 
     def feed(self, chunk: bytes) -> bytes:
-        if self.decoder is not None:
-            chunk = self.decoder.decompress(chunk)
         data = self._scrub(self.tail + chunk)
         held = self._held(data)
         self.tail = data[len(data) - held :] if held else b""
         return data[: len(data) - held]
 
     def flush(self) -> bytes:
-        rest = self.decoder.flush() if self.decoder is not None else b""
-        data, self.tail = self._scrub(self.tail + rest), b""
+        data, self.tail = self._scrub(self.tail), b""
         return data
 
     def flush_all(self, data: bytes) -> bytes:
