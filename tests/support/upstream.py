@@ -243,7 +243,15 @@ async def http_app(scope, receive, send):
             ],
         )
     elif name == "sw.js":
-        await _respond(send, body=b"self.onfetch = () => {};", content_type=b"text/javascript")
+        # A worker that would answer for the whole origin, the portal's pages included.
+        await _respond(
+            send,
+            body=b"self.onfetch = () => {};",
+            headers=[(b"service-worker-allowed", b"/")],
+            content_type=b"text/javascript",
+        )
+    elif name == "page.html":
+        await _respond(send, body=b"<!doctype html><title>an app</title>", content_type=b"text/html")
     elif name == "typed":
         # The token in a body of any type (an image's metadata, a file download, ...).
         body = b"\x89PNG\r\n\x1a\n" + _token(scope).encode() + b"\x00\x01"
