@@ -71,17 +71,11 @@ def signed_in(page, data_plane, owner, launch):  # noqa: F811
         instance = pool.submit(launch).result()
     session = login_session(owner)
     route_cookie = open_session(data_plane, owner, instance, session=session)
-    host = urlsplit(data_plane.url).hostname
+    cookie = {"domain": urlsplit(data_plane.url).hostname, "httpOnly": True}
     page.context.add_cookies(
         [
-            {"name": "sessionid", "value": session.session_key, "domain": host, "path": "/", "httpOnly": True},
-            {
-                "name": sessions.COOKIE,
-                "value": route_cookie,
-                "domain": host,
-                "path": urlsplit(route_url(instance)).path,
-                "httpOnly": True,
-            },
+            {**cookie, "name": "sessionid", "value": session.session_key, "path": "/"},
+            {**cookie, "name": sessions.COOKIE, "value": route_cookie, "path": urlsplit(route_url(instance)).path},
         ]
     )
     return instance
