@@ -72,10 +72,11 @@ def signed_in(page, data_plane, owner, launch):  # noqa: F811
     session = login_session(owner)
     route_cookie = open_session(data_plane, owner, instance, session=session)
     cookie = {"domain": urlsplit(data_plane.url).hostname, "httpOnly": True}
+    route_path = urlsplit(route_url(instance)).path
     page.context.add_cookies(
         [
             {**cookie, "name": "sessionid", "value": session.session_key, "path": "/"},
-            {**cookie, "name": sessions.COOKIE, "value": route_cookie, "path": urlsplit(route_url(instance)).path},
+            {**cookie, "name": sessions.COOKIE, "value": route_cookie, "path": route_path},
         ]
     )
     return instance
