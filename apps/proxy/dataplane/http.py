@@ -164,8 +164,9 @@ async def _relay_response(conn, pool, receive, send, target, inbound, upstream_p
                 watcher = asyncio.ensure_future(_close_on_disconnect(receive, conn))
             await conn.fill()
     except upstream.UpstreamError:
-        # The app broke off mid-response (or sent too many trailers) (or the browser left): returning without
-        # finishing the response makes the server close the browser's connection.
+        # The app broke off mid-response, or sent too many trailers, or the browser left:
+        # returning without finishing the response makes the server close the browser's
+        # connection.
         return status, sent
     finally:
         if watcher is not None:
