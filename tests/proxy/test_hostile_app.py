@@ -140,6 +140,7 @@ def test_a_redirect_cannot_leave_a_subdomain_route_for_the_platform(settings, da
     cases = {
         "/anywhere/on/its/host": f"{origin}/anywhere/on/its/host",
         f"{origin}/lab": f"{origin}/lab",
+        f"https://{host}/lab": f"{origin}/lab",  # an app that does not know it is behind TLS
         "//evil.example/": f"{origin}/",
         f"{data_plane.url}/admin/": f"{origin}/",
         f"https://another-app.{APPS_DOMAIN}/": f"{origin}/",

@@ -294,7 +294,9 @@ def rewrite_location(value: str, target: Target, request_path: str) -> str:
     if where == ("http", upstream_host, upstream_port):
         return _on_route(urljoin(request_path, rest), target, upstream=True)
     route = urlsplit(target.origin)
-    if where == (route.scheme, route.hostname, route.port or (443 if route.scheme == "https" else 80)):
+    if (hostname, port) == (route.hostname, route.port):
+        # The route's own host, on whichever scheme the app believes it is served
+        # (behind TLS it may not know).
         return _on_route(rest, target, upstream=False)
     if scheme == "https" and not _platform_host(hostname, route.hostname):
         return value
