@@ -194,6 +194,18 @@ def test_a_compressed_body_on_a_masked_route_is_refused_not_inflated(data_plane,
     assert growth[0] < 100 * MEGABYTE
 
 
+@pytest.mark.parametrize("codings", ["gzip", "br", "identity,gzip", "gzip,identity"])
+def test_a_compressed_body_on_a_masked_route_is_refused_however_its_coding_is_written(
+    data_plane, launch, owner, codings
+):
+    instance = launch()
+    secret = runtime_secret(instance, "token")
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        response = client.get(route_url(instance, "encoded"), params={"codings": codings}, headers=JSON)
+    assert_bad_gateway(response)
+    assert secret not in everything_seen(response)
+
+
 @pytest.mark.parametrize("answer", ["many-headers?n=60000", f"huge-header?bytes={32 * MEGABYTE}"])
 def test_an_answer_with_too_many_or_too_large_headers_is_a_502(data_plane, launch, owner, answer):
     instance = launch()

@@ -257,6 +257,10 @@ async def http_app(scope, receive, send):
         body = b"\x89PNG\r\n\x1a\n" + _token(scope).encode() + b"\x00\x01"
         content_type = query.get("type", "").encode()
         await _respond(send, body=body, content_type=content_type)
+    elif name == "encoded":
+        # The page compressed, with its coding written in one or several headers.
+        codings = [(b"content-encoding", coding.encode()) for coding in query["codings"].split(",")]
+        await _respond(send, body=gzip.compress(_lab_page(scope)), headers=codings, content_type=b"text/html")
     elif name == "bomb":
         await _respond(
             send,

@@ -227,7 +227,8 @@ def request_head(method: str, path: bytes, inbound: Inbound, scope: dict, target
 def response_headers(
     raw: list[tuple[bytes, bytes]], target: Target, request_path: str
 ) -> tuple[list[tuple[bytes, bytes]], bytes]:
-    """The app's response headers as the browser gets them, and the content encoding.
+    """The app's response headers as the browser gets them, and the body's content
+    coding (empty for identity).
     ``request_path``: the path the app was asked for, which a relative redirect is from."""
     connection_named = {
         token.strip() for name, value in raw if name == b"connection" for token in value.lower().split(b",")
@@ -257,8 +258,8 @@ def response_headers(
             value = with_frame_ancestors(value.decode("latin-1"), target.frame_ancestors).encode("latin-1")
         elif name == b"x-frame-options":
             continue
-        elif name == b"content-encoding":
-            encoding = value.strip().lower()
+        elif name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
+            encoding = value.strip().lower()  # one coding is enough: a browser applies them all
         out.append((name, value))
     if not csp_seen:
         out.append((b"content-security-policy", b"frame-ancestors " + target.frame_ancestors.encode()))

@@ -128,7 +128,7 @@ async def _relay_response(conn, pool, receive, send, target, inbound, upstream_p
     cut = None
     response_headers, encoding = headers.response_headers(conn.headers, target, upstream_path)
     status = conn.status
-    if target.redact and encoding not in (b"", b"identity"):
+    if target.redact and encoding:
         # Asked for identity: an encoded body could be checked for the secret only by
         # inflating it, and a few hundred KB inflate to hundreds of MB (decision 0029).
         conn.abort()  # an aborted connection is never pooled
