@@ -175,6 +175,23 @@ def test_the_token_is_masked_in_a_body_of_any_type(data_plane, launch, owner, co
     assert response.headers["content-length"] == str(len(response.content))
 
 
+def test_the_token_is_masked_in_a_websockets_close_reason(data_plane, launch, owner):
+    instance = launch()
+    secret = runtime_secret(instance, "token")
+    cookie = open_session(data_plane, owner, instance)
+    url = ws_url(instance, "ws")
+
+    async def scenario():
+        async with connect(url, **handshake(data_plane, cookie)) as ws:
+            await ws.send("close-with-token")
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), timeout=10)
+            return ws.close_code, ws.close_reason
+
+    code, reason = asyncio.run(scenario())
+    assert code == 4001 and reason == "token " + "x" * len(secret)
+
+
 # --- bounded resources --------------------------------------------------------------------
 
 

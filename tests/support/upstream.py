@@ -313,6 +313,9 @@ async def websocket_app(scope, receive, send):
             _, code, reason = text.split(":", 2)
             await send({"type": "websocket.close", "code": int(code), "reason": reason})
             return
+        elif text == "close-with-token":
+            await send({"type": "websocket.close", "code": 4001, "reason": f"token {_token(scope)}"})
+            return
         elif text.startswith("big:"):
             await send({"type": "websocket.send", "bytes": bytes(int(text[4:]))})
         elif text == "path":

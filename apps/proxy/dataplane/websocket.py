@@ -182,9 +182,10 @@ async def _app_to_browser(app, send, traffic: list[int], secrets: tuple[bytes, .
             await _close_browser(send, _TOO_BIG, "message too big")
             return
     code = app.close_code
-    await _close_browser(
-        send, {None: 1011, 1005: 1000, 1006: 1011, 1015: 1011}.get(code, code), app.close_reason or ""
-    )
+    reason = app.close_reason or ""
+    if secrets:
+        reason = _redacted(reason, secrets)  # the app's words reach script on the route too
+    await _close_browser(send, {None: 1011, 1005: 1000, 1006: 1011, 1015: 1011}.get(code, code), reason)
 
 
 def _redacted(data: str | bytes, secrets: tuple[bytes, ...]) -> str | bytes:
