@@ -435,11 +435,6 @@ PROXY_UPSTREAM_CONNECT_SECONDS = 5.0
 # fails its request with 503; connections per process and event loop.
 PROXY_REDIS_TIMEOUT_SECONDS = env.number("GPUAAS_PROXY_REDIS_TIMEOUT_SECONDS", 2.0)
 PROXY_REDIS_CONNECTIONS = 32
-# What one app may make the proxy hold: a WebSocket message (either way; uvicorn's
-# limit for the browser's), and its response headers (502 beyond).
-PROXY_WEBSOCKET_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-PROXY_MAX_RESPONSE_HEADERS = 100
-PROXY_MAX_RESPONSE_HEADER_BYTES = 64 * 1024
 # nginx as the data plane (docker/nginx.conf) asks GET /_gpuaas/auth for the grants it
 # keeps a few seconds, and proves it is nginx with this shared secret; unset, the
 # endpoint refuses everyone.

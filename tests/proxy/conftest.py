@@ -9,6 +9,7 @@ production.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import socket
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,25 +202,26 @@ class DataPlane:
         return sum(process.memory_info().rss for process in processes)
 
 
-def peak_memory_growth(data_plane: DataPlane, action) -> int:
-    """Bytes the data plane's resident memory rose above where it started while ``action``
-    ran (sampled every 50 ms)."""
+@contextlib.contextmanager
+def memory_growth(data_plane: DataPlane) -> Iterator[list[int]]:
+    """How far the data plane's resident memory rose above where it started while the
+    block ran (``growth[0]`` once it has), sampled every 50 ms."""
     baseline = data_plane.rss()
-    peak = [baseline]
+    growth = [0]
     done = threading.Event()
 
     def sample():
         while not done.wait(0.05):
-            peak[0] = max(peak[0], data_plane.rss())
+            growth[0] = max(growth[0], data_plane.rss() - baseline)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        action()
+        yield growth
     finally:
         done.set()
         sampler.join()
-    return peak[0] - baseline
+        growth[0] = max(growth[0], data_plane.rss() - baseline)
 
 
 @pytest.fixture(params=["asgi", "nginx"])

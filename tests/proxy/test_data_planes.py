@@ -36,8 +36,8 @@ from tests.proxy.conftest import (
     everything_seen,
     handshake,
     login_session,
+    memory_growth,
     open_session,
-    peak_memory_growth,
     proxied_manifest,
     publish_manifest,
     refused_status,
@@ -261,7 +261,9 @@ def test_redirects_lead_back_onto_the_route(data_plane, launch, owner):
     assert locations[aware.pk] == {
         "absolute": f"/w/{aware.pk}/web/landing?from=redirect",
         "relative": f"/w/{aware.pk}/web/landing",
-        "root": "/landing",  # the app's own choice, outside its route
+        # Outside its route: its root instead (test_hostile_app.py); nginx passes it
+        # on until its Lua data plane confines it too (issue 16).
+        "root": f"/w/{aware.pk}/web/" if data_plane.kind == "asgi" else "/landing",
         "elsewhere": "https://example.org/docs",
     }
     assert locations[unaware.pk] == {
@@ -326,23 +328,22 @@ def streamed(data_plane, owner, instance, path: str) -> Iterator[httpx.Response]
 def test_a_gigabyte_streams_up_and_down_with_flat_memory(data_plane, launch, owner):
     instance = launch()
     megabyte = b"u" * (1024 * 1024)
-    moved = {}
-
-    def transfer():
-        with browser(data_plane, open_session(data_plane, owner, instance)) as client:
-            moved["up"] = client.post(
-                route_url(instance, "upload"), content=(megabyte for _ in range(GIGABYTE // len(megabyte)))
-            ).json()
-            moved["down"] = 0
-            with client.stream("GET", route_url(instance, f"download?n={GIGABYTE}")) as response:
-                assert response.headers["content-length"] == str(GIGABYTE)
-                for chunk in response.iter_raw():
-                    moved["down"] += len(chunk)
-
-    growth = peak_memory_growth(data_plane, transfer)
-    assert moved == {"up": {"bytes": GIGABYTE}, "down": GIGABYTE}
+    with (
+        memory_growth(data_plane) as growth,
+        browser(data_plane, open_session(data_plane, owner, instance)) as client,
+    ):
+        uploaded = client.post(
+            route_url(instance, "upload"), content=(megabyte for _ in range(GIGABYTE // len(megabyte)))
+        )
+        received = 0
+        with client.stream("GET", route_url(instance, f"download?n={GIGABYTE}")) as response:
+            assert response.headers["content-length"] == str(GIGABYTE)
+            for chunk in response.iter_raw():
+                received += len(chunk)
+    assert uploaded.json() == {"bytes": GIGABYTE}
+    assert received == GIGABYTE
     # None of the client, the portal and nginx held the gigabyte.
-    assert growth < 150 * 1024 * 1024
+    assert growth[0] < 150 * 1024 * 1024
 
 
 def test_a_browser_that_leaves_closes_the_apps_connection(data_plane, launch, owner, upstream):

@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import json
 import sys
+import zlib
 from urllib.parse import parse_qs
 
 import uvicorn
@@ -22,7 +23,7 @@ _released: dict[str, asyncio.Event] = {}
 _disconnected: set[str] = set()
 _ws_closed: dict[str, dict] = {}
 _MEGABYTE = b"x" * (1024 * 1024)
-_bomb: list[bytes] = []  # 256 MB of zeros, gzipped once (about 250 KB)
+_bombs: dict[int, bytes] = {}
 
 
 def _query(scope) -> dict[str, str]:
@@ -78,6 +79,15 @@ async def _read_body(receive) -> tuple[bytes, int]:
             return head, size
 
 
+def _bomb(megabytes: int) -> bytes:
+    """A small gzip body that inflates to ``megabytes`` of zeros (made once)."""
+    if megabytes not in _bombs:
+        packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        zeros = bytes(1024 * 1024)
+        _bombs[megabytes] = b"".join(packer.compress(zeros) for _ in range(megabytes)) + packer.flush()
+    return _bombs[megabytes]
+
+
 def _lab_page(scope) -> bytes:
     config = {"baseUrl": _directory(scope), "token": _token(scope), "appVersion": "4.2.0"}
     filler = "<!-- " + "padding " * 2000 + "-->"
@@ -118,25 +128,6 @@ async def http_app(scope, receive, send):
                 (b"content-security-policy", b"default-src 'self'; frame-ancestors *"),
                 (b"x-frame-options", b"SAMEORIGIN"),
             ],
-        )
-    elif name == "reach":
-        # What a hostile app tells the browser to reach beyond itself.
-        await _respond(
-            send, headers=[(b"service-worker-allowed", b"/"), (b"clear-site-data", b'"cookies", "storage"')]
-        )
-    elif name == "escape":
-        await _respond(send, 302, headers=[(b"location", query["to"].encode("latin-1"))])
-    elif name == "binary-token":
-        body = b"\x89PNG\r\n" + _token(scope).encode() + b"\x00" * 64
-        await _respond(send, body=body, content_type=query.get("type", "image/png").encode())
-    elif name == "header-flood":
-        flood = [(b"x-flood-%d" % n, b"v" * 16) for n in range(int(query["n"]))]
-        await _respond(send, headers=flood)
-    elif name == "bomb":
-        if not _bomb:
-            _bomb.append(gzip.compress(bytes(256 * 1024 * 1024), compresslevel=9))
-        await _respond(
-            send, body=_bomb[0], headers=[(b"content-encoding", b"gzip")], content_type=b"text/html"
         )
     elif name == "nocsp":
         await _respond(send, body=b"{}")
@@ -236,6 +227,52 @@ async def http_app(scope, receive, send):
         )
         await send({"type": "http.response.body", "body": b"partial", "more_body": True})
         raise RuntimeError("the app crashes mid-response")
+    # --- a hostile app ------------------------------------------------------------------
+    elif name == "goto":
+        # Redirects wherever it is told: an app that reflects a ``next`` parameter.
+        await _respond(send, 302, headers=[(b"location", query["location"].encode("latin-1"))])
+    elif name == "powerful-headers":
+        await _respond(
+            send,
+            body=b"{}",
+            headers=[
+                (b"service-worker-allowed", b"/"),
+                (b"clear-site-data", b'"cookies", "storage"'),
+                (b"x-leak", f"token {_token(scope)}".encode()),
+                (b"x-fine", b"ok"),
+            ],
+        )
+    elif name == "sw.js":
+        # A worker that would answer for the whole origin, the portal's pages included.
+        await _respond(
+            send,
+            body=b"self.onfetch = () => {};",
+            headers=[(b"service-worker-allowed", b"/")],
+            content_type=b"text/javascript",
+        )
+    elif name == "page.html":
+        await _respond(send, body=b"<!doctype html><title>an app</title>", content_type=b"text/html")
+    elif name == "typed":
+        # The token in a body of any type (an image's metadata, a file download, ...).
+        body = b"\x89PNG\r\n\x1a\n" + _token(scope).encode() + b"\x00\x01"
+        content_type = query.get("type", "").encode()
+        await _respond(send, body=body, content_type=content_type)
+    elif name == "encoded":
+        # The page compressed, with its coding written in one or several headers.
+        codings = [(b"content-encoding", coding.encode()) for coding in query["codings"].split(",")]
+        await _respond(send, body=gzip.compress(_lab_page(scope)), headers=codings, content_type=b"text/html")
+    elif name == "bomb":
+        await _respond(
+            send,
+            body=_bomb(int(query["mb"])),
+            headers=[(b"content-encoding", b"gzip")],
+            content_type=b"text/html; charset=utf-8",
+        )
+    elif name == "many-headers":
+        many = [(b"x-h-%d" % i, b"v") for i in range(int(query["n"]))]
+        await _respond(send, body=b"{}", headers=many)
+    elif name == "huge-header":
+        await _respond(send, body=b"{}", headers=[(b"x-huge", b"h" * int(query["bytes"]))])
     elif name == "status":
         await _json(send, {"status": int(query["code"])}, status=int(query["code"]))
     else:
@@ -276,10 +313,14 @@ async def websocket_app(scope, receive, send):
             _, code, reason = text.split(":", 2)
             await send({"type": "websocket.close", "code": int(code), "reason": reason})
             return
-        elif text.startswith("big:"):  # a message of that many bytes from the app
+        elif text == "close-with-token":
+            await send({"type": "websocket.close", "code": 4001, "reason": f"token {_token(scope)}"})
+            return
+        elif text.startswith("big:"):
             await send({"type": "websocket.send", "bytes": bytes(int(text[4:]))})
         elif text == "path":
-            await send({"type": "websocket.send", "text": scope["raw_path"].decode("latin-1")})
+            path = {"path": scope["path"], "raw_path": scope["raw_path"].decode("latin-1")}
+            await send({"type": "websocket.send", "text": json.dumps(path)})
         elif text == "headers":
             headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
             await send({"type": "websocket.send", "text": json.dumps(headers)})

@@ -3,12 +3,16 @@
 Upstream: hop-by-hop headers, the platform's credentials (its cookies, the
 browser's ``Authorization``) and client-sent ``X-Forwarded-*`` never reach the
 app; the app gets fresh forwarding headers, the route's bridge header and its
-own origin as ``Origin``. Downstream: redirects and cookies are moved onto the
+own origin as ``Origin``. Downstream: redirects and cookies are kept on the
 route, framing is governed by the route's ``frame-ancestors``, and no header
-carrying a redacted secret reaches the browser.
+carrying a redacted secret, or reaching past the route (service workers, site
+data), reaches the browser.
 """
 
 from __future__ import annotations
+
+import re
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from django.conf import settings
 
@@ -54,11 +58,12 @@ _DROPPED = HOP_BY_HOP | _REPLACED
 # for any range it likes. If-Range goes along with a widened Range.
 _UNENCODED = frozenset({b"accept-encoding"})
 _UNENCODED_WHOLE = frozenset({b"accept-encoding", b"if-range"})
+# What would reach past the route on the portal's origin: a service worker's scope
+# widened to the whole origin, the portal's cookies and storage cleared.
+_BEYOND_THE_ROUTE = frozenset({b"service-worker-allowed", b"clear-site-data"})
 _ROUTE_COOKIE = sessions.COOKIE.encode()
-# What an app may not tell the browser: to let a service worker control more than its
-# script's path, or to wipe the storage and cookies of the origin (the portal's, on a
-# path-prefix route).
-_APP_MAY_NOT_SEND = frozenset({b"service-worker-allowed", b"clear-site-data"})
+# A dot segment as browsers read it ("%2e" is a dot too), to resolve before confining.
+_ENCODED_DOT = re.compile("%2e", re.I)
 
 
 def platform_cookies() -> frozenset[str]:
@@ -78,8 +83,8 @@ class Inbound:
         "chunked",
         "subprotocols",
         "asked",
-        "headers",
         "service_worker",
+        "headers",
     )
 
     def __init__(self, scope: dict, target: Target | None, host: str):
@@ -89,12 +94,11 @@ class Inbound:
         self.accept = b""
         self.length: bytes | None = None
         self.chunked = False
+        # A service worker's script is being fetched (the browser says so): refused.
+        self.service_worker = False
         # On a route with a secret, the browser's Range is asked for widened (ranges.py).
         self.asked: ranges.Asked | None = None
         self.subprotocols: list[str] = scope.get("subprotocols") or []
-        # A service worker's script: refused, so that no app can register one (on a
-        # path-prefix route its scope could reach the portal's own pages).
-        self.service_worker = False
         forwarded_proto = b""
         proto_header = _trusted_proto_header()
         # The browser's Authorization is the platform's (unless the app takes it as
@@ -121,10 +125,10 @@ class Inbound:
                 connection_named.update(v.strip().lower() for v in value.split(b","))
             elif proto_header and name == proto_header:
                 forwarded_proto = value
-            elif name == b"service-worker":
-                self.service_worker = value.strip().lower() == b"script"
             elif name == b"range" and target is not None and target.redact:
                 self.asked = ranges.asked(value)
+            elif name == b"service-worker":
+                self.service_worker = True
             elif name in _DROPPED or name in own or name.startswith(b"x-forwarded-"):
                 continue
             else:
@@ -221,9 +225,11 @@ def request_head(method: str, path: bytes, inbound: Inbound, scope: dict, target
 
 
 def response_headers(
-    raw: list[tuple[bytes, bytes]], target: Target
+    raw: list[tuple[bytes, bytes]], target: Target, request_path: str
 ) -> tuple[list[tuple[bytes, bytes]], bytes]:
-    """The app's response headers as the browser gets them, and the content encoding."""
+    """The app's response headers as the browser gets them, and the body's content
+    coding (empty for identity).
+    ``request_path``: the path the app was asked for, which a relative redirect is from."""
     connection_named = {
         token.strip() for name, value in raw if name == b"connection" for token in value.lower().split(b",")
     }
@@ -236,12 +242,12 @@ def response_headers(
         values = b"\0".join(value for _, value in raw)
         redact = tuple(secret for secret in redact if secret in values)
     for name, value in raw:
-        if name in HOP_BY_HOP or name in connection_named or name in _APP_MAY_NOT_SEND:
+        if name in HOP_BY_HOP or name in connection_named or name in _BEYOND_THE_ROUTE:
             continue
         if redact and any(secret in value for secret in redact):
             continue
         if name == b"location":
-            value = rewrite_location(value.decode("latin-1"), target).encode("latin-1")
+            value = rewrite_location(value.decode("latin-1"), target, request_path).encode("latin-1")
         elif name == b"set-cookie":
             rewritten = rewrite_cookie(value.decode("latin-1"), target)
             if rewritten is None:
@@ -252,8 +258,8 @@ def response_headers(
             value = with_frame_ancestors(value.decode("latin-1"), target.frame_ancestors).encode("latin-1")
         elif name == b"x-frame-options":
             continue
-        elif name == b"content-encoding":
-            encoding = value.strip().lower()  # masking keeps the length; an encoded body is refused
+        elif name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
+            encoding = value.strip().lower()  # one coding is enough: a browser applies them all
         out.append((name, value))
     if not csp_seen:
         out.append((b"content-security-policy", b"frame-ancestors " + target.frame_ancestors.encode()))
@@ -262,32 +268,60 @@ def response_headers(
     return out, encoding
 
 
-def rewrite_location(value: str, target: Target) -> str:
-    """Redirects to the upstream's own address become paths on the route, and so does
-    anything a browser would read as a path on the route's origin: no redirect leaves
-    the route for another path of its origin (the portal's, on a path-prefix route).
-    ``//host``, ``/\\host`` and their variants with tabs or newlines (which browsers
-    strip) are network-path references, kept on the route as paths. An absolute URL of
-    another site (an identity provider's login page) goes through as it is."""
-    value = value.translate(_URL_WHITESPACE).lstrip(_LEADING_IGNORED)
-    host, port = target.upstream
-    for origin in (f"http://{host}:{port}", f"http://{host}" if port == 80 else None):
-        if (
-            origin
-            and value.startswith(origin)
-            and value[len(origin) : len(origin) + 1] in ("", "/", "?", "#")
-        ):
-            value = value[len(origin) :] or "/"
-            if not value.startswith("/"):
-                value = "/" + value
-            break
-    if value[:1] in ("/", "\\"):
-        return target.public_path("/" + value.lstrip("/\\"))
-    return value
+def rewrite_location(value: str, target: Target, request_path: str) -> str:
+    """Where an app's redirect may send the browser (decision 0033): a place on the
+    route, however the app writes it (its own upstream address and paths it serves
+    at its root become the route's), or another site over https (an identity
+    provider). Anything else, and anything a browser could read otherwise than this
+    parser (``//host``, backslashes, control characters, ``%2e%2e``), leads to the
+    route's root instead."""
+    root = target.public_prefix
+    if value.startswith("//") or any(char <= " " or char in "\\\x7f" for char in value):
+        return root
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:  # an unreadable port
+        return root
+    scheme = parts.scheme.lower()
+    if not scheme:
+        return _on_route(urljoin(request_path, value), target, upstream=True)
+    hostname = (parts.hostname or "").rstrip(".")
+    if not hostname or parts.username is not None:
+        return root
+    where = (scheme, hostname, port or (443 if scheme == "https" else 80))
+    rest = urlunsplit(("", "", parts.path or "/", parts.query, parts.fragment))
+    upstream_host, upstream_port = target.upstream
+    if where == ("http", upstream_host, upstream_port):
+        return _on_route(urljoin(request_path, rest), target, upstream=True)
+    route = urlsplit(target.origin)
+    if (hostname, port) == (route.hostname, route.port):
+        # The route's own host, on whichever scheme the app believes it is served
+        # (behind TLS it may not know).
+        return _on_route(rest, target, upstream=False)
+    if scheme == "https" and not _platform_host(hostname, route.hostname):
+        return value
+    return root
 
 
-_URL_WHITESPACE = str.maketrans("", "", "\t\n\r")
-_LEADING_IGNORED = "".join(map(chr, range(0x21)))  # C0 controls and space, as URL parsers do
+def _on_route(resolved: str, target: Target, *, upstream: bool) -> str:
+    """``resolved`` (a path, query and fragment), on the route, or the route's root."""
+    parts = urlsplit(resolved)
+    path = urljoin("/", _ENCODED_DOT.sub(".", parts.path))  # dot segments removed
+    if upstream:
+        path = target.public_path(path)
+    prefix = target.public_prefix
+    if path.startswith("//") or not (path.startswith(prefix) or path == prefix.rstrip("/")):
+        return prefix
+    return urlunsplit(("", "", path, parts.query, parts.fragment))
+
+
+def _platform_host(hostname: str, route_host: str | None) -> bool:
+    """The portal's host, or an app's (another route is not an identity provider)."""
+    domain = settings.APPS_DOMAIN
+    return hostname in (urlsplit(settings.ISSUER).hostname, route_host) or bool(
+        domain and (hostname == domain or hostname.endswith("." + domain))
+    )
 
 
 def rewrite_cookie(value: str, target: Target) -> str | None:

@@ -8,11 +8,13 @@ import time
 
 from apps.proxy import access
 from apps.proxy.dataplane import headers, limits, pages, ranges, upstream
-from apps.proxy.dataplane.redact import Redactor, Undecodable
+from apps.proxy.dataplane.redact import Redactor
 from apps.proxy.dataplane.respond import access_line, page, redirect
 
 _RETRY_AFTER_BUSY = ((b"retry-after", b"5"),)
 _RETRY_AFTER_STARTING = ((b"retry-after", b"5"),)
+_NO_SERVICE_WORKERS = "Apps cannot install service workers."
+_HEAD_TOO_LARGE = "The app answered with too many headers, or too large ones."
 
 
 class _BrowserGone(Exception):
@@ -28,15 +30,17 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         if target is None:
             status = await page(send, inbound, pages.NOT_FOUND)
             return
+        if inbound.service_worker:
+            # A worker registered on a route (on path_prefix routes, the portal's origin)
+            # would outlive the app and the session, and answer in the portal's place.
+            status = await page(send, inbound, pages.DENIED, target, message=_NO_SERVICE_WORKERS)
+            return
         raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
         if target.outside(raw_path):
             if location := target.slash_location(raw_path, scope["query_string"].decode("latin-1")):
                 status = await redirect(send, 308, location)
             else:
                 status = await page(send, inbound, pages.NOT_FOUND, target)
-            return
-        if inbound.service_worker:
-            status = await page(send, inbound, pages.NO_SERVICE_WORKER, target)
             return
         decision, count = await access.admit(target, inbound.route_cookie, "http")
         user_id = decision.user_id
@@ -66,7 +70,8 @@ async def handle(scope: dict, receive, send, host: str) -> None:
 
 async def _forward(scope, receive, send, target, inbound, raw_path: str) -> tuple[int, int]:
     method = scope["method"]
-    path = target.upstream_path(raw_path).encode("latin-1")
+    upstream_path = target.upstream_path(raw_path)
+    path = upstream_path.encode("latin-1")
     if scope["query_string"]:
         path += b"?" + scope["query_string"]
     head = headers.request_head(method, path, inbound, scope, target)
@@ -84,6 +89,10 @@ async def _forward(scope, receive, send, target, inbound, raw_path: str) -> tupl
                 await _send_body(conn, receive, inbound.chunked)
             await conn.read_head(method == "HEAD")
             break
+        except upstream.HeadTooLarge:
+            conn.abort()
+            pool.release(conn)
+            return await page(send, inbound, pages.BAD_GATEWAY, target, message=_HEAD_TOO_LARGE), 0
         except _BrowserGone:
             conn.abort()
             pool.release(conn)
@@ -96,7 +105,7 @@ async def _forward(scope, receive, send, target, inbound, raw_path: str) -> tupl
             if conn.reused and not has_body:
                 continue
             return await page(send, inbound, pages.BAD_GATEWAY, target), 0
-    return await _relay_response(conn, pool, receive, send, target, inbound)
+    return await _relay_response(conn, pool, receive, send, target, inbound, upstream_path)
 
 
 async def _send_body(conn: upstream.Connection, receive, chunked: bool) -> None:
@@ -117,22 +126,24 @@ def _header(raw: list[tuple[bytes, bytes]], wanted: bytes) -> bytes | None:
     return next((value for name, value in raw if name == wanted), None)
 
 
-async def _relay_response(conn, pool, receive, send, target, inbound) -> tuple[int, int]:
-    redactor = cut = None
-    response_headers, encoding = headers.response_headers(conn.headers, target)
+async def _relay_response(conn, pool, receive, send, target, inbound, upstream_path) -> tuple[int, int]:
+    cut = None
+    response_headers, encoding = headers.response_headers(conn.headers, target, upstream_path)
     status = conn.status
+    if target.redact and encoding:
+        # Asked for identity: an encoded body could be checked for the secret only by
+        # inflating it, and a few hundred KB inflate to hundreds of MB (decision 0033).
+        conn.abort()  # an aborted connection is never pooled
+        return await page(send, inbound, pages.CANNOT_INSPECT, target), 0
+    redactor = Redactor(target.redact) if target.redact else None
     try:
-        if target.redact:  # every content type: browsers sniff, and script reads any body
-            redactor = Redactor(target.redact, encoding)
         if inbound.asked is not None and status == 206:
-            if encoding not in (b"", b"identity"):
-                raise Undecodable(encoding.decode("latin-1"))
             cut = ranges.Cut(inbound.asked, _header(conn.headers, b"content-range"))
             response_headers = cut.headers(response_headers)
     except ranges.Unsatisfiable as exc:
         conn.abort()  # an aborted connection is never pooled
         return await _unsatisfiable(send, exc.total), 0
-    except (Undecodable, ranges.Unreadable):
+    except ranges.Unreadable:
         conn.abort()
         return await page(send, inbound, pages.CANNOT_INSPECT, target), 0
     await send({"type": "http.response.start", "status": status, "headers": response_headers})
@@ -154,9 +165,10 @@ async def _relay_response(conn, pool, receive, send, target, inbound) -> tuple[i
                 # Only a response that keeps the proxy waiting needs to notice the browser leaving.
                 watcher = asyncio.ensure_future(_close_on_disconnect(receive, conn))
             await conn.fill()
-    except upstream.UpstreamClosed:
-        # The app broke off mid-response (or the browser left): returning without
-        # finishing the response makes the server close the browser's connection.
+    except upstream.UpstreamError:
+        # The app broke off mid-response, or sent too many trailers, or the browser left:
+        # returning without finishing the response makes the server close the browser's
+        # connection.
         return status, sent
     finally:
         if watcher is not None:

@@ -78,12 +78,6 @@ NO_SESSION = (
     "Your session for this app is missing or has ended. Open the app again from its page in the portal.",
 )
 DENIED = (403, "forbidden", "Access denied", "You do not have access to this app.")
-NO_SERVICE_WORKER = (
-    403,
-    "forbidden",
-    "Service workers are not allowed",
-    "Apps behind the platform cannot register service workers.",
-)
 STARTING = (503, "starting", "The app is starting", "This page reloads by itself once the app is ready.")
 UNAVAILABLE = (503, "unavailable", "The app is not running", "")
 UNCHECKED = (

@@ -4,9 +4,10 @@ JupyterLab writes its token into every page it serves (``"token": "<t>"`` in the
 page config, DESIGN.md field notes); with a header-injecting auth bridge that
 token must be masked before the page reaches the browser. A secret becomes as many
 ``x`` (decision 0023): the body keeps its length, so the app's ``Content-Length``
-holds (nginx masks the same way). The proxy asks the app for identity encoding; a
-compressed body is refused rather than inflated (a small one can inflate to
-gigabytes), as nginx refuses it too.
+holds (nginx masks the same way). Every body of such a route is masked, whatever its
+type: script on the route can read any of them. A compressed body is never inflated
+here (a few hundred KB of gzip can be hundreds of MB): the proxy asks for identity and
+refuses an encoded answer (``http.py``, decision 0029).
 A secret can straddle two chunks, so a chunk's end that could be the start of a
 secret waits for the next chunk; anything else goes on at once, so event streams
 are not held back.
@@ -15,18 +16,12 @@ are not held back.
 from __future__ import annotations
 
 
-class Undecodable(Exception):
-    """A body in a content encoding the redactor cannot read (so it cannot be inspected)."""
-
-
 class Redactor:
     __slots__ = ("secrets", "tail")
 
-    def __init__(self, secrets: tuple[bytes, ...], encoding: bytes = b""):
+    def __init__(self, secrets: tuple[bytes, ...]):
         self.secrets = secrets
         self.tail = b""
-        if encoding not in (b"", b"identity"):
-            raise Undecodable(encoding.decode("latin-1"))
 
     def feed(self, chunk: bytes) -> bytes:
         data = self._scrub(self.tail + chunk)

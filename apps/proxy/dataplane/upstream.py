@@ -20,6 +20,11 @@ from apps.proxy.perloop import PerLoop
 
 _READ_SIZE = 256 * 1024
 _IDLE_PER_UPSTREAM = 64
+# What a response's head (and a chunked body's trailers) may hold: an app's headers are
+# kept in memory until the response is relayed, and an app could send any number.
+# nginx refuses a head larger than its proxy_buffer_size the same way (a 502).
+MAX_HEADERS = 256
+MAX_HEAD_BYTES = 64 * 1024
 
 
 class UpstreamError(Exception):
@@ -34,6 +39,10 @@ class UpstreamClosed(UpstreamError):
     """The upstream closed the connection or sent something that is not HTTP."""
 
 
+class HeadTooLarge(UpstreamError):
+    """The upstream sent more headers, or larger ones, than a response may have."""
+
+
 class Connection(asyncio.Protocol):
     """One keep-alive connection, fed by the event loop (no stream reader between the
     socket and the parser); the httptools parser calls the ``on_*`` methods."""
@@ -45,6 +54,8 @@ class Connection(asyncio.Protocol):
         "reused",
         "status",
         "headers",
+        "head_bytes",
+        "header_bytes",
         "chunks",
         "buffered",
         "headers_done",
@@ -58,7 +69,6 @@ class Connection(asyncio.Protocol):
         "waiter",
         "reading_paused",
         "writing_paused",
-        "header_bytes",
     )
 
     def __init__(self, key: tuple[str, int]):
@@ -68,11 +78,11 @@ class Connection(asyncio.Protocol):
         self.reused = self.broken = self.keep_alive = False
         self.headers_done = self.complete = self.until_close = False
         self.status, self.headers, self.chunks, self.buffered = 0, [], [], 0
+        self.head_bytes = self.header_bytes = 0  # an unfinished head's, the parsed headers'
         self.fresh = self.closed = False  # data parsed since the last wait; the app's end seen
-        self.error: UpstreamClosed | None = None
+        self.error: UpstreamError | None = None
         self.waiter: asyncio.Future | None = None
         self.reading_paused = self.writing_paused = False
-        self.header_bytes = 0
 
     # --- the event loop's side ----------------------------------------------------
 
@@ -80,11 +90,17 @@ class Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        in_head = not self.headers_done
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self.error = UpstreamClosed(f"the app sent a malformed response: {exc}")
-            self.transport.abort()
+            self._fail(UpstreamClosed(f"the app sent a malformed response: {exc}"))
+        if in_head and not self.headers_done:
+            # A head still unfinished: the parser holds a header being received whole,
+            # however long, so what the head has taken so far is counted here.
+            self.head_bytes += len(data)
+            if self.head_bytes > MAX_HEAD_BYTES:
+                self._fail(HeadTooLarge("the app's response headers are too large"))
         self.fresh = True
         # Backpressure: a response is read no faster than the browser takes it.
         if self.buffered > _READ_SIZE and not self.reading_paused:
@@ -110,6 +126,11 @@ class Connection(asyncio.Protocol):
         self.writing_paused = False
         self._wake()
 
+    def _fail(self, error: UpstreamError) -> None:
+        if self.error is None:
+            self.error = error
+        self.transport.abort()
+
     def _wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
@@ -124,15 +145,11 @@ class Connection(asyncio.Protocol):
     # --- parser callbacks ---------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        # Bounded: an app must not make the proxy hold what it likes (60,000 headers).
-        self.header_bytes += len(name) + len(value)
-        if (
-            len(self.headers) >= settings.PROXY_MAX_RESPONSE_HEADERS
-            or self.header_bytes > settings.PROXY_MAX_RESPONSE_HEADER_BYTES
-        ):
-            if self.error is None:
-                self.error = UpstreamClosed("the app sent more response headers than the proxy takes")
-                self.transport.abort()
+        if self.error is not None:
+            return
+        self.header_bytes += len(name) + len(value) + 4
+        if len(self.headers) >= MAX_HEADERS or self.header_bytes > MAX_HEAD_BYTES:
+            self._fail(HeadTooLarge("the app sent too many response headers, or too large ones"))
             return
         self.headers.append((name.lower(), value))
 
@@ -152,6 +169,7 @@ class Connection(asyncio.Protocol):
 
     def send(self, data: bytes) -> None:
         self.status, self.headers, self.chunks, self.buffered = 0, [], [], 0
+        self.head_bytes = self.header_bytes = 0
         self.headers_done = self.complete = self.until_close = self.fresh = False
         self.transport.write(data)
 

@@ -22,6 +22,7 @@ from django.conf import settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from apps.core.asgiserver import WEBSOCKET_MAX_MESSAGE_BYTES
 from apps.proxy import access, metrics
 from apps.proxy.access import Target
 from apps.proxy.dataplane import headers, limits
@@ -30,19 +31,23 @@ from apps.proxy.dataplane.respond import access_line
 
 RECHECK_SECONDS = 2.0
 ACCESS_ENDED = 4403
+_TOO_BIG = 1009
 _NOT_FORWARDED = (b"origin", b"accept-encoding")
 
 
 async def handle(scope: dict, receive, send, host: str) -> None:
     started = time.monotonic()
     path = scope["path"]
+    # The path as the browser sent it, as HTTP keeps it: decoded, a %23 or %3F would
+    # become the start of a fragment or a query.
+    raw_path = (scope.get("raw_path") or path.encode()).decode("latin-1")
     target = None if path.startswith("/_gpuaas/") else await access.resolve(host, path)
     inbound = headers.Inbound(scope, target, host)
     status, user_id = 0, None
     try:
         if (await receive())["type"] != "websocket.connect":
             return
-        if target is None or target.outside(path):
+        if target is None or target.outside(raw_path):
             status = await _deny(scope, send, 404, "No app is published at this address.")
             return
         if inbound.origin is not None and inbound.origin != target.origin:
@@ -59,7 +64,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
             elif count is None:
                 status = await _deny(scope, send, 429, "Too many open connections.", close_code=1013)
             else:
-                status = await _open(scope, receive, send, target, inbound)
+                status = await _open(scope, receive, send, target, inbound, raw_path)
         finally:
             if count is not None:
                 limits.release(count)
@@ -90,10 +95,8 @@ async def _deny(scope, send, status: int, message: str, close_code: int = 1008) 
     return 403
 
 
-async def _open(scope, receive, send, target: Target, inbound: headers.Inbound) -> int:
+async def _open(scope, receive, send, target: Target, inbound: headers.Inbound, raw_path: str) -> int:
     host, port = target.upstream
-    # The path as the browser sent it, as on HTTP: decoded, a %23 or %3F would end it.
-    raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
     uri = f"ws://{host}:{port}{target.upstream_path(raw_path)}"
     if scope["query_string"]:
         uri += "?" + scope["query_string"].decode("latin-1")
@@ -113,7 +116,7 @@ async def _open(scope, receive, send, target: Target, inbound: headers.Inbound) 
             proxy=None,  # never a proxy from the environment
             open_timeout=settings.PROXY_UPSTREAM_CONNECT_SECONDS,
             ping_interval=None,  # the browser and the app keep their own connection alive
-            max_size=settings.PROXY_WEBSOCKET_MAX_MESSAGE_BYTES,
+            max_size=WEBSOCKET_MAX_MESSAGE_BYTES,  # beyond, the app's socket closes with 1009
         )
     except InvalidStatus as exc:
         code = exc.response.status_code
@@ -174,12 +177,16 @@ async def _app_to_browser(app, send, traffic: list[int], secrets: tuple[bytes, .
                 await send({"type": "websocket.send", "text": data})
             else:
                 await send({"type": "websocket.send", "bytes": data})
-    except ConnectionClosed:
-        pass
+    except ConnectionClosed as closed:
+        if closed.sent is not None and closed.sent.code == _TOO_BIG and not closed.rcvd_then_sent:
+            # The proxy closed the app's socket: its message was over the limit.
+            await _close_browser(send, _TOO_BIG, "message too big")
+            return
     code = app.close_code
-    await _close_browser(
-        send, {None: 1011, 1005: 1000, 1006: 1011, 1015: 1011}.get(code, code), app.close_reason or ""
-    )
+    reason = app.close_reason or ""
+    if secrets:
+        reason = _redacted(reason, secrets)  # the app's words reach script on the route too
+    await _close_browser(send, {None: 1011, 1005: 1000, 1006: 1011, 1015: 1011}.get(code, code), reason)
 
 
 def _redacted(data: str | bytes, secrets: tuple[bytes, ...]) -> str | bytes:

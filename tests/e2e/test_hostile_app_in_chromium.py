@@ -1,0 +1,102 @@
+"""A hostile app on a path-prefix route (the portal's origin), in headless Chromium,
+through each data plane: what a browser would do with its answers, not only what the
+proxy sends (``tests/proxy/test_hostile_app.py`` checks the answers themselves)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
+
+import pytest
+
+from apps.allocations.models import Allocation, Node
+from apps.catalog.models import Flavor
+from apps.proxy import sessions
+from tests.proxy.conftest import (  # noqa: F401 - the proxy's fixtures
+    data_plane,
+    launch,
+    login_session,
+    nginx,
+    nginx_with,
+    open_session,
+    owner,
+    proxy_server,
+    route_url,
+    upstream,
+)
+
+# The nginx plane joins with its Lua rewrite (issue 16): it does not refuse service
+# workers or drop Clear-Site-Data yet.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.parametrize("data_plane", ["asgi"], indirect=True),
+]
+
+REGISTER = """async (scope) => {
+    try {
+        await navigator.serviceWorker.register("sw.js", {scope});
+        return "registered";
+    } catch (error) {
+        return "refused";
+    }
+}"""
+
+
+@pytest.fixture
+def active_allocation(project, owner):  # noqa: F811
+    """An ACTIVE allocation on a node with an agent, made directly: the pipeline would
+    broadcast from the test thread, where Playwright's event loop forbids it."""
+    flavor = Flavor.objects.create(
+        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
+    )
+    node = Node.objects.create(
+        hostname="gpu-hostile-001",
+        flavor=flavor,
+        state=Node.State.ALLOCATED,
+        approved=True,
+        credential_hash="0" * 64,
+        agent_address="127.0.0.1",
+    )
+    return Allocation.objects.create(
+        node=node,
+        tenant=project.tenant,
+        project=project,
+        flavor=flavor,
+        gpus=8,
+        os_image="ubuntu-22.04",
+        requested_by=owner.username,
+        state=Allocation.State.ACTIVE,
+        progress=100,
+    )
+
+
+def signed_in(page, data_plane, owner, launch):  # noqa: F811
+    """A running app, and a browser signed in to the portal with the app opened."""
+    with ThreadPoolExecutor(1) as pool:  # launching broadcasts: not from Playwright's thread
+        instance = pool.submit(launch).result()
+    session = login_session(owner)
+    route_cookie = open_session(data_plane, owner, instance, session=session)
+    cookie = {"domain": urlsplit(data_plane.url).hostname, "httpOnly": True}
+    route_path = urlsplit(route_url(instance)).path
+    page.context.add_cookies(
+        [
+            {**cookie, "name": "sessionid", "value": session.session_key, "path": "/"},
+            {**cookie, "name": sessions.COOKIE, "value": route_cookie, "path": route_path},
+        ]
+    )
+    return instance
+
+
+def test_an_app_cannot_install_a_service_worker_on_the_portals_origin(page, data_plane, owner, launch):  # noqa: F811
+    instance = signed_in(page, data_plane, owner, launch)
+    page.goto(route_url(instance, "page.html"))
+    assert page.title() == "an app"
+    # Neither for the whole origin (the app offers Service-Worker-Allowed: /) nor for its route.
+    assert page.evaluate(REGISTER, "/") == "refused"
+    assert page.evaluate(REGISTER, urlsplit(route_url(instance)).path) == "refused"
+
+
+def test_an_app_cannot_clear_the_portals_cookies(page, data_plane, owner, launch):  # noqa: F811
+    instance = signed_in(page, data_plane, owner, launch)
+    page.goto(route_url(instance, "powerful-headers"))
+    assert "sessionid" in {cookie["name"] for cookie in page.context.cookies()}
