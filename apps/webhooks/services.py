@@ -37,12 +37,20 @@ POLICY = {  # event type: (retries, first backoff s, max backoff s)
 STATE_CHANGE_PATH = "/ccp/webhooks/baremetal/state-change"
 
 
-def sign(secret: str, timestamp: int, body: bytes) -> str:
-    """``X-GPUaaS-Signature``: HMAC-SHA256 of ``"{timestamp}.{body}"``. The timestamp
-    (``X-GPUaaS-Timestamp``, unix seconds, fresh on every attempt) is signed with the
-    body, so a receiver can refuse a captured request replayed later."""
-    signed = str(timestamp).encode() + b"." + body
+def sign(secret: str, signed: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def signature_headers(secret: str, body: bytes, timestamp: int) -> dict[str, str]:
+    """``X-GPUaaS-Signature``, the HMAC of the body (CONTRACT.md, what CCP verifies
+    today), and ``X-GPUaaS-Timestamp-Signature``, the HMAC of ``"{timestamp}.{body}"``
+    with ``X-GPUaaS-Timestamp`` (unix seconds, fresh on every attempt): a receiver that
+    checks the second can refuse a captured request replayed later."""
+    return {
+        "X-GPUaaS-Timestamp": str(timestamp),
+        "X-GPUaaS-Signature": sign(secret, body),
+        "X-GPUaaS-Timestamp-Signature": sign(secret, str(timestamp).encode() + b"." + body),
+    }
 
 
 def _enqueue(event_type: str, url: str, payload: dict, *, tenant_id=None) -> Delivery:
@@ -112,14 +120,12 @@ def attempt(delivery_id) -> Delivery | None:
         delivery.next_attempt_at = now + timedelta(seconds=settings.WEBHOOK_TIMEOUT_SECONDS * 2)
         delivery.save(update_fields=["attempts", "next_attempt_at", "updated_at"])
     body = delivery.body.encode()
-    timestamp = int(time.time())
     headers = {
         "Content-Type": "application/json",
         "X-GPUaaS-Event": delivery.event_type,
         "X-GPUaaS-Event-Id": str(delivery.event_id),
         "X-Correlation-ID": delivery.correlation_id,
-        "X-GPUaaS-Timestamp": str(timestamp),
-        "X-GPUaaS-Signature": sign(settings.CCP_WEBHOOK_SECRET, timestamp, body),
+        **signature_headers(settings.CCP_WEBHOOK_SECRET, body, int(time.time())),
     }
     error, status_code = "", None
     try:

@@ -52,9 +52,12 @@ def test_active_and_released_are_delivered_signed(
     assert first["tenant_id"] == "acme" and first["project_id"] == project.project_id
     assert first["failure_reason"] is None and first["occurred_at"].endswith("Z")
     headers = receiver.requests[0]["headers"]
-    signed = headers["X-GPUaaS-Timestamp"].encode() + b"." + receiver.requests[0]["body"]
-    expected = hmac.new(SECRET.encode(), signed, hashlib.sha256).hexdigest()
+    body = receiver.requests[0]["body"]
+    # The contract's signature of the body, and the timestamped one for replay checks.
+    expected = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     assert headers["X-GPUaaS-Signature"] == f"sha256={expected}"
+    stamped = hmac.new(SECRET.encode(), headers["X-GPUaaS-Timestamp"].encode() + b"." + body, hashlib.sha256)
+    assert headers["X-GPUaaS-Timestamp-Signature"] == f"sha256={stamped.hexdigest()}"
     assert headers["X-GPUaaS-Event"] == "baremetal.state-change"
     assert headers["X-GPUaaS-Event-Id"] == first["event_id"]
     assert headers["X-Correlation-ID"]

@@ -14,15 +14,19 @@ TOLERANCE_SECONDS = 300
 
 
 def signature_valid(secret: str, headers, body: bytes, *, now: float | None = None) -> bool:
-    """What docs/api-guide.md tells CCP to do with ``X-GPUaaS-Timestamp`` and
-    ``X-GPUaaS-Signature``."""
+    """What docs/api-guide.md tells CCP to do: ``X-GPUaaS-Signature`` is the HMAC of the
+    body (CONTRACT.md); ``X-GPUaaS-Timestamp-Signature`` that of the timestamp and the
+    body, with the timestamp fresh."""
     timestamp = headers.get("X-GPUaaS-Timestamp", "")
     if not timestamp.isdigit():
         return False
     if abs((time.time() if now is None else now) - int(timestamp)) > TOLERANCE_SECONDS:
         return False
-    expected = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(headers.get("X-GPUaaS-Signature", ""), f"sha256={expected}")
+    expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    stamped = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(headers.get("X-GPUaaS-Signature", ""), f"sha256={expected}") and (
+        hmac.compare_digest(headers.get("X-GPUaaS-Timestamp-Signature", ""), f"sha256={stamped}")
+    )
 
 
 class WebhookReceiver:
