@@ -797,10 +797,11 @@ def explain_status(issuer_url: str, claims: dict, node_id: str) -> list[str]:
 
     from apps.allocations.models import Allocation
     from apps.tenancy import policy
+    from apps.tenancy.auth import trusted_issuers
     from apps.tenancy.auth.authentication import federated_principal
     from apps.tenancy.roles import Perm
 
-    principal = federated_principal(None, issuer_url, claims)
+    principal = federated_principal(None, trusted_issuers.configured()[issuer_url], claims)
     queryset = (
         policy.restrict(Allocation.objects.filter(node_id=node_id), principal, Perm.ALLOCATION_VIEW)
         .select_related("tenant", "project", "flavor")
