@@ -10,6 +10,7 @@ from apps.tenancy.auth import platform_tokens, trusted_issuers
 from apps.tenancy.models import Membership
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
 from tests.support.issuer import FakeIssuer
+from tests.support.receiver import WebhookReceiver
 from tests.support.servers import ThreadedUvicorn
 
 
@@ -35,6 +36,20 @@ def _fresh_correlation_context():
 @pytest.fixture
 def api():
     return APIClient()
+
+
+WEBHOOK_SECRET = "ccp-shared-secret"
+
+
+@pytest.fixture
+def receiver(settings):
+    """CCP's webhook receiver, checking signatures; delivered to without jitter."""
+    server = WebhookReceiver(secret=WEBHOOK_SECRET)
+    settings.CCP_WEBHOOK_URL = server.url + "/"
+    settings.CCP_WEBHOOK_SECRET = WEBHOOK_SECRET
+    settings.WEBHOOK_JITTER = False
+    yield server
+    server.close()
 
 
 @pytest.fixture

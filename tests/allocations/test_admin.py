@@ -31,7 +31,6 @@ from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
 from tests.allocations.conftest import fault, make_nodes
 from tests.factories import UserFactory
-from tests.support.receiver import WebhookReceiver
 
 pytestmark = pytest.mark.django_db
 SECRET = "ccp-shared-secret-never-shown"
@@ -462,16 +461,6 @@ def test_releasing_a_failed_allocation_is_a_warning_not_an_error_page(
 
 
 # --- Webhooks --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def receiver(settings):
-    server = WebhookReceiver(secret=SECRET)
-    settings.CCP_WEBHOOK_URL = server.url + "/"
-    settings.CCP_WEBHOOK_SECRET = SECRET
-    settings.WEBHOOK_JITTER = False
-    yield server
-    server.close()
 
 
 def test_replay_a_dead_letter(operator, platform_admin, receiver, tenant, django_capture_on_commit_callbacks):

@@ -14,20 +14,10 @@ from apps.allocations import services
 from apps.tenancy import principal as principals
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
-from tests.support.receiver import WebhookReceiver
+from tests.conftest import WEBHOOK_SECRET
 
 pytestmark = pytest.mark.django_db
-SECRET = "ccp-shared-secret"
-
-
-@pytest.fixture
-def receiver(settings):
-    server = WebhookReceiver(secret=SECRET)
-    settings.CCP_WEBHOOK_URL = server.url + "/"
-    settings.CCP_WEBHOOK_SECRET = SECRET
-    settings.WEBHOOK_JITTER = False
-    yield server
-    server.close()
+SECRET = WEBHOOK_SECRET
 
 
 def allocate(allocator, project, capture):

@@ -10,26 +10,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 
+from tests.runtime.agent_fixtures import wait_for
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE")
-
-
-def until(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {timeout:g} s")
 
 
 def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
@@ -57,7 +47,7 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
     client = httpx.Client(base_url=base, timeout=30, trust_env=False)
     instance_url = None
     try:
-        until(lambda: _answers(client, "/healthz"), 60, "serve answering")
+        wait_for(lambda: _answers(client, "/healthz"), timeout=60, what="serve answering")
         client.get("/accounts/login/")
         signed_in = client.post(
             "/accounts/login/",
@@ -75,7 +65,11 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
         )
         assert allocated.status_code == 202, allocated.text
         status_url = f"/api/baremetal-manager/{allocated.json()['node_id']}/status"
-        until(lambda: client.get(status_url).json()["state"] == "ACTIVE", 120, "the allocation ACTIVE")
+        wait_for(
+            lambda: client.get(status_url).json()["state"] == "ACTIVE",
+            timeout=120,
+            what="the allocation ACTIVE",
+        )
 
         launched = client.post(
             f"/api/v1/projects/{project['id']}/app-instances",
@@ -84,7 +78,11 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
         )
         assert launched.status_code == 202, launched.text
         instance_url = f"/api/v1/projects/{project['id']}/app-instances/{launched.json()['instance_id']}"
-        until(lambda: client.get(instance_url).json()["state"] == "running", 180, "JupyterLab running")
+        wait_for(
+            lambda: client.get(instance_url).json()["state"] == "running",
+            timeout=180,
+            what="JupyterLab running",
+        )
 
         usage = client.get(f"/tenants/{project['tenant_id']}/usage/")
         assert usage.status_code == 200 and "Usage and charges" in usage.text
@@ -95,11 +93,19 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
     finally:
         if instance_url is not None:  # its JupyterLab outlives the agent otherwise
             client.delete(instance_url, headers=csrf)
-            until(lambda: client.get(instance_url).json()["state"] == "deleted", 60, "JupyterLab deleted")
+            wait_for(
+                lambda: client.get(instance_url).json()["state"] == "deleted",
+                timeout=60,
+                what="JupyterLab deleted",
+            )
         client.close()
         os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(timeout=30)
         log.close()
+
+
+def state(client: httpx.Client, url: str) -> str:
+    return client.get(url).json()["state"]
 
 
 def _answers(client: httpx.Client, path: str) -> bool:

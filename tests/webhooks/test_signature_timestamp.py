@@ -11,19 +11,11 @@ import pytest
 
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
-from tests.support.receiver import TOLERANCE_SECONDS, WebhookReceiver, signature_valid
+from tests.conftest import WEBHOOK_SECRET
+from tests.support.receiver import TOLERANCE_SECONDS, signature_valid
 
 pytestmark = pytest.mark.django_db
-SECRET = "ccp-shared-secret"
-
-
-@pytest.fixture
-def receiver(settings):
-    server = WebhookReceiver(secret=SECRET)
-    settings.CCP_WEBHOOK_URL = server.url + "/"
-    settings.CCP_WEBHOOK_SECRET = SECRET
-    yield server
-    server.close()
+SECRET = WEBHOOK_SECRET
 
 
 def deliver(receiver) -> dict:
