@@ -66,7 +66,7 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
         assert allocated.status_code == 202, allocated.text
         status_url = f"/api/baremetal-manager/{allocated.json()['node_id']}/status"
         wait_for(
-            lambda: client.get(status_url).json()["state"] == "ACTIVE",
+            lambda: state(client, status_url) == "ACTIVE",
             timeout=120,
             what="the allocation ACTIVE",
         )
@@ -79,7 +79,7 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
         assert launched.status_code == 202, launched.text
         instance_url = f"/api/v1/projects/{project['id']}/app-instances/{launched.json()['instance_id']}"
         wait_for(
-            lambda: client.get(instance_url).json()["state"] == "running",
+            lambda: state(client, instance_url) == "running",
             timeout=180,
             what="JupyterLab running",
         )
@@ -94,7 +94,7 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
         if instance_url is not None:  # its JupyterLab outlives the agent otherwise
             client.delete(instance_url, headers=csrf)
             wait_for(
-                lambda: client.get(instance_url).json()["state"] == "deleted",
+                lambda: state(client, instance_url) == "deleted",
                 timeout=60,
                 what="JupyterLab deleted",
             )
