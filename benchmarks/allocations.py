@@ -434,19 +434,24 @@ def db_connections() -> int:
         return cursor.fetchone()[0]
 
 
-def single_pipeline(server_url: str, client: Client, timeout: float) -> dict:
-    """One allocation alone: POST, then until ACTIVE."""
-    sent, started = time.time(), time.perf_counter()
+def allocate_one(server_url: str, client: Client, what: str) -> str:
+    """``POST /api/baremetal-manager/allocate`` for one node; its allocation id."""
     response = httpx.post(
         f"{server_url}/api/baremetal-manager/allocate",
         json=allocate_body(client),
         headers={**bearer(client.token), "Idempotency-Key": uuid.uuid4().hex},
         timeout=60,
     )
-    latency_ms = (time.perf_counter() - started) * 1000
     if response.status_code != 202:
-        raise RuntimeError(f"single allocation: {response.status_code} {response.text[:300]}")
-    allocation_id = response.json()["allocation_id"]
+        raise RuntimeError(f"{what}: {response.status_code} {response.text[:300]}")
+    return response.json()["allocation_id"]
+
+
+def single_pipeline(server_url: str, client: Client, timeout: float) -> dict:
+    """One allocation alone: POST, then until ACTIVE."""
+    sent, started = time.time(), time.perf_counter()
+    allocation_id = allocate_one(server_url, client, "single allocation")
+    latency_ms = (time.perf_counter() - started) * 1000
     state, activated = wait_finished([allocation_id], timeout, poll=0.02)[allocation_id]
     if state != "ACTIVE":
         raise RuntimeError(f"single allocation {allocation_id} ended {state}")
@@ -462,28 +467,19 @@ def worker_crash(
     from apps.allocations.models import Allocation, AllocationStep
 
     slow = {**env, "GPUAAS_SIMULATED_STEP_SECONDS": "3"}
+
+    def worker(name: str) -> CeleryWorker:
+        log = Path(var_dir) / f"{name}.log"
+        return CeleryWorker(
+            slow, log, concurrency=args.crash_allocations, queue=env["GPUAAS_BENCH_QUEUE"], name=name
+        )
+
     beat = CeleryBeat(slow, Path(var_dir) / "beat.log", var_dir)
-    doomed = CeleryWorker(
-        slow,
-        Path(var_dir) / "doomed.log",
-        concurrency=args.crash_allocations,
-        queue=env["GPUAAS_BENCH_QUEUE"],
-        name="doomed",
-    )
+    doomed = worker("doomed")
     replacement = None
     try:
         doomed.wait_ready(celery_app)
-        ids = []
-        for _ in range(args.crash_allocations):
-            response = httpx.post(
-                f"{server_url}/api/baremetal-manager/allocate",
-                json=allocate_body(client),
-                headers={**bearer(client.token), "Idempotency-Key": uuid.uuid4().hex},
-                timeout=60,
-            )
-            if response.status_code != 202:
-                raise RuntimeError(f"crash allocation: {response.status_code} {response.text[:300]}")
-            ids.append(response.json()["allocation_id"])
+        ids = [allocate_one(server_url, client, "crash allocation") for _ in range(args.crash_allocations)]
         deploying = AllocationStep.objects.filter(allocation_id__in=ids, name="os_deploy", status="running")
         deadline = time.monotonic() + 120
         while deploying.count() < len(ids):
@@ -493,13 +489,7 @@ def worker_crash(
         os.killpg(doomed.pgid, signal.SIGKILL)
         doomed.process.wait()
         killed = time.monotonic()
-        replacement = CeleryWorker(
-            slow,
-            Path(var_dir) / "replacement.log",
-            concurrency=args.crash_allocations,
-            queue=env["GPUAAS_BENCH_QUEUE"],
-            name="replacement",
-        )
+        replacement = worker("replacement")
         resumed: dict[str, float] = {}
         while len(resumed) < len(ids) and time.monotonic() - killed < CRASH_RESUME_GOAL_S * 3:
             still = set(map(str, deploying.values_list("allocation_id", flat=True)))
