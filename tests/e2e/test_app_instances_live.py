@@ -22,12 +22,13 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from apps.allocations.models import Allocation, Node
+from apps.allocations.models import Node
 from apps.catalog import services as catalog
-from apps.catalog.models import App, Flavor
+from apps.catalog.models import App
 from apps.runtime import agents
 from apps.runtime.models import AppInstance
 from apps.tenancy.models import Membership
+from tests.e2e.allocations import active_allocation_on
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
@@ -53,29 +54,7 @@ RECORD_STATES = """() => {
 def world(db):
     tenant = TenantFactory(tenant_id="acme", name="Acme")
     project = ProjectFactory(tenant=tenant, project_id="training", name="Training")
-    flavor = Flavor.objects.create(
-        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
-    )
-    # An agent is enrolled on the node, from this machine (the test plays its part).
-    node = Node.objects.create(
-        hostname="gpu-000",
-        flavor=flavor,
-        state=Node.State.ALLOCATED,
-        approved=True,
-        credential_hash="0" * 64,
-        agent_address="127.0.0.1",
-    )
-    Allocation.objects.create(
-        node=node,
-        tenant=tenant,
-        project=project,
-        flavor=flavor,
-        gpus=8,
-        os_image="ubuntu-22.04",
-        requested_by="alice",
-        state=Allocation.State.ACTIVE,
-        progress=100,
-    )
+    active_allocation_on(project, "gpu-000", "alice", enrolled=True)
     for slug, name in (("jupyterlab", "JupyterLab"), ("vllm-openai", "vLLM OpenAI server")):
         manifest = json.loads((SHIPPED / f"{slug}.json").read_text())
         app = App.objects.create(slug=slug, name=name, summary=manifest["summary"], entitled_to_all=True)

@@ -9,9 +9,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from apps.allocations.models import Allocation, Node
-from apps.catalog.models import Flavor
 from apps.proxy import sessions
+from tests.e2e.allocations import active_allocation_on
 from tests.proxy.conftest import (  # noqa: F401 - the proxy's fixtures
     data_plane,
     launch,
@@ -44,30 +43,7 @@ REGISTER = """async (scope) => {
 
 @pytest.fixture
 def active_allocation(project, owner):  # noqa: F811
-    """An ACTIVE allocation on a node with an agent, made directly: the pipeline would
-    broadcast from the test thread, where Playwright's event loop forbids it."""
-    flavor = Flavor.objects.create(
-        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
-    )
-    node = Node.objects.create(
-        hostname="gpu-hostile-001",
-        flavor=flavor,
-        state=Node.State.ALLOCATED,
-        approved=True,
-        credential_hash="0" * 64,
-        agent_address="127.0.0.1",
-    )
-    return Allocation.objects.create(
-        node=node,
-        tenant=project.tenant,
-        project=project,
-        flavor=flavor,
-        gpus=8,
-        os_image="ubuntu-22.04",
-        requested_by=owner.username,
-        state=Allocation.State.ACTIVE,
-        progress=100,
-    )
+    return active_allocation_on(project, "gpu-hostile-001", owner.username, enrolled=True)
 
 
 def signed_in(page, data_plane, owner, launch):  # noqa: F811

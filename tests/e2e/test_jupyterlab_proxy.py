@@ -26,11 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from apps.allocations.models import Allocation, Node
-from apps.catalog.models import Flavor
+from apps.allocations.models import Node
 from apps.runtime import services
 from apps.runtime.models import AppInstance
 from tests.conftest import member
+from tests.e2e.allocations import active_allocation_on
 from tests.runtime.agent_fixtures import node_agent, wait_for  # noqa: F401 - the real agent
 from tests.runtime.conftest import jupyterlab  # noqa: F401
 from tests.support.nginx import Nginx
@@ -68,25 +68,7 @@ def allocator(project):
 
 @pytest.fixture
 def active_allocation(project, allocator):
-    """An ACTIVE allocation made directly: provisioning through the pipeline would
-    broadcast from the test thread, where Playwright's event loop forbids it."""
-    flavor = Flavor.objects.create(
-        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
-    )
-    node = Node.objects.create(
-        hostname="gpu-e2e-001", flavor=flavor, state=Node.State.ALLOCATED, approved=True
-    )
-    return Allocation.objects.create(
-        node=node,
-        tenant=project.tenant,
-        project=project,
-        flavor=flavor,
-        gpus=8,
-        os_image="ubuntu-22.04",
-        requested_by=allocator.username,
-        state=Allocation.State.ACTIVE,
-        progress=100,
-    )
+    return active_allocation_on(project, "gpu-e2e-001", allocator.username, enrolled=False)
 
 
 # variant: (data plane, route mode, portal host, apps domain, how the shell shows the app)
