@@ -268,7 +268,8 @@ def run_in_kernel(instance_id: str, token: str, code: str) -> str:
                     output.append(message["content"]["text"])
                 elif message["msg_type"] == "error":
                     raise AssertionError("\n".join(message["content"]["traceback"]))
-                elif message["msg_type"] == "execute_reply":
+                elif message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                    # Last on the output channel: the reply (another channel) may come first.
                     return "".join(output)
 
     return asyncio.run(execute())
