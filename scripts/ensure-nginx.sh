@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
-# Debian's nginx with its Lua module and the data plane's own module, for the
-# data-plane tests (tests/proxy/test_nginx.py) and the proxy benchmark: what
-# docker/Dockerfile.nginx installs and builds, so tests run what production runs. The
-# Lua asks the portal for grants (decision 0018); the module applies them, counts
-# connections, picks the upstream and masks the bridged token (decision 0027). It is
-# rebuilt when its source changes.
+# Debian's nginx with its Lua module, for the data-plane tests (tests/proxy/test_nginx.py)
+# and the proxy benchmark: the packages docker/Dockerfile.nginx installs, so tests run
+# what production runs. The data plane is nginx/gpuaas.lua (decision 0036): it keeps
+# the portal's grants (lua-resty-lrucache per worker), counts connections, picks the
+# upstream (ngx.balancer, lua-resty-core) and masks the bridged token.
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-packages=(nginx libnginx-mod-http-ndk libnginx-mod-http-lua lua-resty-core
-          nginx-dev gcc make libpcre2-dev libssl-dev zlib1g-dev)
+packages=(nginx libnginx-mod-http-ndk libnginx-mod-http-lua lua-resty-core lua-resty-lrucache)
 missing=()
 for package in "${packages[@]}"; do
     if [ "$(dpkg-query -W -f '${db:Status-Status}' "$package" 2>/dev/null)" != installed ]; then
@@ -21,24 +18,16 @@ if [ ${#missing[@]} -gt 0 ]; then
     # --no-install-recommends: no init scripts' default site to start or to clash with.
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-module=/usr/lib/nginx/modules/ngx_http_gpuaas_module.so
-source_hash=$( (cat "$here"/docker/nginx/module/* "$here/scripts/build-nginx-module.sh"; /usr/sbin/nginx -v 2>&1) | sha256sum | cut -d' ' -f1)
-if [ ! -f "$module" ] || [ "$(cat "$module.source" 2>/dev/null)" != "$source_hash" ]; then
-    echo "building $module"
-    bash "$here/scripts/build-nginx-module.sh"
-    echo "$source_hash" >"$module.source"
-fi
 # The modules load, and the Lua the configuration needs is found (nginx -t runs init_by_lua).
 check=$(mktemp -d)
 trap 'rm -rf "$check"' EXIT
-cat >"$check/nginx.conf" <<EOF
+cat >"$check/nginx.conf" <<CONF
 load_module /usr/lib/nginx/modules/ndk_http_module.so;
 load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
-load_module $module;
 pid $check/nginx.pid;
 error_log stderr;
 events {}
-http { init_by_lua_block { require "resty.core.base" } }
-EOF
+http { init_by_lua_block { require "ngx.balancer"; require "resty.lrucache" } }
+CONF
 /usr/sbin/nginx -q -t -p "$check" -c "$check/nginx.conf"
 /usr/sbin/nginx -v

@@ -25,7 +25,12 @@ def test_quick_proxy_benchmark_runs_clean():
         *("--duration", "1", "--warmup", "0", "--websockets", "50", "--hold", "2"),
         db_prefix="gpuaas_bench_proxy_smoke",
     )
-    for goal in ("nginx data plane >=", "ASGI proxy req/s per core >=", "ASGI proxy memory flat"):
+    for goal in (
+        "nginx data plane >=",
+        "nginx data plane adds <=",
+        "ASGI proxy req/s per core >=",
+        "ASGI proxy memory flat",
+    ):
         assert f"goal: {goal}" in stdout
     assert "| ASGI proxy (uvicorn" in stdout
     assert "nginx data plane / plain proxy_pass, 2 alternating rounds" in stdout

@@ -1,7 +1,7 @@
 """Debian's nginx running docker/nginx.conf, the production data plane, for tests.
 
-The configuration is the one template production uses, with its Lua and
-its module (docker/nginx/); ``render`` fills its ``${GPUAAS_*}`` placeholders the way the
+The configuration is the one template production uses, with its Lua
+(docker/nginx/); ``render`` fills its ``${GPUAAS_*}`` placeholders the way the
 nginx image (docker/Dockerfile.nginx) does at start.
 """
 
@@ -21,7 +21,7 @@ import psutil
 
 from tests.support.servers import free_port
 
-NGINX = "/usr/sbin/nginx"  # scripts/ensure-nginx.sh installs it, with its Lua module and ours
+NGINX = "/usr/sbin/nginx"  # scripts/ensure-nginx.sh installs it, with its Lua module
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 TEMPLATE = DOCKER / "nginx.conf"
 CONF_DIR = DOCKER / "nginx"
