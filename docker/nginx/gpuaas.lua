@@ -82,10 +82,15 @@ local FORMAT = tostring(ngx.crc32_short(concat(HEADERS, " ")))
 -- (configure()): the least recently used goes first; a request that still uses an
 -- evicted grant holds it in ngx.ctx until it ends.
 local fresh = lrucache.new(4096)
+-- The platform's hosts, which an app's redirect may not lead to (confine()): the
+-- portal's (its issuer's) and those under the apps domain.
+local portal_host, apps_domain = "", ""
 
--- nginx.conf's init_by_lua: how many grants a worker keeps.
+-- nginx.conf's init_by_lua: how many grants a worker keeps, and the platform's hosts.
 function M.configure(options)
     fresh = assert(lrucache.new(options.grants_per_worker))
+    portal_host = lower(match(options.issuer or "", "^%a[%w+.-]*://([^/:]+)") or "")
+    apps_domain = lower(options.apps_domain or "")
     return M
 end
 
@@ -319,6 +324,7 @@ local function apply(grant, uri, app_cookie)
         set("g_uri", upstream)
     end
     set("g_cookie", app_cookie)
+    ctx.gpuaas_path = upstream  -- what a relative redirect of the app's is from (confine())
     -- The browser's Authorization goes upstream only on bearer_passthrough routes;
     -- elsewhere it is the route's bridge header, or nothing.
     local authorization = grant.authorization
@@ -379,15 +385,21 @@ local function unparsable()
     return exit(500)
 end
 
+-- The platform's error envelope (apps.core.errors) for a refusal of nginx's own that
+-- no error_page can show: before any grant, or once the app has answered.
+local function envelope(code, message)
+    return '{"error": {"code": "' .. code .. '", "message": "' .. message .. '", "correlation_id": "'
+        .. var.request_id .. '", "details": {}}}'
+end
+
 -- A service worker's script: a route's page could install one for the whole origin
 -- (the portal's, on a path_prefix route) and answer in its place after logout. Not a
--- JSON envelope from the portal: the refusal does not depend on who asks.
+-- page from the portal: the refusal does not depend on who asks.
 local function refuse_service_worker()
     ngx.status = 403
     ngx.header["Content-Type"] = "application/json"
     ngx.header["Cache-Control"] = "no-store"
-    ngx.print('{"error": {"code": "forbidden", "message": "Service worker scripts are not served on app routes.", ',
-              '"correlation_id": "', var.request_id, '", "details": {}}}')
+    ngx.print(envelope("forbidden", "Service worker scripts are not served on app routes."))
     return exit(ngx.HTTP_OK)
 end
 
@@ -453,6 +465,45 @@ function M.authorize()
     return refuse(status)
 end
 
+-- Whether a Content-Encoding (one header, or a table of several: a browser applies
+-- them all) names a coding other than identity.
+local function encoded(value)
+    if type(value) == "table" then
+        for _, one in ipairs(value) do
+            if encoded(one) then
+                return true
+            end
+        end
+        return false
+    end
+    for coding in string.gmatch(lower(value or ""), "[^,]+") do
+        coding = match(coding, "^%s*(.-)%s*$")
+        if coding ~= "" and coding ~= "identity" then
+            return true
+        end
+    end
+    return false
+end
+
+-- A 502 in place of the app's answer, whose body mask() replaces with the envelope.
+local function refuse_answer(ctx, message)
+    local body = envelope("bad_gateway", message)
+    local header = ngx.header
+    ngx.status = 502
+    for _, name in ipairs({ "Content-Encoding", "Content-Range", "ETag", "Last-Modified", "Content-Disposition" }) do
+        header[name] = nil
+    end
+    -- Of several Content-Encoding headers, nginx lets Lua clear only the last one: with
+    -- one left, a client would try to decode the envelope, so the 502 goes empty.
+    if encoded(ngx.resp.get_headers(0)["content-encoding"]) then
+        body = ""
+    end
+    header["Content-Type"] = "application/json"
+    header["Content-Length"] = #body
+    header["Cache-Control"] = "no-store"
+    ctx.gpuaas_refused = body
+end
+
 -- What headers() does with a widened range's answer: the asked part of the app's
 -- one, which mask() cuts out of the masked bytes. Past the body's end a 416; a part
 -- that is not the one asked for, an empty 502.
@@ -479,14 +530,121 @@ local function cut(ctx, asked)
     elseif not first or first < sent_first or first > last then
         ngx.log(ngx.ERR, "the app answered a widened Range with Content-Range ", tostring(sent),
                 ": nothing is sent")
-        ngx.status = 502
-        header["Content-Range"] = nil
-        header["Content-Length"] = 0
+        refuse_answer(ctx, "The app answered a part of a page other than the one asked for.")
     else
         header["Content-Range"] = format("bytes %d-%d/%s", first, last, total)
         header["Content-Length"] = last - first + 1
         ctx.gpuaas_skip, ctx.gpuaas_keep = first - sent_first, last - first + 1
     end
+end
+
+-- RFC 3986's remove_dot_segments, for a path that starts with "/".
+local function without_dot_segments(path)
+    local out = {}
+    local segments = split(sub(path, 2), "/")
+    for i, segment in ipairs(segments) do
+        if segment == ".." then
+            out[#out] = nil
+        elseif segment ~= "." then
+            out[#out + 1] = segment
+        end
+        if (segment == "." or segment == "..") and i == #segments then
+            out[#out + 1] = ""  -- "/a/.." is the directory "/", not "/a"
+        end
+    end
+    return "/" .. concat(out, "/")
+end
+
+-- ``resolved`` (a path, query and fragment) on the route, or the route's root: the
+-- path with its dot segments (written "%2e" too) removed, moved under the public
+-- prefix when the app wrote it as the upstream's.
+local function on_route(grant, resolved, upstream)
+    local path, rest = match(resolved, "^([^?#]*)(.*)$")
+    path = without_dot_segments(gsub(path, "%%2[eE]", "."))
+    local public = grant[2]
+    if upstream and public ~= "/" and grant.upstream_prefix == "/" then
+        path = public .. sub(path, 2)
+    end
+    if sub(path, 1, 2) == "//" or not (sub(path, 1, #public) == public or path == sub(public, 1, -2)) then
+        return public
+    end
+    return path .. rest
+end
+
+-- A relative reference against the path the app was asked for (RFC 3986 5.2).
+local function resolve(base, reference)
+    base = match(base, "^[^?#]*")
+    if sub(reference, 1, 1) == "/" then
+        return reference
+    end
+    if reference == "" or find(reference, "^[?#]") then
+        return base .. reference
+    end
+    return match(base, "^(.*/)") .. reference
+end
+
+local function platform_host(hostname, route_host)
+    return hostname == portal_host or hostname == route_host
+        or (apps_domain ~= "" and (hostname == apps_domain or sub(hostname, -#apps_domain - 1) == "." .. apps_domain))
+end
+
+-- Where an app's redirect may send the browser, as the portal's proxy decides it
+-- (apps.proxy.dataplane.headers.rewrite_location, decision 0033): a place on the
+-- route, however the app writes it (its own upstream address and paths it serves at
+-- its root become the route's), or another site over https (an identity provider).
+-- Anything else, and anything a browser could read otherwise than this parser
+-- (`//host`, backslashes, control characters, "%2e%2e"), leads to the route's root.
+local function confine(grant, value, request_path)
+    local root = grant[2]
+    if sub(value, 1, 2) == "//" or find(value, "[%z\1-\32\\\127]") then
+        return root
+    end
+    local scheme, rest = match(value, "^(%a[%w+.-]*):(.*)$")
+    if not scheme then
+        return on_route(grant, resolve(request_path, value), true)
+    end
+    scheme = lower(scheme)
+    local authority, tail = match(rest, "^//([^/?#]*)(.*)$")
+    if not authority or find(authority, "@", 1, true) then
+        return root
+    end
+    local hostname, port = match(authority, "^(%[[^%]]*%])(.*)$")
+    if not hostname then
+        hostname, port = match(authority, "^([^:]*)(.*)$")
+    end
+    hostname = gsub(lower(hostname), "%.+$", "")
+    if port ~= "" then
+        port = match(port, "^:(%d*)$")
+        if not port then
+            return root
+        end
+        port = tonumber(port)  -- nil for "host:", as a browser reads it
+        if port and port > 65535 then
+            return root
+        end
+    else
+        port = nil
+    end
+    if hostname == "" then
+        return root
+    end
+    if sub(tail, 1, 1) ~= "/" then
+        tail = "/" .. tail
+    end
+    local upstream_host, upstream_port = match(grant[1], "^(.*):(%d+)$")
+    if scheme == "http" and hostname == lower(upstream_host) and (port or 80) == tonumber(upstream_port) then
+        return on_route(grant, tail, true)
+    end
+    local route_host = var.host
+    if hostname == route_host and port == tonumber(match(var.http_host or "", ":(%d+)$")) then
+        -- The route's own host, on whichever scheme the app believes it is served
+        -- (behind TLS it may not know).
+        return on_route(grant, tail, false)
+    end
+    if scheme == "https" and not platform_host(hostname, route_host) then
+        return value
+    end
+    return root
 end
 
 -- Whether a header's value (a string, or a table of several) holds the secret.
@@ -509,27 +667,28 @@ end
 function M.headers()
     local ctx = ngx.ctx
     local grant = ctx.gpuaas  -- none on a page from the portal
-    if not grant or not grant.secret then
+    if not grant then
+        return
+    end
+    local header = ngx.header
+    local location = header["Location"]
+    if location then
+        header["Location"] = confine(grant, type(location) == "table" and location[1] or location, ctx.gpuaas_path)
+    end
+    if not grant.secret then
         return
     end
     local secret = grant.secret
-    local sent = ngx.resp.get_headers(0, true)  -- every one: their size is capped (proxy_buffer_size)
-    local header = ngx.header
+    local sent = ngx.resp.get_headers(0)  -- every one (their size is capped: proxy_buffer_size), by lowercase name
     for name, value in pairs(sent) do
         if carries(value, secret) then
             header[name] = nil
         end
     end
-    local encoding = header["Content-Encoding"]
-    if encoding and (type(encoding) ~= "string" or lower(encoding) ~= "identity") and ngx.status ~= 304 and ngx.status ~= 204 then
-        ngx.log(ngx.ERR, "the app sent an encoded body (", tostring(encoding), ") on a route with a secret to mask: ",
-                "nothing is sent")
-        ngx.status = 502
-        header["Content-Encoding"] = nil
-        header["Content-Range"] = nil
-        header["Content-Length"] = 0
-        ctx.gpuaas_refused = true
-        return
+    if encoded(sent["content-encoding"]) and ngx.status ~= 304 and ngx.status ~= 204 then
+        ngx.log(ngx.ERR, "the app sent an encoded body on a route with a secret to mask: nothing is sent")
+        return refuse_answer(ctx, "The app sent a compressed page, or a part of one, that the platform "
+                             .. "cannot check for secrets.")
     end
     ctx.gpuaas_left = tonumber(header["Content-Length"]) or false  -- the app's; false: no length
     local asked = ctx.gpuaas_asked
@@ -566,9 +725,11 @@ function M.mask()
     if not grant or not grant.secret then
         return
     end
-    if ctx.gpuaas_refused then
-        ngx.arg[1] = ""
+    local refused = ctx.gpuaas_refused
+    if refused then  -- "" once it is sent, or when it must go empty (refuse_answer())
+        ngx.arg[1] = refused  -- once: the response ends with it
         ngx.arg[2] = true
+        ctx.gpuaas_refused = ""
         return
     end
     local secret = grant.secret

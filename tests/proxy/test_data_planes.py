@@ -261,9 +261,7 @@ def test_redirects_lead_back_onto_the_route(data_plane, launch, owner):
     assert locations[aware.pk] == {
         "absolute": f"/w/{aware.pk}/web/landing?from=redirect",
         "relative": f"/w/{aware.pk}/web/landing",
-        # Outside its route: its root instead (test_hostile_app.py); nginx passes it
-        # on until its Lua data plane confines it too (issue 16).
-        "root": f"/w/{aware.pk}/web/" if data_plane.kind == "asgi" else "/landing",
+        "root": f"/w/{aware.pk}/web/",  # outside its route: its root instead (test_hostile_app.py)
         "elsewhere": "https://example.org/docs",
     }
     assert locations[unaware.pk] == {

@@ -29,12 +29,10 @@ from tests.proxy.conftest import (
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-# What the nginx plane does not do yet: it comes with the Lua data plane (issue 16),
-# and these tests then run on both planes as the others here do.
-ASGI_ONLY = pytest.mark.parametrize("data_plane", ["asgi"], indirect=True)
 
 MEGABYTE = 1024 * 1024
 JSON = {"Accept": "application/json"}
+FROM_100 = {"Range": "bytes=100-"}
 
 
 def assert_bad_gateway(response) -> None:
@@ -47,7 +45,6 @@ def assert_bad_gateway(response) -> None:
 # --- service workers and site data --------------------------------------------------------
 
 
-@ASGI_ONLY
 def test_an_app_cannot_register_a_service_worker(data_plane, launch, owner):
     """A service worker registered on the portal's origin outlives the app and the
     session (it served a fake login page after logout): the browser's fetch of its
@@ -61,7 +58,6 @@ def test_an_app_cannot_register_a_service_worker(data_plane, launch, owner):
     assert registering.json()["error"]["code"] == "forbidden"
 
 
-@ASGI_ONLY
 def test_headers_that_reach_past_the_route_or_carry_the_token_are_dropped(data_plane, launch, owner):
     """``Service-Worker-Allowed`` would let a worker control the whole origin and
     ``Clear-Site-Data`` would wipe the portal's cookies and storage; a header with the
@@ -105,7 +101,6 @@ ESCAPES = [
 ]
 
 
-@ASGI_ONLY
 @pytest.mark.parametrize("location", ESCAPES)
 def test_a_redirect_cannot_leave_a_path_prefix_route(data_plane, launch, owner, location):
     instance, other = launch(), launch()
@@ -135,7 +130,6 @@ def test_redirects_inside_the_route_and_to_an_identity_provider_are_kept(data_pl
     assert landed == kept
 
 
-@ASGI_ONLY
 def test_a_redirect_cannot_leave_a_subdomain_route_for_the_platform(settings, data_plane, launch, owner):
     """On its own host an app may redirect anywhere on that host; the portal and other
     apps' hosts are not an identity provider, and get the route's root instead."""
@@ -202,7 +196,6 @@ def test_the_token_is_masked_in_a_websockets_close_reason(data_plane, launch, ow
 # --- bounded resources --------------------------------------------------------------------
 
 
-@ASGI_ONLY
 def test_a_compressed_body_on_a_masked_route_is_refused_not_inflated(data_plane, launch, owner):
     """The proxy asks an app with a token to mask for identity encoding; a compressed
     answer cannot be checked for the token without inflating it (300 KB of gzip are
@@ -219,7 +212,6 @@ def test_a_compressed_body_on_a_masked_route_is_refused_not_inflated(data_plane,
     assert growth[0] < 100 * MEGABYTE
 
 
-@ASGI_ONLY
 @pytest.mark.parametrize("codings", ["gzip", "br", "identity,gzip", "gzip,identity"])
 def test_a_compressed_body_on_a_masked_route_is_refused_however_its_coding_is_written(
     data_plane, launch, owner, codings
@@ -228,8 +220,29 @@ def test_a_compressed_body_on_a_masked_route_is_refused_however_its_coding_is_wr
     secret = runtime_secret(instance, "token")
     with browser(data_plane, open_session(data_plane, owner, instance)) as client:
         response = client.get(route_url(instance, "encoded"), params={"codings": codings}, headers=JSON)
-    assert_bad_gateway(response)
+    if data_plane.kind == "nginx" and codings == "gzip,identity":
+        # nginx lets Lua clear only the last of an app's Content-Encoding headers: the
+        # one left would make a client decode the envelope, so the 502 is empty.
+        assert response.status_code == 502 and response.content == b""
+    else:
+        assert_bad_gateway(response)
     assert secret not in everything_seen(response)
+
+
+def test_a_large_part_of_a_body_on_a_masked_route_keeps_the_proxys_memory_flat(data_plane, launch, owner):
+    """Masked and cut chunk by chunk: between two chunks the proxy holds no more than
+    the token's length (nginx's C filter once kept a buffer per chunk until the end)."""
+    instance = launch()
+    with (
+        browser(data_plane, open_session(data_plane, owner, instance)) as client,
+        memory_growth(data_plane) as growth,
+        client.stream("GET", route_url(instance, "big-part?mb=256"), headers=FROM_100) as response,
+    ):
+        received = sum(len(chunk) for chunk in response.iter_raw())
+    assert response.status_code == 206
+    assert response.headers["content-range"] == f"bytes 100-{256 * MEGABYTE - 1}/{256 * MEGABYTE}"
+    assert received == 256 * MEGABYTE - 100
+    assert growth[0] < 48 * MEGABYTE
 
 
 @pytest.mark.parametrize("answer", ["many-headers?n=60000", f"huge-header?bytes={32 * MEGABYTE}"])

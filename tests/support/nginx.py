@@ -56,6 +56,8 @@ class Nginx:
                         "GPUAAS_PORTAL_UPSTREAM": portal,
                         "GPUAAS_PROXY_AUTH_SECRET": auth_secret,
                         "GPUAAS_APPS_DOMAIN": apps_domain,
+                        # The portal is served through this nginx (tests set ISSUER to its url).
+                        "GPUAAS_ISSUER": f"http://127.0.0.1:{self.port}",
                     }
                 )
             )

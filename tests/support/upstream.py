@@ -209,6 +209,20 @@ async def http_app(scope, receive, send):
             elif offset % 700 == 0:
                 await asyncio.sleep(0)
         await send({"type": "http.response.body", "body": b""})
+    elif name == "big-part":
+        # The asked part (one range, first-) of a large file, in the app's own small writes.
+        total = int(query["mb"]) * 1024 * 1024
+        first = int(_header(scope, b"range").removeprefix("bytes=").split("-")[0])
+        headers = [
+            (b"content-type", b"application/octet-stream"),
+            (b"content-range", f"bytes {first}-{total - 1}/{total}".encode()),
+            (b"content-length", str(total - first).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 206, "headers": headers})
+        chunk = b"z" * 65536
+        for offset in range(first, total, len(chunk)):
+            await send({"type": "http.response.body", "body": chunk[: total - offset], "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
     elif name == "lab-gzip":
         # An app that compresses although the proxy asked for identity.
         await _respond(
