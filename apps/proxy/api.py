@@ -10,10 +10,10 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.core.api import BaseAPIView
 from apps.core.errors import NotFound, ValidationFailed
 from apps.proxy import routes, sessions
 from apps.runtime.services import visible_instances
+from apps.tenancy.api.base import BaseAPIView
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.roles import Perm
 
