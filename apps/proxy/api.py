@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from apps.core.errors import NotFound, ValidationFailed
 from apps.proxy import routes, sessions
-from apps.runtime.services import visible_instances
+from apps.runtime.selectors import visible_instances
 from apps.tenancy.api.base import BaseAPIView
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.roles import Perm

@@ -19,7 +19,7 @@ from apps.core.errors import Forbidden
 from apps.proxy import exposure, sessions
 from apps.proxy.adapters import Adapter
 from apps.proxy.models import ProxyPool, ProxyRoute
-from apps.runtime.rendering import base_path
+from apps.proxy.paths import base_path
 
 SCOPES = [s.value for s in ProxyPool.Scope]
 
@@ -204,12 +204,19 @@ def sync(instance) -> None:
 def reconcile() -> int:
     """Stale routes: active while their instance no longer runs, or not active while
     it does (a transition that crashed half-way); each is brought back in line."""
-    from apps.runtime.models import AppInstance
+    from apps.runtime.selectors import instances
 
-    stale = AppInstance.objects.filter(
-        Q(state="running", proxy_routes__status__in=[ProxyRoute.Status.PENDING, ProxyRoute.Status.REMOVED])
-        | (~Q(state="running") & Q(proxy_routes__status=ProxyRoute.Status.ACTIVE))
-    ).distinct()
+    stale = (
+        instances()
+        .filter(
+            Q(
+                state="running",
+                proxy_routes__status__in=[ProxyRoute.Status.PENDING, ProxyRoute.Status.REMOVED],
+            )
+            | (~Q(state="running") & Q(proxy_routes__status=ProxyRoute.Status.ACTIVE))
+        )
+        .distinct()
+    )
     fixed = 0
     for instance in stale:
         with transaction.atomic():
@@ -229,14 +236,14 @@ def route_for(instance, endpoint_name: str) -> ProxyRoute | None:
 
 def touch(route_id, when=None) -> None:
     """Last activity on a route and its instance (the proxy calls this at most every few seconds)."""
-    from apps.runtime.models import AppInstance
+    from apps.runtime.services import record_activity
 
     when = when or timezone.now()
     route = ProxyRoute.objects.filter(pk=route_id).only("instance_id").first()
     if route is None:
         return
     ProxyRoute.objects.filter(pk=route_id).update(last_activity_at=when)
-    AppInstance.objects.filter(pk=route.instance_id).update(last_activity_at=when)
+    record_activity(route.instance_id, when)
 
 
 def set_ui_mode(principal, instance, override: str) -> None:

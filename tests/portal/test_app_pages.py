@@ -20,7 +20,7 @@ from apps.catalog import services as catalog
 from apps.catalog.models import App, Entitlement
 from apps.core.models import AuditEvent
 from apps.proxy import routes as proxy_routes
-from apps.runtime import agents, services
+from apps.runtime import agents, selectors, services
 from apps.runtime.models import AgentTask, AppInstance
 from apps.tenancy import principal as principals
 from tests.allocations.conftest import make_nodes
@@ -690,7 +690,7 @@ def test_the_runtime_secret_never_appears(as_user, admin, project, allocation, j
     _post(client, project, allocation, name="nb")
     instance = AppInstance.objects.get()
     agent_finishes(instance)
-    token = services.runtime_secret(instance, "token")
+    token = selectors.runtime_secret(instance, "token")
     assert token and len(token) >= 16
     pages = [
         reverse("app_catalog"),
