@@ -4,7 +4,7 @@ on the runtime's instances how an app's UI is shown (the proxy decides it)."""
 from django.contrib import admin
 
 from apps.core.admin import AuditedModelAdmin, ReadOnlyInline, ReadOnlyModelAdmin
-from apps.proxy import routes
+from apps.proxy import services
 from apps.proxy.models import ProxyPool, ProxyRoute
 from apps.runtime.admin import AppInstanceAdmin
 from apps.runtime.models import AppInstance
@@ -62,7 +62,7 @@ class ProxiedAppInstanceAdmin(AppInstanceAdmin):
 
     def _ui_mode(self, request, queryset, override: str, done: str):
         queryset = queryset.select_related("app_version")
-        self._as_operator(request, queryset, lambda op, i: routes.set_ui_mode(op, i, override), done)
+        self._as_operator(request, queryset, lambda op, i: services.set_ui_mode(op, i, override), done)
 
     @admin.action(
         description="App UI: embed in the workload shell (when the app allows it)", permissions=["operate"]

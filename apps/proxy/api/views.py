@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.core.errors import NotFound, ValidationFailed
-from apps.proxy import routes, sessions
+from apps.proxy import routes, services, sessions
 from apps.runtime.selectors import visible_instances
 from apps.tenancy.api.base import BaseAPIView
 from apps.tenancy.api.views import ProjectScopedMixin
@@ -97,7 +97,7 @@ class ProjectProxyView(ProjectScopedMixin, BaseAPIView):
     )
     def put(self, request, project_pk):
         project = self.project(Perm.PROJECT_VIEW)
-        routes.set_project_scope(self.principal, project, request.data.get("scope"))
+        services.set_project_scope(self.principal, project, request.data.get("scope"))
         return self.get(request, project_pk)
 
     @extend_schema(exclude=True)
