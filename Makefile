@@ -52,14 +52,16 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
 test: install services sandbox browser nginx node-deps bench-tools
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
 	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
 	$(PY) -m pytest -n 2 -p no:cacheprovider tests/e2e
 
-# The fast inner loop: lint and every test but the browser, nginx and benchmark smoke ones.
+# The fast inner loop: lint, the layers (lint-imports) and every test but the browser, nginx and benchmark smoke ones.
 check: install services sandbox
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" \
 		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
 		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \

@@ -175,9 +175,9 @@ def seed(args) -> dict:
     from django.core.management import call_command
 
     from apps.catalog.models import Flavor
-    from apps.metering import services as metering
     from apps.networking import services as networking
     from apps.storage import services as storage
+    from apps.tenancy import quotas
     from apps.tenancy.models import Project, Tenant
 
     started = time.perf_counter()
@@ -203,7 +203,7 @@ def seed(args) -> dict:
         project = Project.objects.create(tenant=tenant, project_id="cell-00", name="Cell 00")
         networking.assign_tenant_network(tenant)
         storage.provision_tenant_storage(tenant)
-        metering.set_quota(tenant, {"gpus": 8 * nodes, "nodes": nodes, "storage_gb": 1_000_000})
+        quotas.set_quota(tenant, {"gpus": 8 * nodes, "nodes": nodes, "storage_gb": 1_000_000})
         return Client(tenant.tenant_id, project.project_id)
 
     per_client, extra = divmod(args.allocations, args.clients)

@@ -58,13 +58,13 @@ def seed_jupyterlab_allocation(
     from apps.allocations.models import Allocation, Node
     from apps.catalog import services as catalog
     from apps.catalog.models import App, Flavor
-    from apps.metering import services as metering
+    from apps.tenancy import quotas
     from apps.tenancy.models import Project, Tenant
 
     call_command("migrate", verbosity=0, interactive=False)
     tenant = Tenant.objects.create(tenant_id="bench", name="Bench", status=Tenant.Status.ACTIVE)
     project = Project.objects.create(tenant=tenant, project_id="bench", name="Bench")
-    metering.set_quota(tenant, {"gpus": 8, "nodes": 1})
+    quotas.set_quota(tenant, {"gpus": 8, "nodes": 1})
     flavor = Flavor.objects.create(
         name=flavor_name, gpu_model="H100", gpus_per_node=gpus, cpu_cores=cpu_cores, memory_gb=memory_gb
     )

@@ -1,7 +1,7 @@
 """Launch-to-running of JupyterLab through the node agent.
 
 Serves the portal in production mode (``manage.py serve``, PostgreSQL, Redis
-channel layer), runs a real node agent (``python -m apps.runtime.agent``,
+channel layer), runs a real node agent (``python -m node_agent``,
 process executor) for one node, and launches JupyterLab through the API with a
 project service account's token, again and again. For each launch it prints
 the time from the API call to ``running`` split into the app's own start (the
@@ -148,7 +148,7 @@ def main() -> int:
                 [
                     sys.executable,
                     "-m",
-                    "apps.runtime.agent",
+                    "node_agent",
                     "--url",
                     server.url,
                     "--node",

@@ -4,12 +4,12 @@ from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from apps.allocations.api import urls as allocations_api
-from apps.catalog.api import CatalogAppDetailView, CatalogAppListView, CatalogVersionView
+from apps.catalog.api.views import CatalogAppDetailView, CatalogAppListView, CatalogVersionView
 from apps.core import views as core_views
-from apps.metering.api import BillingExportView, QuotaView, UsageView
-from apps.networking.api import VpcView
-from apps.proxy.api import ProjectProxyView, UiSessionView
-from apps.storage.api import TenantStorageView
+from apps.metering.api.views import BillingExportView, QuotaView, UsageView
+from apps.networking.api.views import VpcView
+from apps.proxy.api.views import ProjectProxyView, UiSessionView
+from apps.storage.api.views import TenantStorageView
 from apps.tenancy.api import urls as tenancy_api
 from apps.tenancy.api.views import JwksView
 from apps.tenancy.auth import passwords

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bubblewrap: the local agent runs workloads (JupyterLab kernels) in its sandbox, away
-# from the portal's secrets (apps/runtime/agent/executors/sandbox.py). `make run` and
+# from the portal's secrets (node_agent/executors/sandbox.py). `make run` and
 # `make test` need it; the agent refuses to start workloads without it.
 set -euo pipefail
 if ! command -v bwrap >/dev/null; then

@@ -1,8 +1,7 @@
 import factory
 from django.contrib.auth import get_user_model
 
-from apps.metering.models import Quota
-from apps.tenancy.models import Membership, Project, Tenant
+from apps.tenancy.models import Membership, Project, Quota, Tenant
 
 
 class TenantFactory(factory.django.DjangoModelFactory):

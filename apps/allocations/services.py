@@ -15,9 +15,8 @@ from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core import audit
 from apps.core.errors import Conflict, InvalidState, NotFound, QuotaExceeded, ValidationFailed
-from apps.metering import services as metering
 from apps.networking import services as networking
-from apps.tenancy import policy
+from apps.tenancy import policy, quotas
 from apps.tenancy.models import Project, Tenant
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
@@ -62,7 +61,7 @@ def _validate(flavor_name: str, os_image: str, count: int, *, tenant_id=None, ne
 
 
 def plan(tenant: Tenant, flavor: Flavor, count: int) -> AllocationPlan:
-    items, exceeded = metering.check(tenant, {"gpus": flavor.gpus_per_node * count, "nodes": count})
+    items, exceeded = quotas.check(tenant, {"gpus": flavor.gpus_per_node * count, "nodes": count})
     free = schedulable_nodes(flavor).count()
     reason = ""
     if tenant.status != Tenant.Status.ACTIVE:
@@ -132,7 +131,7 @@ def _reserve(
         tenant = Tenant.objects.select_for_update().get(pk=project.tenant_id)
         if tenant.status != Tenant.Status.ACTIVE:
             raise InvalidState(f"The tenant is {tenant.status}; allocations need an active tenant.")
-        _, exceeded = metering.check(tenant, {"gpus": flavor.gpus_per_node * count, "nodes": count})
+        _, exceeded = quotas.check(tenant, {"gpus": flavor.gpus_per_node * count, "nodes": count})
         if exceeded:
             raise QuotaExceeded(
                 f"Quota exceeded for {exceeded['resource']}: {exceeded['used']} of {exceeded['limit']} used, "

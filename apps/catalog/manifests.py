@@ -129,6 +129,11 @@ def gpu_count(value, parameters: dict) -> int:
     return int(parameters[name])
 
 
+def proxied_endpoints(manifest: dict) -> list[dict]:
+    """The endpoints the manifest lets the platform proxy expose."""
+    return [e for e in manifest["endpoints"] if "platform_proxy" in e["exposure_modes"]]
+
+
 def template_fields(manifest: dict):
     execution = manifest["execution"]
     units = (

@@ -3,26 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from apps.core.admin import AuditedModelAdmin
-from apps.metering.models import Quota, Rate
-
-
-class QuotaInline(admin.TabularInline):
-    """A tenant's limits, edited on the tenant's page (changes are audited with the tenant's)."""
-
-    model = Quota
-    fields = ("resource", "limit")
-    extra = 0
-    ordering = ("resource",)
-
-
-@admin.register(Quota)
-class QuotaAdmin(AuditedModelAdmin):
-    list_display = ("tenant", "resource", "limit", "updated_at")
-    list_filter = ("resource",)
-    search_fields = ("tenant__tenant_id", "tenant__name", "resource")
-    list_select_related = ("tenant",)
-    autocomplete_fields = ("tenant",)
-    readonly_fields = ("created_at", "updated_at")
+from apps.metering.models import Rate
 
 
 @admin.register(Rate)

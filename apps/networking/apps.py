@@ -6,4 +6,7 @@ class NetworkingConfig(AppConfig):
     label = "networking"
 
     def ready(self):
-        from apps.networking import signals  # noqa: F401
+        from apps.networking import services, signals  # noqa: F401 - signals connects its receivers
+        from apps.tenancy import onboarding
+
+        onboarding.register_step(services.onboarding_step)

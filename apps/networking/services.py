@@ -10,6 +10,7 @@ from apps.core.errors import Conflict, Unavailable
 from apps.networking.models import Vlan, Vrf
 from apps.tenancy import policy
 from apps.tenancy.models import Tenant
+from apps.tenancy.onboarding import StepFailed
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
@@ -40,6 +41,14 @@ def assign_tenant_network(tenant: Tenant) -> Vrf:
     vrf = _take_free_vrf(tenant)
     audit.record(None, "network.vrf_assign", target=vrf, tenant_id=tenant.pk, details={"vrf": vrf.name})
     return vrf
+
+
+def onboarding_step(tenant: Tenant) -> None:
+    """Tenant onboarding's network step (``apps.tenancy.onboarding``)."""
+    try:
+        assign_tenant_network(tenant)
+    except PoolEmpty as exc:
+        raise StepFailed("network: the VRF pool is empty; waiting for an operator to add capacity") from exc
 
 
 def create_vpc(principal: Principal, tenant: Tenant, *, vpc_id: str) -> tuple[Vrf, bool]:

@@ -6,9 +6,8 @@ from __future__ import annotations
 from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from apps.metering.models import Quota
 from apps.tenancy import policy
-from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
+from apps.tenancy.models import Membership, Project, Quota, ServiceAccount, Tenant
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 

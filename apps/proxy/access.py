@@ -163,8 +163,8 @@ def forget() -> None:
 
 def _load(key: tuple) -> Target | None:
     from apps.proxy.models import ProxyRoute
-    from apps.runtime.rendering import base_path
-    from apps.runtime.services import runtime_secret
+    from apps.proxy.paths import base_path
+    from apps.runtime.selectors import runtime_secret
 
     routes = ProxyRoute.objects.select_related("instance")
     if key[0] == "slug":
@@ -311,10 +311,10 @@ def _first_server(location: str) -> str:
 
 
 def _deny(target: Target, decision: sessions.Decision, payload: dict | None, channel: str) -> None:
-    from apps.runtime.models import AppInstance
+    from apps.runtime.selectors import find_instance
 
     who = decision.username or (f"user:{payload['u']}" if payload else "")
-    instance = AppInstance.objects.filter(pk=target.instance_id).first()
+    instance = find_instance(target.instance_id)
     sessions.record_denial(target.route_id, instance, who, decision.reason, channel)
 
 

@@ -1,9 +1,13 @@
-"""Operator surfaces: pools (hostname, limits, status) and the routes they serve."""
+"""Operator surfaces: pools (hostname, limits, status), the routes they serve, and
+on the runtime's instances how an app's UI is shown (the proxy decides it)."""
 
 from django.contrib import admin
 
 from apps.core.admin import AuditedModelAdmin, ReadOnlyInline, ReadOnlyModelAdmin
+from apps.proxy import services
 from apps.proxy.models import ProxyPool, ProxyRoute
+from apps.runtime.admin import AppInstanceAdmin
+from apps.runtime.models import AppInstance
 
 
 class RouteInline(ReadOnlyInline):
@@ -47,3 +51,33 @@ class ProxyRouteAdmin(ReadOnlyModelAdmin):
         "created_at",
         "updated_at",
     )
+
+
+admin.site.unregister(AppInstance)
+
+
+@admin.register(AppInstance)
+class ProxiedAppInstanceAdmin(AppInstanceAdmin):
+    actions = [*AppInstanceAdmin.actions, "ui_embedded", "ui_link_out", "ui_native", "ui_platform_decides"]
+
+    def _ui_mode(self, request, queryset, override: str, done: str):
+        queryset = queryset.select_related("app_version")
+        self._as_operator(request, queryset, lambda op, i: services.set_ui_mode(op, i, override), done)
+
+    @admin.action(
+        description="App UI: embed in the workload shell (when the app allows it)", permissions=["operate"]
+    )
+    def ui_embedded(self, request, queryset):
+        self._ui_mode(request, queryset, "embedded", "Set to embed")
+
+    @admin.action(description="App UI: open in its own tab", permissions=["operate"])
+    def ui_link_out(self, request, queryset):
+        self._ui_mode(request, queryset, "link_out", "Set to open in its own tab")
+
+    @admin.action(description="App UI: show none", permissions=["operate"])
+    def ui_native(self, request, queryset):
+        self._ui_mode(request, queryset, "native", "Set to show no app UI")
+
+    @admin.action(description="App UI: let the platform decide", permissions=["operate"])
+    def ui_platform_decides(self, request, queryset):
+        self._ui_mode(request, queryset, "", "Returned to the platform's decision")

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from apps.catalog.manifests import proxied_endpoints
 from apps.proxy.adapters import Adapter
 
 NATIVE, EMBEDDED, LINK_OUT = "native", "embedded", "link_out"
@@ -23,10 +24,6 @@ class Exposure:
     mode: str
     reason: str
     route_mode: str | None  # "subdomain", "path_prefix", or None when nothing is proxied
-
-
-def proxied_endpoints(manifest: dict) -> list[dict]:
-    return [e for e in manifest["endpoints"] if "platform_proxy" in e["exposure_modes"]]
 
 
 def route_mode_for(manifest: dict, adapter: Adapter) -> tuple[str | None, str]:

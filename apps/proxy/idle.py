@@ -20,14 +20,12 @@ def idle_since(instance):
 
 
 def cull_idle(now=None) -> list:
+    from apps.runtime import selectors
     from apps.runtime import services as runtime
-    from apps.runtime.models import AppInstance
 
     now = now or timezone.now()
     stopped = []
-    running = AppInstance.objects.filter(
-        state=AppInstance.State.RUNNING, proxy_routes__status=ProxyRoute.Status.ACTIVE
-    ).distinct()
+    running = selectors.running_instances().filter(proxy_routes__status=ProxyRoute.Status.ACTIVE).distinct()
     for instance in running:
         timeout = max(r.policy.get("idle_timeout_seconds") or 0 for r in instance.proxy_routes.all())
         if not timeout or now - idle_since(instance) < timedelta(seconds=timeout):

@@ -1,12 +1,15 @@
-"""Ends proxy sessions when the platform's own decision changes: logout, a
-membership or account change (the instance side is called by the runtime)."""
+"""The proxy follows the platform: its sessions end at logout and at a membership or
+account change, and its routes follow the runtime's instances (launched, moved,
+shared), which the runtime signals since it sits below the proxy."""
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from apps.proxy import sessions
+from apps.proxy import exposure, routes, sessions
+from apps.runtime import signals as runtime
 from apps.tenancy.models import Membership
 
 
@@ -25,3 +28,22 @@ def _membership_changed(sender, instance, **kwargs):
 def _user_changed(sender, instance, created, **kwargs):
     if not created:
         sessions.invalidate_user(instance.pk)
+
+
+@receiver(runtime.instance_launched)
+def _instance_launched(sender, instance, manifest, **kwargs):
+    """How its UI is shown, kept on the instance with the reason, then its routes."""
+    decision = exposure.decide(manifest)
+    instance.ui_mode, instance.ui_mode_reason = decision.mode, decision.reason
+    sender.objects.filter(pk=instance.pk).update(ui_mode=decision.mode, ui_mode_reason=decision.reason)
+    routes.plan(instance, manifest, decision.route_mode)
+
+
+@receiver(runtime.instance_moved)
+def _instance_moved(sender, instance, **kwargs):
+    routes.sync(instance)
+
+
+@receiver(runtime.instance_access_changed)
+def _instance_access_changed(sender, instance, **kwargs):
+    transaction.on_commit(lambda: sessions.invalidate_instance(instance.pk))

@@ -19,7 +19,7 @@ from apps.core.errors import Forbidden
 from apps.proxy import exposure, sessions
 from apps.proxy.adapters import Adapter
 from apps.proxy.models import ProxyPool, ProxyRoute
-from apps.runtime.rendering import base_path
+from apps.proxy.paths import base_path
 
 SCOPES = [s.value for s in ProxyPool.Scope]
 
@@ -76,29 +76,6 @@ def _request_pool(scope: str, tenant, owner: dict) -> ProxyPool:
     name = owner.pop("name", None) or f"{scope}-{(owner.get('project') or tenant).pk}"
     # One data plane serves every pool here; a pool is the unit of limits and hostname.
     return ProxyPool.objects.create(name=name, scope=scope, status=ProxyPool.Status.ACTIVE, **owner)
-
-
-def set_project_scope(principal, project, scope: str) -> None:
-    from apps.core import audit
-    from apps.core.errors import ValidationFailed
-    from apps.tenancy import policy
-    from apps.tenancy.roles import Perm
-
-    policy.require(principal, Perm.PROXY_MANAGE, project)
-    if scope not in SCOPES:
-        raise ValidationFailed("Unknown proxy scope.", details={"scope": [f"one of {', '.join(SCOPES)}"]})
-    if scope not in allowed_scopes(project.tenant):
-        audit.record(
-            principal, "proxy.scope.change", target=project, outcome="denied", details={"scope": scope}
-        )
-        raise Forbidden(
-            f"Proxy scope {scope!r} is not allowed for this tenant.",
-            code="proxy_scope_denied",
-            details={"allowed_scopes": allowed_scopes(project.tenant)},
-        )
-    project.policy = {**(project.policy or {}), "proxy.scope": scope}
-    project.save(update_fields=["policy", "updated_at"])
-    audit.record(principal, "proxy.scope.change", target=project, details={"scope": scope})
 
 
 # --- routes -----------------------------------------------------------------------
@@ -204,12 +181,19 @@ def sync(instance) -> None:
 def reconcile() -> int:
     """Stale routes: active while their instance no longer runs, or not active while
     it does (a transition that crashed half-way); each is brought back in line."""
-    from apps.runtime.models import AppInstance
+    from apps.runtime.selectors import instances
 
-    stale = AppInstance.objects.filter(
-        Q(state="running", proxy_routes__status__in=[ProxyRoute.Status.PENDING, ProxyRoute.Status.REMOVED])
-        | (~Q(state="running") & Q(proxy_routes__status=ProxyRoute.Status.ACTIVE))
-    ).distinct()
+    stale = (
+        instances()
+        .filter(
+            Q(
+                state="running",
+                proxy_routes__status__in=[ProxyRoute.Status.PENDING, ProxyRoute.Status.REMOVED],
+            )
+            | (~Q(state="running") & Q(proxy_routes__status=ProxyRoute.Status.ACTIVE))
+        )
+        .distinct()
+    )
     fixed = 0
     for instance in stale:
         with transaction.atomic():
@@ -229,41 +213,11 @@ def route_for(instance, endpoint_name: str) -> ProxyRoute | None:
 
 def touch(route_id, when=None) -> None:
     """Last activity on a route and its instance (the proxy calls this at most every few seconds)."""
-    from apps.runtime.models import AppInstance
+    from apps.runtime.services import record_activity
 
     when = when or timezone.now()
     route = ProxyRoute.objects.filter(pk=route_id).only("instance_id").first()
     if route is None:
         return
     ProxyRoute.objects.filter(pk=route_id).update(last_activity_at=when)
-    AppInstance.objects.filter(pk=route.instance_id).update(last_activity_at=when)
-
-
-def set_ui_mode(principal, instance, override: str) -> None:
-    """An operator's exposure override (seed 002: operator-controlled decisions are audited)."""
-    from apps.core import audit
-    from apps.core.errors import ValidationFailed
-
-    if not principal.is_platform_admin:
-        raise Forbidden("Only platform operators choose how an app's UI is exposed.")
-    if override not in ("", exposure.NATIVE, exposure.EMBEDDED, exposure.LINK_OUT):
-        raise ValidationFailed(details={"ui_mode_override": ["one of native, embedded, link_out, or blank"]})
-    decision = exposure.decide(instance.app_version.manifest, override)
-    previous = instance.ui_mode
-    type(instance).objects.filter(pk=instance.pk).update(
-        ui_mode_override=override, ui_mode=decision.mode, ui_mode_reason=decision.reason[:255]
-    )
-    instance.ui_mode_override, instance.ui_mode, instance.ui_mode_reason = (
-        override,
-        decision.mode,
-        decision.reason,
-    )
-    for route in instance.proxy_routes.all():
-        route.policy = {**route.policy, "embedded": decision.mode == exposure.EMBEDDED}
-        route.save(update_fields=["policy", "updated_at"])
-    audit.record(
-        principal,
-        "instance.ui_mode.change",
-        target=instance,
-        details={"override": override, "from": previous, "to": decision.mode, "reason": decision.reason},
-    )
+    record_activity(route.instance_id, when)

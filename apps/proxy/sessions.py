@@ -33,7 +33,7 @@ from django.utils.crypto import constant_time_compare
 from apps.core import audit
 from apps.core.errors import Forbidden, NotFound, Unauthenticated
 from apps.proxy.models import ProxySession
-from apps.runtime.rendering import base_path
+from apps.proxy.paths import base_path
 
 COOKIE = "_gpuaas_route"
 _SALT = "gpuaas.proxy.route-session"
@@ -72,7 +72,7 @@ def end_platform_session(session_key: str | None, user_id) -> None:
 def require_member(principal, instance, endpoint_name: str) -> None:
     """Platform operators open a tenant's apps only as members (``Principal.as_member``);
     ``decide`` holds the same line for every request."""
-    from apps.runtime.services import visible_instances
+    from apps.runtime.selectors import visible_instances
 
     if principal.user is None:
         return  # ``mint`` refuses machines
@@ -247,7 +247,7 @@ def current_decision(keys: list[str], found: dict) -> tuple[Decision | None, tup
 
 def decide(route_id: str, instance_id: str, payload: dict, generations: tuple) -> Decision:
     """Fresh from the database: the user still exists and still may see the instance."""
-    from apps.runtime.services import visible_instances
+    from apps.runtime.selectors import visible_instances
     from apps.tenancy.principal import for_user
 
     user = get_user_model().objects.filter(pk=payload["u"], is_active=True).first()

@@ -1,12 +1,12 @@
 """Operator surfaces for app instances: read-only state, timeline and agent tasks,
-with force-stop and decommission actions that go through the runtime services."""
+with force-stop and decommission actions that go through the runtime services (the
+platform proxy's admin adds how an app's UI is shown)."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 
 from apps.core.admin import ReadOnlyInline, ReadOnlyModelAdmin, apply_each
-from apps.proxy import routes as proxy_routes
 from apps.runtime import services
 from apps.runtime.models import AgentTask, AppInstance, InstanceEvent, Operation
 from apps.tenancy import principal as principals
@@ -65,7 +65,7 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
     )
     readonly_fields = fields
     inlines = [EventInline, TaskInline]
-    actions = ["force_stop", "decommission", "ui_embedded", "ui_link_out", "ui_native", "ui_platform_decides"]
+    actions = ["force_stop", "decommission"]
 
     @admin.display(description="node")
     def node(self, instance):
@@ -105,28 +105,6 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
         self._change(
             request, queryset, "decommission", "Decommissioning", "Already deleted or decommissioning"
         )
-
-    def _ui_mode(self, request, queryset, override: str, done: str):
-        queryset = queryset.select_related("app_version")
-        self._as_operator(request, queryset, lambda op, i: proxy_routes.set_ui_mode(op, i, override), done)
-
-    @admin.action(
-        description="App UI: embed in the workload shell (when the app allows it)", permissions=["operate"]
-    )
-    def ui_embedded(self, request, queryset):
-        self._ui_mode(request, queryset, "embedded", "Set to embed")
-
-    @admin.action(description="App UI: open in its own tab", permissions=["operate"])
-    def ui_link_out(self, request, queryset):
-        self._ui_mode(request, queryset, "link_out", "Set to open in its own tab")
-
-    @admin.action(description="App UI: show none", permissions=["operate"])
-    def ui_native(self, request, queryset):
-        self._ui_mode(request, queryset, "native", "Set to show no app UI")
-
-    @admin.action(description="App UI: let the platform decide", permissions=["operate"])
-    def ui_platform_decides(self, request, queryset):
-        self._ui_mode(request, queryset, "", "Returned to the platform's decision")
 
 
 @admin.register(Operation)

@@ -11,13 +11,25 @@ YAML. Every image is referenced by digest; no host paths, no privileged mode.
 
 from __future__ import annotations
 
-from apps.catalog.manifests import RUNTIME_NAMESPACES, TEMPLATE, gpu_count, template_fields
-from apps.proxy.exposure import proxied_endpoints
+from collections.abc import Callable
+
+from apps.catalog.manifests import (
+    RUNTIME_NAMESPACES,
+    TEMPLATE,
+    gpu_count,
+    proxied_endpoints,
+    template_fields,
+)
+
+# Where an endpoint's upstream runs is the platform proxy's to say (its routes serve
+# it there); the proxy sits above the runtime, so it provides it (``ProxyConfig.ready``).
+_base_path: Callable[[object, str], str] | None = None
 
 
-def base_path(instance_id, endpoint: str) -> str:
-    """Where an endpoint's upstream runs, in both route modes (CONTRACT.md)."""
-    return f"/w/{instance_id}/{endpoint}/"
+def provide_base_path(base_path: Callable[[object, str], str]) -> None:
+    """``base_path(instance_id, endpoint)``: the path the app serves its endpoint under."""
+    global _base_path
+    _base_path = base_path
 
 
 def _fill(template: str, context: dict) -> str:
@@ -42,7 +54,7 @@ def _context(instance, member) -> dict:
     return {
         "params": {key: _format(value) for key, value in instance.parameters.items()},
         "instance": {"id": str(instance.pk)},
-        "proxy": {"base_path": base_path(instance.pk, primary)},
+        "proxy": {"base_path": _base_path(instance.pk, primary)},
         "member": _member(instance, member),
     }
 

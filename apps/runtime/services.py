@@ -19,10 +19,7 @@ from apps.catalog import services as catalog
 from apps.catalog.models import App, AppVersion
 from apps.core import audit, crypto
 from apps.core.errors import Conflict, InvalidState, NotFound, RateLimited, ValidationFailed
-from apps.proxy import exposure
-from apps.proxy import routes as proxy_routes
-from apps.proxy import sessions as proxy_sessions
-from apps.runtime import events, rendering
+from apps.runtime import events, rendering, signals
 from apps.runtime.models import (
     AgentTask,
     AppInstance,
@@ -32,6 +29,7 @@ from apps.runtime.models import (
     Operation,
     RuntimeSecret,
 )
+from apps.runtime.selectors import visible_instances
 from apps.runtime.states import transition
 from apps.tenancy import policy
 from apps.tenancy.models import Project
@@ -43,25 +41,6 @@ VIEW_PERM = "view_appinstance"
 
 
 # --- who sees what -------------------------------------------------------------
-
-
-def visible_instances(principal: Principal) -> QuerySet[AppInstance]:
-    """The one scope for instances: admins see every instance in their scope; others
-    those shared with their project, their own while they may still view the
-    project's instances, and those shared with them by name (decision 0011)."""
-    instances = AppInstance.objects.all()
-    managed = policy.scope_filter(AppInstance, principal, Perm.INSTANCE_MANAGE)
-    if managed is None:
-        return instances
-    # A platform-wide view grant (CCP's integration role) is a member's view on every
-    # project: instances shared with their project, never the private ones.
-    member_scope = policy.scope_filter(AppInstance, principal, Perm.INSTANCE_VIEW) or Q()
-    as_member = Q(shared_with_project=True)
-    if principal.user is not None:
-        # Membership decides, not ownership: removed from the project, the owner
-        # no longer sees the instance however many roles they hold elsewhere.
-        as_member |= Q(owner=principal.user)
-    return instances.filter(managed | (member_scope & as_member))
 
 
 def get_instance(principal: Principal, project_id, instance_id) -> AppInstance:
@@ -193,7 +172,6 @@ def launch(
     if errors:
         raise ValidationFailed("Some parameters are not valid.", details={"parameters": errors})
     ids = _allocation_ids(manifest, allocation_id, allocation_ids)
-    decision = exposure.decide(manifest)
     with transaction.atomic():
         allocations = [_placement(project, pk) for pk in ids]
         # Serializes launches per node; in one order, so two cluster launches cannot deadlock.
@@ -213,8 +191,6 @@ def launch(
             created_by=principal.name,
             parameters=cleaned,
             gpus=manifests.gpu_count(manifest["resources"]["gpus"], cleaned),
-            ui_mode=decision.mode,
-            ui_mode_reason=decision.reason,
         )
         InstanceMember.objects.bulk_create(
             InstanceMember(
@@ -235,7 +211,7 @@ def launch(
             )
             for e in manifest["endpoints"]
         )
-        proxy_routes.plan(instance, manifest, decision.route_mode)
+        signals.instance_launched.send(AppInstance, instance=instance, manifest=manifest)
         for secret in rendering.start_spec(instance)["secrets"]:
             RuntimeSecret.objects.create(
                 instance=instance, name=secret, value_encrypted=crypto.encrypt(crypto.new_secret())
@@ -386,15 +362,14 @@ def share(
                 "revoked": list(revoke_usernames),
             },
         )
-        transaction.on_commit(lambda: proxy_sessions.invalidate_instance(instance.pk))
+        signals.instance_access_changed.send(AppInstance, instance=instance)
     instance.refresh_from_db()
     return instance
 
 
-def runtime_secret(instance: AppInstance, name: str) -> str | None:
-    """For the platform's own use (the proxy's auth bridge); never for an API answer."""
-    secret = RuntimeSecret.objects.filter(instance=instance, name=name).first()
-    return crypto.decrypt(secret.value_encrypted) if secret else None
+def record_activity(instance_id, when) -> None:
+    """Traffic through the platform proxy: the instance's last use, which idle culling reads."""
+    AppInstance.objects.filter(pk=instance_id).update(last_activity_at=when)
 
 
 def instance_events(instance: AppInstance) -> QuerySet[InstanceEvent]:

@@ -1,14 +1,14 @@
 """How an instance and its members change state: a conditional UPDATE on the state
 read (so two movers cannot both win), an event for every move, and the proxy's
-routes following. Everything that moves an instance goes through ``transition``."""
+routes following (``signals.instance_moved``). Everything that moves an instance
+goes through ``transition``."""
 
 from __future__ import annotations
 
 from django.utils import timezone
 
 from apps.allocations.models import Node
-from apps.proxy import routes as proxy_routes
-from apps.runtime import events
+from apps.runtime import events, signals
 from apps.runtime.models import AppInstance, InstanceMember
 
 
@@ -40,7 +40,7 @@ def transition(
             to_state=new_state,
             actor=actor,
         )
-        proxy_routes.sync(instance)
+        signals.instance_moved.send(AppInstance, instance=instance)
     return bool(changed)
 
 

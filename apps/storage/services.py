@@ -14,6 +14,7 @@ from apps.storage.drivers import ddn, ufm
 from apps.storage.models import TenantStorage
 from apps.tenancy import policy
 from apps.tenancy.models import Tenant
+from apps.tenancy.onboarding import StepFailed
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
@@ -100,6 +101,14 @@ def provision_tenant_storage(
             details={"path": storage.path, "pkey": storage.pkey},
         )
     return storage
+
+
+def onboarding_step(tenant: Tenant) -> None:
+    """Tenant onboarding's storage step (``apps.tenancy.onboarding``)."""
+    try:
+        provision_tenant_storage(tenant)
+    except DriverError as exc:
+        raise StepFailed(f"storage: {exc}", final=not exc.transient) from exc
 
 
 def create_tenant_storage(

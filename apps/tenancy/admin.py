@@ -12,11 +12,18 @@ from django.contrib.auth.models import Group
 from django.db.models import Count
 
 from apps.core.admin import AuditedModelAdmin, ReadOnlyInline, ReadOnlyModelAdmin, apply_each
-from apps.metering.admin import QuotaInline
 from apps.tenancy import principal as principals
 from apps.tenancy import services
 from apps.tenancy.auth.passwords import AdminSignInForm
-from apps.tenancy.models import ExternalIdentity, Membership, Project, ServiceAccount, SigningKey, Tenant
+from apps.tenancy.models import (
+    ExternalIdentity,
+    Membership,
+    Project,
+    Quota,
+    ServiceAccount,
+    SigningKey,
+    Tenant,
+)
 
 # /admin/login/ counts and limits failed sign-ins like the portal's login page.
 admin.site.login_form = AdminSignInForm
@@ -63,6 +70,15 @@ class ProjectInline(admin.TabularInline):
     readonly_fields = ("created_at",)
     extra = 0
     show_change_link = True
+
+
+class QuotaInline(admin.TabularInline):
+    """A tenant's limits, edited on the tenant's page (changes are audited with the tenant's)."""
+
+    model = Quota
+    fields = ("resource", "limit")
+    extra = 0
+    ordering = ("resource",)
 
 
 class MembershipInline(ReadOnlyInline):
@@ -117,6 +133,16 @@ class ProjectAdmin(AuditedModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return (*self.readonly_fields, "tenant", "project_id") if obj else self.readonly_fields
+
+
+@admin.register(Quota)
+class QuotaAdmin(AuditedModelAdmin):
+    list_display = ("tenant", "resource", "limit", "updated_at")
+    list_filter = ("resource",)
+    search_fields = ("tenant__tenant_id", "tenant__name", "resource")
+    list_select_related = ("tenant",)
+    autocomplete_fields = ("tenant",)
+    readonly_fields = ("created_at", "updated_at")
 
 
 @admin.register(Membership)

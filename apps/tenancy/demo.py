@@ -2,7 +2,7 @@
 
 from django.contrib.auth import get_user_model
 
-from apps.metering import services as metering
+from apps.tenancy import quotas
 from apps.tenancy.models import Membership, Project, Tenant
 from apps.tenancy.roles import Role
 
@@ -15,7 +15,7 @@ def bootstrap(stdout) -> None:
         tenant_id="demo", defaults={"name": "Demo", "realm_name": "demo", "status": Tenant.Status.ACTIVE}
     )
     Project.objects.get_or_create(tenant=tenant, project_id="demo", defaults={"name": "Demo project"})
-    metering.set_quota(tenant, DEMO_QUOTA)
+    quotas.set_quota(tenant, DEMO_QUOTA)
     admin, created = User.objects.get_or_create(
         username="admin", defaults={"is_staff": True, "is_superuser": True}
     )

@@ -46,6 +46,28 @@ class Tenant(UUIDModel):
         return self.id, None
 
 
+class Quota(UUIDModel):
+    """A tenant's limit for one resource (``gpus``, ``nodes``, ``storage_gb``, ...);
+    the domains that hold those resources check it (``apps.tenancy.quotas``)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas")
+    resource = models.CharField(max_length=64)
+    limit = models.BigIntegerField()
+
+    tenant_path = "tenant_id"
+    project_path = None
+
+    class Meta:
+        ordering = ["resource"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "resource"], name="quota_unique_resource"),
+            models.CheckConstraint(condition=models.Q(limit__gte=0), name="quota_limit_not_negative"),
+        ]
+
+    def __str__(self):
+        return f"{self.tenant_id} {self.resource}={self.limit}"
+
+
 class Project(UUIDModel):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="projects")
     project_id = models.CharField("CCP project id", max_length=64, validators=[ccp_identifier])

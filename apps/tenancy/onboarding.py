@@ -1,10 +1,15 @@
 """The asynchronous steps of tenant onboarding (seed 001 section 4.8): a VRF
 from the pool (network) and the Lustre directory, NodeMap and PKey (storage).
 
-Each step is idempotent, so a retry or the reconciler can run them again.
+The domains that own those steps sit above tenancy: each registers its step in
+its ``AppConfig.ready()``, so tenancy never imports them. Steps run in the order
+their apps are installed (networking before storage). Each step is idempotent,
+so a retry or the reconciler can run them again.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 
 class StepFailed(Exception):
@@ -15,23 +20,10 @@ class StepFailed(Exception):
         self.final = final
 
 
-def network(tenant) -> None:
-    from apps.networking import services as networking
-
-    try:
-        networking.assign_tenant_network(tenant)
-    except networking.PoolEmpty as exc:
-        raise StepFailed("network: the VRF pool is empty; waiting for an operator to add capacity") from exc
+STEPS: list[Callable[[object], None]] = []
 
 
-def storage(tenant) -> None:
-    from apps.core.drivers import DriverError
-    from apps.storage import services as storage_services
-
-    try:
-        storage_services.provision_tenant_storage(tenant)
-    except DriverError as exc:
-        raise StepFailed(f"storage: {exc}", final=not exc.transient) from exc
-
-
-STEPS = [network, storage]
+def register_step(step: Callable[[object], None]) -> None:
+    """``step(tenant)`` provisions the tenant's share of a domain, or raises ``StepFailed``."""
+    if step not in STEPS:
+        STEPS.append(step)

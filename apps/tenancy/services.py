@@ -25,8 +25,7 @@ from django.utils.dateparse import parse_datetime
 from apps.core import audit, counters, crypto
 from apps.core.errors import Conflict, Forbidden, InvalidState, RateLimited, Unauthenticated, ValidationFailed
 from apps.core.models import AuditEvent
-from apps.metering import services as metering
-from apps.tenancy import policy
+from apps.tenancy import policy, quotas
 from apps.tenancy.auth import platform_tokens
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
 from apps.tenancy.principal import Principal
@@ -67,7 +66,7 @@ def onboard_tenant(
     if existing is not None:
         return Created(existing, False)
     if quota:
-        errors = metering.validate_quota(quota)
+        errors = quotas.validate_quota(quota)
         if errors:
             raise ValidationFailed(details={"quota": [errors]})
     projects = projects or [{"project_id": DEFAULT_PROJECT_ID, "name": "Default"}]
@@ -78,7 +77,7 @@ def onboard_tenant(
             )
             for item in projects:
                 Project.objects.create(tenant=tenant, project_id=item["project_id"], name=item["name"])
-            metering.set_quota(tenant, {**metering.default_quota(), **(quota or {})})
+            quotas.set_quota(tenant, {**quotas.default_quota(), **(quota or {})})
             audit.record(principal, "tenant.onboard", target=tenant, details={"tier": tier})
             transaction.on_commit(lambda: _start_provisioning(tenant.pk))
     except IntegrityError:

@@ -6,10 +6,10 @@ from apps.allocations import services as allocations
 from apps.allocations.models import Allocation, Node
 from apps.catalog.models import Flavor
 from apps.core.models import SimulatedFault
-from apps.metering import services as metering
 from apps.networking import services as networking
 from apps.storage import services as storage
 from apps.tenancy import principal as principals
+from apps.tenancy import quotas
 from gpuaas.celery import app as celery_app
 from tests.conftest import member
 from tests.support.fake_maas import FakeMaas
@@ -79,7 +79,7 @@ def ready_tenant(tenant):
     networking.load_pool(prefix="vrf", count=4, first_vni=50001, first_vlan=1000)
     networking.assign_tenant_network(tenant)
     storage.provision_tenant_storage(tenant)
-    metering.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
+    quotas.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
     return tenant
 
 

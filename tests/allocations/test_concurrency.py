@@ -12,8 +12,8 @@ from apps.allocations import nodes, services
 from apps.allocations.models import Allocation, Node
 from apps.core.errors import ApiError, InvalidState
 from apps.core.models import AuditEvent
-from apps.metering import services as metering
 from apps.tenancy import principal as principals
+from apps.tenancy import quotas
 from tests.allocations.conftest import make_nodes
 from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory
@@ -30,7 +30,7 @@ def _tenant_with_project(name, flavor_nodes_quota):
     project = ProjectFactory(tenant=tenant)
     networking.assign_tenant_network(tenant)
     storage.provision_tenant_storage(tenant)
-    metering.set_quota(tenant, flavor_nodes_quota)
+    quotas.set_quota(tenant, flavor_nodes_quota)
     return project
 
 

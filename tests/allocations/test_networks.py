@@ -7,10 +7,10 @@ import pytest
 
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.core import simulation
-from apps.metering import services as metering
 from apps.networking import services as networking
 from apps.networking.models import Vrf
 from apps.storage import services as storage
+from apps.tenancy import quotas
 from tests.allocations.conftest import make_nodes
 from tests.allocations.test_lifecycle_api import allocate
 
@@ -110,7 +110,7 @@ def test_release_detaches_from_the_vrf_attached_even_when_the_vpc_appears_later(
     globex = other_tenant_project.tenant
     networking.assign_tenant_network(globex)
     storage.provision_tenant_storage(globex)
-    metering.set_quota(globex, {"gpus": 8, "nodes": 1})
+    quotas.set_quota(globex, {"gpus": 8, "nodes": 1})
     globex_token = ccp_issuer.token(
         {
             "domain_id": "globex",

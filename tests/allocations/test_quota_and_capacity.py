@@ -7,7 +7,7 @@ import pytest
 
 from apps.allocations.models import Allocation, Node
 from apps.core.models import AuditEvent
-from apps.metering import services as metering
+from apps.tenancy import quotas
 from tests.allocations.conftest import make_nodes
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +29,7 @@ def allocate(api, token, project, **body):
 def test_over_quota_answers_422_with_details_and_takes_nothing(
     api, ccp_admin_token, project, ready_tenant, nodes
 ):
-    metering.set_quota(ready_tenant, {"gpus": 8})
+    quotas.set_quota(ready_tenant, {"gpus": 8})
     response = allocate(api, ccp_admin_token(), project, count=2)
     assert response.status_code == 422
     error = response.json()["error"]
@@ -43,7 +43,7 @@ def test_over_quota_answers_422_with_details_and_takes_nothing(
 def test_quota_change_from_ccp_takes_effect_on_next_request(
     api, ccp_issuer, ccp_admin_token, project, ready_tenant, nodes
 ):
-    metering.set_quota(ready_tenant, {"gpus": 0})
+    quotas.set_quota(ready_tenant, {"gpus": 0})
     assert allocate(api, ccp_admin_token(), project).status_code == 422
     integration = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
     response = api.post(
@@ -60,7 +60,7 @@ def test_quota_change_from_ccp_takes_effect_on_next_request(
 def test_quota_report_shows_usage_percent_and_warning(
     api, ccp_admin_token, ccp_issuer, project, ready_tenant, nodes, django_capture_on_commit_callbacks
 ):
-    metering.set_quota(ready_tenant, {"gpus": 18, "nodes": 2})
+    quotas.set_quota(ready_tenant, {"gpus": 18, "nodes": 2})
     with django_capture_on_commit_callbacks(execute=True):
         allocate(api, ccp_admin_token(), project, count=2)
     token = ccp_issuer.token({"domain_id": "acme", "roles": ["Tenant Billing Admin"]})
@@ -75,7 +75,7 @@ def test_quota_update_is_refused_to_tenant_roles(api, ccp_issuer, ready_tenant):
         "/api/metering/quota/acme", {"gpus": 1000}, format="json", HTTP_AUTHORIZATION=f"Bearer {token}"
     )
     assert response.status_code == 403
-    assert metering.limits_of(ready_tenant)["gpus"] == 64
+    assert quotas.limits_of(ready_tenant)["gpus"] == 64
 
 
 def test_quota_update_rejects_bad_values(api, ccp_issuer, ready_tenant):
@@ -93,7 +93,7 @@ def test_quota_update_rejects_bad_values(api, ccp_issuer, ready_tenant):
 def test_dry_run_itemizes_quota_and_capacity_without_taking(
     api, ccp_admin_token, project, ready_tenant, nodes
 ):
-    metering.set_quota(ready_tenant, {"gpus": 20, "nodes": 8})
+    quotas.set_quota(ready_tenant, {"gpus": 20, "nodes": 8})
     response = allocate(api, ccp_admin_token(), project, count=3, dry_run=True)
     assert response.status_code == 200
     plan = response.json()

@@ -11,12 +11,12 @@ from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
 
 from apps.core import idempotency
-from apps.core.api import BaseAPIView
 from apps.core.errors import RateLimited, Unavailable
 from apps.core.idempotency import idempotent
 from apps.core.models import AuditEvent, IdempotencyRecord
 from apps.core.tasks import purge_idempotency_records
 from apps.tenancy import principal as principals
+from apps.tenancy.api.base import BaseAPIView
 from apps.tenancy.models import Project, ServiceAccount, Tenant
 from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory

@@ -26,10 +26,10 @@ from django.db import connection
 from apps.allocations import services
 from apps.allocations.models import Allocation, Node
 from apps.catalog.models import Flavor
-from apps.metering import services as metering
 from apps.networking import services as networking
 from apps.storage import services as storage
 from apps.tenancy import principal as principals
+from apps.tenancy import quotas
 from apps.tenancy.models import Membership
 from gpuaas.celery import app as celery_app
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
@@ -81,7 +81,7 @@ def world(db):
     networking.load_pool(prefix="vrf", count=2, first_vni=50001, first_vlan=1000)
     networking.assign_tenant_network(tenant)
     storage.provision_tenant_storage(tenant)
-    metering.set_quota(tenant, {"gpus": 16, "nodes": 8})  # two 8-GPU nodes at most
+    quotas.set_quota(tenant, {"gpus": 16, "nodes": 8})  # two 8-GPU nodes at most
     flavor = Flavor.objects.create(
         name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
     )

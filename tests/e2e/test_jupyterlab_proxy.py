@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from apps.allocations.models import Node
-from apps.runtime import services
+from apps.runtime import selectors
 from apps.runtime.models import AppInstance
 from tests.conftest import member
 from tests.e2e.allocations import active_allocation_on
@@ -146,7 +146,7 @@ def test_jupyterlab_through_the_proxy_runs_a_notebook(
     instance = launch_jupyterlab(api, allocator, project, active_allocation)
     route = instance.proxy_routes.get()
     assert (route.mode, route.status, instance.ui_mode) == (route_mode, "active", ui_mode)
-    token = services.runtime_secret(instance, "token")
+    token = selectors.runtime_secret(instance, "token")
     assert token and len(token) >= 16
     base = settings.ISSUER
 

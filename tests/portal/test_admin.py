@@ -9,8 +9,7 @@ from django.urls import reverse
 
 from apps.core import audit
 from apps.core.models import AuditEvent, IdempotencyRecord
-from apps.metering.models import Quota
-from apps.tenancy.models import ExternalIdentity, Membership, ServiceAccount, SigningKey
+from apps.tenancy.models import ExternalIdentity, Membership, Quota, ServiceAccount, SigningKey
 from apps.tenancy.principal import for_user
 from apps.tenancy.services import create_platform_service_account, create_service_account
 from tests.factories import UserFactory
@@ -24,7 +23,7 @@ MODELS = [
     "tenancy.signingkey",
     "core.auditevent",
     "core.idempotencyrecord",
-    "metering.quota",
+    "tenancy.quota",
 ]
 
 

@@ -11,9 +11,9 @@ from django.urls import reverse
 from apps.allocations.models import Allocation, Node
 from apps.catalog.models import Flavor
 from apps.core.models import AuditEvent
-from apps.metering import services as metering
 from apps.networking import services as networking
 from apps.storage import services as storage
+from apps.tenancy import quotas
 from tests.allocations.conftest import make_nodes
 from tests.conftest import member
 from tests.portal.conftest import HTMX
@@ -40,7 +40,7 @@ def ready_tenant(tenant):
     networking.load_pool(prefix="vrf", count=2, first_vni=50001, first_vlan=1000)
     networking.assign_tenant_network(tenant)
     storage.provision_tenant_storage(tenant)
-    metering.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
+    quotas.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
     return tenant
 
 
@@ -232,18 +232,18 @@ def test_check_ok(allocator, as_user, project):
 
 
 def test_check_warns_near_the_limit(allocator, as_user, project, ready_tenant):
-    metering.set_quota(ready_tenant, {"gpus": 18})  # 8 of 18 = 44 %, 16 of 18 = 89 %
+    quotas.set_quota(ready_tenant, {"gpus": 18})  # 8 of 18 = 44 %, 16 of 18 = 89 %
     client = as_user(allocator)
     assert 'class="quota-row quota-none" data-resource="gpus"' in _check(client, project)
     body = _check(client, project, count="2")
     assert 'class="quota-row quota-80" data-resource="gpus"' in body and "89%" in body
-    metering.set_quota(ready_tenant, {"gpus": 16})
+    quotas.set_quota(ready_tenant, {"gpus": 16})
     body = _check(client, project, count="2")
     assert 'class="quota-row quota-90" data-resource="gpus"' in body and 'data-verdict="allowed"' in body
 
 
 def test_check_over_quota(allocator, as_user, project, ready_tenant):
-    metering.set_quota(ready_tenant, {"gpus": 16})
+    quotas.set_quota(ready_tenant, {"gpus": 16})
     body = _check(as_user(allocator), project, count="3")
     assert 'data-verdict="refused"' in body
     assert "Quota exceeded for gpus: 0 used of 16, 24 requested." in body
@@ -304,7 +304,7 @@ def test_allocate_under_htmx_answers_hx_redirect(
 
 
 def test_allocate_over_quota_shows_the_refusal_and_takes_nothing(allocator, as_user, project, ready_tenant):
-    metering.set_quota(ready_tenant, {"gpus": 8})
+    quotas.set_quota(ready_tenant, {"gpus": 8})
     client = as_user(allocator)
     url = reverse("allocation_create", args=[project.pk])
     response = client.post(url, {**OK_VALUES, "count": "2"})

@@ -19,8 +19,8 @@ from apps.allocations.models import Allocation, Node
 from apps.catalog import services as catalog
 from apps.catalog.models import App, Entitlement
 from apps.core.models import AuditEvent
-from apps.proxy import routes as proxy_routes
-from apps.runtime import agents, services
+from apps.proxy import services as proxy_services
+from apps.runtime import agents, selectors, services
 from apps.runtime.models import AgentTask, AppInstance
 from apps.tenancy import principal as principals
 from tests.allocations.conftest import make_nodes
@@ -630,7 +630,7 @@ def test_link_out_and_native_apps_have_their_own_shell(as_user, admin, platform_
     publish("every", every_type_manifest(), name="Every type")
     instance = launched(admin, project, allocation, "every", tag="abc")
     client = as_user(admin)
-    proxy_routes.set_ui_mode(principals.for_user(platform_admin), instance, "link_out")
+    proxy_services.set_ui_mode(principals.for_user(platform_admin), instance, "link_out")
     app = client.get(detail_url(instance) + "?tab=app").content.decode()
     assert "The app opens here as soon as it is running." in app and "<iframe" not in app
     AppInstance.objects.filter(pk=instance.pk).update(state="running")
@@ -638,7 +638,7 @@ def test_link_out_and_native_apps_have_their_own_shell(as_user, admin, platform_
     assert "<iframe" not in app and ">Open app</a>" in app
     assert "an operator chose to open it in its own tab" in app
 
-    proxy_routes.set_ui_mode(principals.for_user(platform_admin), instance, "native")
+    proxy_services.set_ui_mode(principals.for_user(platform_admin), instance, "native")
     overview = client.get(detail_url(instance)).content.decode()
     assert re.findall(r'data-tab="(\w+)"', overview) == ["overview", "events", "access"]
 
@@ -690,7 +690,7 @@ def test_the_runtime_secret_never_appears(as_user, admin, project, allocation, j
     _post(client, project, allocation, name="nb")
     instance = AppInstance.objects.get()
     agent_finishes(instance)
-    token = services.runtime_secret(instance, "token")
+    token = selectors.runtime_secret(instance, "token")
     assert token and len(token) >= 16
     pages = [
         reverse("app_catalog"),

@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from apps.proxy import access, sessions
 from apps.runtime import services as runtime
-from apps.runtime.services import runtime_secret
+from apps.runtime.selectors import runtime_secret
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
 from tests.conftest import member

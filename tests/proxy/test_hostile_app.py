@@ -16,7 +16,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from apps.runtime.services import runtime_secret
+from apps.runtime.selectors import runtime_secret
 from tests.proxy.conftest import (
     APPS_DOMAIN,
     browser,

@@ -27,7 +27,7 @@ from apps.proxy import access, sessions
 from apps.proxy.models import ProxyRoute
 from apps.runtime import agents
 from apps.runtime import services as runtime
-from apps.runtime.services import runtime_secret
+from apps.runtime.selectors import runtime_secret
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
 from tests.conftest import member

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from apps.core.models import AuditEvent
-from apps.proxy import idle, routes, sessions
+from apps.proxy import idle, routes, services, sessions
 from apps.proxy.models import ProxyPool, ProxyRoute
 from apps.runtime import services as runtime
 from apps.runtime.models import AppInstance
@@ -176,7 +176,7 @@ def test_operator_override_changes_the_exposure_and_is_audited(
 ):
     instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     assert instance.ui_mode == "embedded"
-    routes.set_ui_mode(principals.for_user(platform_admin), instance, "link_out")
+    services.set_ui_mode(principals.for_user(platform_admin), instance, "link_out")
     instance.refresh_from_db()
     assert (instance.ui_mode, instance.ui_mode_reason) == (
         "link_out",
@@ -186,7 +186,7 @@ def test_operator_override_changes_the_exposure_and_is_audited(
     event = AuditEvent.objects.get(action="instance.ui_mode.change")
     assert event.details["from"] == "embedded" and event.details["to"] == "link_out"
     with pytest.raises(sessions.Forbidden):
-        routes.set_ui_mode(principals.for_user(owner), instance, "embedded")
+        services.set_ui_mode(principals.for_user(owner), instance, "embedded")
 
 
 def test_idle_instances_are_stopped_with_an_event_saying_why(owner, project, active_allocation, webapp):

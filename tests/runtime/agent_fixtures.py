@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from apps.allocations import nodes
-from apps.runtime.agent.executors.process import ProcessExecutor
+from node_agent.executors.process import ProcessExecutor
 from tests.support.servers import ThreadedUvicorn
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 class AgentProcess:
-    """``python -m apps.runtime.agent`` for one node, its output kept in a file. Like
+    """``python -m node_agent`` for one node, its output kept in a file. Like
     on a node, the bootstrap token stays in its environment across restarts."""
 
     def __init__(self, url: str, hostname: str, bootstrap_token: str, state_dir: Path, log: Path):
@@ -35,7 +35,7 @@ class AgentProcess:
                 [
                     sys.executable,
                     "-m",
-                    "apps.runtime.agent",
+                    "node_agent",
                     "--url",
                     self.url,
                     "--node",

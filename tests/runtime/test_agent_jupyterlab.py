@@ -21,7 +21,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from apps.runtime import agents, services
+from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Endpoint
 from tests.runtime.agent_fixtures import wait_for
 
@@ -107,7 +107,7 @@ def test_jupyterlab_lifecycle_through_a_real_agent(platform, active_allocation, 
     instance_id = platform.launch(active_allocation)
     platform.wait_state(instance_id, "running", timeout=START_TIMEOUT)
     print(f"JupyterLab running {time.monotonic() - began:.1f} s after launch")  # shown with -s
-    token = services.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
+    token = selectors.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
     endpoint = Endpoint.objects.get(instance_id=instance_id, name="web")
     assert endpoint.host == "127.0.0.1" and endpoint.port
     assert jupyter_status(instance_id, token) == 200
@@ -148,7 +148,7 @@ def test_workloads_outlive_the_agent_and_dead_ones_are_reported(
 ):
     instance_id = platform.launch(active_allocation)
     platform.wait_state(instance_id, "running", timeout=START_TIMEOUT)
-    token = services.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
+    token = selectors.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
     hostname = active_allocation.node.hostname
 
     assert node_agent.terminate() == 0  # SIGTERM: a clean exit that stops no workload
@@ -219,7 +219,7 @@ def test_a_kernel_cannot_read_the_platforms_secrets_or_change_its_virtualenv(
 
     instance_id = platform.launch(active_allocation)
     platform.wait_state(instance_id, "running", timeout=START_TIMEOUT)
-    token = services.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
+    token = selectors.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
     tried = json.loads(
         run_in_kernel(instance_id, token, f"TARGETS = {json.dumps(json.dumps(targets))}\n" + ATTEMPTS)
     )

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from apps.runtime.agent.executors.base import TaskFailed
-from apps.runtime.agent.executors.process import ProcessExecutor
+from node_agent.executors.base import TaskFailed
+from node_agent.executors.process import ProcessExecutor
 
 IID = "11111111-2222-3333-4444-555555555555"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from apps.allocations.models import Node
-from apps.runtime.agent.runner import EXIT_UNAUTHORIZED
 from apps.runtime.models import AppInstance
+from node_agent.runner import EXIT_UNAUTHORIZED
 from tests.runtime.agent_fixtures import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

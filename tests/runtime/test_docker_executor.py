@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from apps.runtime.agent.executors.base import TaskFailed
-from apps.runtime.agent.executors.docker import (
+from node_agent.executors.base import TaskFailed
+from node_agent.executors.docker import (
     DockerExecutor,
     compose_document,
     compose_up_command,
     run_command,
     validate,
 )
-from apps.runtime.agent.executors.templates import references
+from node_agent.executors.templates import references
 
 GOLDEN = Path(__file__).parent / "golden"
 IID = "11111111-2222-3333-4444-555555555555"

@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from apps.runtime import agents, services
+from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Operation, RuntimeSecret
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Grant, Principal
@@ -216,7 +216,7 @@ def test_no_secret_in_any_response(api, allocator, project, jupyterlab, active_a
     api.force_login(allocator)
     body = launch(api, project, active_allocation).json()
     instance = AppInstance.objects.get(pk=body["instance_id"])
-    token = services.runtime_secret(instance, "token")
+    token = selectors.runtime_secret(instance, "token")
     assert token and len(token) > 20
     [task] = AgentTask.objects.filter(instance=instance)
     assert token not in str(task.spec)  # the task references the secret, never carries it

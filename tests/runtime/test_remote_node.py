@@ -10,7 +10,7 @@ import socket
 import httpx
 import pytest
 
-from apps.runtime import services
+from apps.runtime import selectors
 from apps.runtime.models import AppInstance, Endpoint
 from tests.proxy.conftest import browser, open_session, route_url
 from tests.runtime.agent_fixtures import running_agent
@@ -60,7 +60,7 @@ def test_jupyterlab_on_a_remote_node_is_served_through_the_proxy_from_the_nodes_
     endpoint = Endpoint.objects.get(instance_id=instance_id, name="web")
     assert endpoint.host == address
     instance = AppInstance.objects.get(pk=instance_id)
-    token = services.runtime_secret(instance, "token")
+    token = selectors.runtime_secret(instance, "token")
     status = f"/w/{instance_id}/web/api/status"
     direct = httpx.get(
         f"http://{address}:{endpoint.port}{status}", headers={"Authorization": f"token {token}"}

@@ -6,10 +6,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.core.models import AuditEvent
-from apps.metering.models import Quota
-from apps.metering.services import default_quota
 from apps.networking.services import load_pool
-from apps.tenancy.models import Project, Tenant
+from apps.tenancy.models import Project, Quota, Tenant
+from apps.tenancy.quotas import default_quota
 from tests.support.concurrency import at_once
 from tests.support.world import INTEGRATION_ROLE
 

@@ -10,9 +10,9 @@ from apps.allocations import services
 from apps.allocations.api import serializers as s
 from apps.allocations.models import Allocation, Node
 from apps.catalog.models import Flavor
-from apps.core.api import BaseAPIView, BaseListAPIView
 from apps.core.idempotency import idempotent
 from apps.tenancy import policy
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.models import Project
 from apps.tenancy.roles import Perm

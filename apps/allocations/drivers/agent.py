@@ -3,6 +3,8 @@ and enrolls it, the wait for its first heartbeat, and draining workloads."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.utils import timezone
 
@@ -50,8 +52,18 @@ def registered(node, since) -> bool:
     return False
 
 
+# What runs on a node is the runtime's, which sits above the allocations: it registers
+# how to drain an allocation (``RuntimeConfig.ready``), so the pipeline never imports it.
+_drainers: list[Callable[[object], int]] = []
+
+
+def register_drainer(drainer: Callable[[object], int]) -> None:
+    """``drainer(allocation)`` decommissions what runs on the allocation's node and
+    returns how many workloads are still stopping."""
+    if drainer not in _drainers:
+        _drainers.append(drainer)
+
+
 def drain(allocation) -> int:
     """Decommission the app instances on the node; how many are still stopping."""
-    from apps.runtime import services as runtime
-
-    return runtime.drain_allocation(allocation)
+    return sum(drainer(allocation) for drainer in _drainers)

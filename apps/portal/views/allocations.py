@@ -24,7 +24,6 @@ from apps.allocations import services
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
-from apps.metering.services import warning_level
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import AllocationForm, ReleaseForm, add_api_error
 from apps.portal.htmx import (
@@ -39,6 +38,7 @@ from apps.portal.views.project_detail import _tabs
 from apps.tenancy import policy
 from apps.tenancy.models import Project
 from apps.tenancy.principal import Principal
+from apps.tenancy.quotas import warning_level
 from apps.tenancy.roles import Perm
 
 ALLOCATIONS_PER_PAGE = 25

@@ -3,12 +3,12 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from apps.core.api import BaseAPIView, BaseListAPIView
 from apps.core.idempotency import idempotent
 from apps.runtime import services
 from apps.runtime.api import serializers as s
 from apps.runtime.models import AppInstance, Operation
 from apps.tenancy import policy
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.roles import Perm
 

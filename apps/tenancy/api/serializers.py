@@ -3,8 +3,8 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from apps.core.models import AuditEvent
-from apps.metering.services import validate_quota
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant, ccp_identifier
+from apps.tenancy.quotas import validate_quota
 from apps.tenancy.roles import PROJECT_ROLES, Limit
 
 

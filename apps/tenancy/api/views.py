@@ -6,11 +6,11 @@ from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from apps.core.api import BaseAPIView, BaseListAPIView
 from apps.core.errors import NotFound, ValidationFailed
 from apps.core.idempotency import idempotent
 from apps.tenancy import policy, services
 from apps.tenancy.api import serializers as s
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
 from apps.tenancy.roles import Perm
 

@@ -1,6 +1,6 @@
 """``run_node_agent --node NODE [--url URL] [--state-dir DIR] [--executor auto|process|docker]``.
 
-Runs the same agent as ``python -m apps.runtime.agent`` for one node. Having the
+Runs the same agent as ``python -m node_agent`` for one node. Having the
 database at hand, it enrolls itself: when it has no saved credential the
 platform accepts, it mints the node's one-time bootstrap token, so the embedded
 default's local agent and demos need no operator step. It does so again when the
@@ -19,7 +19,7 @@ from django.db import connections
 from apps.allocations import nodes
 from apps.allocations.models import Node
 from apps.core.errors import Unauthenticated
-from apps.runtime.agent import credentials, executors, runner
+from node_agent import credentials, executors, runner
 
 
 class Command(BaseCommand):

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import httpx
 
-from apps.runtime.agent.executors.base import TaskFailed
-from apps.runtime.agent.executors.ports import free_ports, url_host
-from apps.runtime.agent.executors.sandbox import Sandbox
-from apps.runtime.agent.executors.templates import references, resolve_all
+from node_agent.executors.base import TaskFailed
+from node_agent.executors.ports import free_ports, url_host
+from node_agent.executors.sandbox import Sandbox
+from node_agent.executors.templates import references, resolve_all
 
 READY_TIMEOUT_SECONDS = 90.0
 STOP_GRACE_SECONDS = 10.0

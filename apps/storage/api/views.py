@@ -4,11 +4,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.core.api import BaseAPIView
 from apps.core.idempotency import idempotent
 from apps.storage import services
 from apps.storage.models import TenantStorage
 from apps.tenancy import policy
+from apps.tenancy.api.base import BaseAPIView
 from apps.tenancy.models import Tenant, ccp_identifier
 from apps.tenancy.roles import Perm
 

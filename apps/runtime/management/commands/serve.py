@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.core import asgiserver, embedded
+from apps.runtime import local_agent
 from gpuaas import env
 
 
@@ -42,7 +43,7 @@ class Command(BaseCommand):
             if workers != 1:
                 self.stderr.write("the embedded default runs one process; ignoring --workers")
             embedded.start_all()
-            agent = embedded.start_local_agent(host, port)
+            agent = local_agent.start(host, port)
             self.stdout.write(
                 f"GPUaaS portal (embedded default) on http://{host}:{port}/ - sign in as demo/demo"
             )
@@ -51,7 +52,7 @@ class Command(BaseCommand):
                     "gpuaas.asgi:application", host=host, port=port, proxy_headers=False, **asgiserver.OPTIONS
                 )
             finally:
-                embedded.stop_local_agent(agent)
+                local_agent.stop(agent)
         else:
             # Behind nginx: X-Forwarded-For/-Proto are honoured only from the addresses
             # in FORWARDED_ALLOW_IPS (uvicorn's variable; default 127.0.0.1).

@@ -10,10 +10,10 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.core.api import BaseAPIView
 from apps.core.errors import NotFound, ValidationFailed
-from apps.proxy import routes, sessions
-from apps.runtime.services import visible_instances
+from apps.proxy import routes, services, sessions
+from apps.runtime.selectors import visible_instances
+from apps.tenancy.api.base import BaseAPIView
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.roles import Perm
 
@@ -97,7 +97,7 @@ class ProjectProxyView(ProjectScopedMixin, BaseAPIView):
     )
     def put(self, request, project_pk):
         project = self.project(Perm.PROJECT_VIEW)
-        routes.set_project_scope(self.principal, project, request.data.get("scope"))
+        services.set_project_scope(self.principal, project, request.data.get("scope"))
         return self.get(request, project_pk)
 
     @extend_schema(exclude=True)

@@ -8,7 +8,7 @@ import logging
 import os
 from pathlib import Path
 
-from apps.runtime.agent.client import AgentClient
+from node_agent.client import AgentClient
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from apps.runtime.agent.executors.base import TaskFailed
+from node_agent.executors.base import TaskFailed
 
 WORKLOAD_USER = "gpuaas-workload"
 REPOSITORY = Path(__file__).resolve().parents[4]

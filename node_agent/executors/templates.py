@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from apps.runtime.agent.executors.base import TaskFailed
+from node_agent.executors.base import TaskFailed
 
 # The same syntax as apps.catalog.manifests.TEMPLATE (the agent does not import Django code).
 REFERENCE = re.compile(r"\{\{\s*(port|secret|node)\.([A-Za-z0-9_-]+)\s*\}\}")

@@ -1,4 +1,4 @@
-"""``python -m apps.runtime.agent --url URL --node HOSTNAME [--bootstrap-token T]
+"""``python -m node_agent --url URL --node HOSTNAME [--bootstrap-token T]
 [--state-dir DIR] [--executor auto|process|docker]``.
 
 The options default to the variables cloud-init writes to ``/etc/gpuaas/agent.env``
@@ -14,11 +14,11 @@ import os
 import sys
 from pathlib import Path
 
-from apps.runtime.agent import executors, runner
+from node_agent import executors, runner
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m apps.runtime.agent", description="GPUaaS node agent")
+    parser = argparse.ArgumentParser(prog="python -m node_agent", description="GPUaaS node agent")
     parser.add_argument(
         "--url",
         default=os.environ.get("GPUAAS_URL"),

@@ -14,9 +14,9 @@ import threading
 import time
 from pathlib import Path
 
-from apps.runtime.agent import credentials, executors
-from apps.runtime.agent.client import AgentClient, ApiError, Unauthorized
-from apps.runtime.agent.executors.base import Executor, TaskFailed
+from node_agent import credentials, executors
+from node_agent.client import AgentClient, ApiError, Unauthorized
+from node_agent.executors.base import Executor, TaskFailed
 
 logger = logging.getLogger(__name__)
 

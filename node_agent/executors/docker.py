@@ -20,9 +20,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from apps.runtime.agent.executors.base import TaskFailed
-from apps.runtime.agent.executors.ports import free_ports, url_host
-from apps.runtime.agent.executors.templates import REFERENCE, references, resolve, resolve_all
+from node_agent.executors.base import TaskFailed
+from node_agent.executors.ports import free_ports, url_host
+from node_agent.executors.templates import REFERENCE, references, resolve, resolve_all
 
 INSTANCE_LABEL = "gpuaas.instance"
 COMMAND_TIMEOUT_SECONDS = 600.0  # image pulls of multi-GB GPU images take minutes

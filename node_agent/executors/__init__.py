@@ -7,9 +7,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from apps.runtime.agent.executors.base import Executor
-from apps.runtime.agent.executors.docker import DockerExecutor
-from apps.runtime.agent.executors.process import ProcessExecutor
+from node_agent.executors.base import Executor
+from node_agent.executors.docker import DockerExecutor
+from node_agent.executors.process import ProcessExecutor
 
 KINDS = ("auto", "process", "docker")
 

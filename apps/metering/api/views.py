@@ -4,11 +4,11 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.core.api import BaseAPIView
 from apps.core.errors import ValidationFailed
 from apps.core.idempotency import idempotent
 from apps.metering import services, usage
 from apps.tenancy import policy
+from apps.tenancy.api.base import BaseAPIView
 from apps.tenancy.models import Tenant
 from apps.tenancy.roles import Perm
 

@@ -6,7 +6,7 @@ import ipaddress
 import socket
 from contextlib import ExitStack
 
-from apps.runtime.agent.executors.base import TaskFailed
+from node_agent.executors.base import TaskFailed
 
 
 def free_ports(names: list[str], host: str) -> dict[str, int]:

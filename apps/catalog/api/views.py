@@ -6,8 +6,8 @@ from rest_framework.response import Response
 
 from apps.catalog import services
 from apps.catalog.models import App, AppVersion
-from apps.core.api import BaseAPIView, BaseListAPIView
 from apps.core.errors import NotFound
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
 
 
 class AppSerializer(serializers.ModelSerializer):

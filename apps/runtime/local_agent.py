@@ -1,0 +1,59 @@
+"""The embedded default's local node agent: a child process of ``serve`` (so an
+agent crash never takes the web server down) serving one demo node."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+from django.conf import settings
+
+from apps.allocations.models import Node
+
+logger = logging.getLogger(__name__)
+
+
+# The local agent serves the first h100-1x node by hostname: allocation hands out
+# free nodes in hostname order, so the demo's first one-GPU allocation lands on it
+# and apps launched there really run (as local processes). Other demo nodes have
+# no agent; apps launched on them stay "requested".
+LOCAL_AGENT_FLAVOR = "h100-1x"
+
+
+def local_agent_node():
+    return Node.objects.filter(flavor__name=LOCAL_AGENT_FLAVOR).order_by("hostname").first()
+
+
+def start(host: str, port: int) -> subprocess.Popen | None:
+    node = local_agent_node()
+    if node is None:
+        logger.warning("no %s node for the local agent; run `manage.py bootstrap_demo`", LOCAL_AGENT_FLAVOR)
+        return None
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"  # serve binds loopback only
+    command = [
+        sys.executable,
+        str(settings.BASE_DIR / "manage.py"),
+        "run_node_agent",
+        "--node",
+        node.hostname,
+        "--url",
+        url,
+        "--executor",
+        "process",
+    ]
+    logger.info("local node agent for %s started", node.hostname)
+    return subprocess.Popen(command)
+
+
+def stop(agent: subprocess.Popen | None) -> None:
+    """SIGTERM lets it finish a task in progress; its workloads keep running and
+    the next ``serve`` adopts them again."""
+    if agent is None or agent.poll() is not None:
+        return
+    agent.terminate()
+    try:
+        agent.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        agent.wait()
