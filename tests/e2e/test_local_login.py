@@ -41,7 +41,8 @@ def test_too_many_wrong_passwords_lock_the_sign_in_out_with_a_message(portal, pa
     refused = submit("pw")  # the right password, while locked out
 
     assert refused.status == 429
-    assert "Too many failed sign-in attempts. Try again in 15 minute(s)." in page.locator(".error").inner_text()
+    message = page.locator(".error").inner_text()
+    assert "Too many failed sign-in attempts. Try again in 15 minute(s)." in message
     assert "/accounts/login/" in page.url
     # Chromium reports the page's own 429 on the console; nothing else may be there.
     assert [e for e in page.js_errors if "status of 429" not in e] == []
