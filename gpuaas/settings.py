@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 from cryptography.fernet import Fernet
@@ -98,6 +99,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "guardian",
+    "django_filters",
     "channels",
     "apps.core",
     "apps.tenancy",
@@ -110,6 +112,7 @@ INSTALLED_APPS = [
     "apps.metering",
     "apps.proxy",
     "apps.portal",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -200,6 +203,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 AUTH_USER_MODEL = "auth.User"
 AUTHENTICATION_BACKENDS = [
+    # First, so a locked-out username or address is refused before a password is checked.
+    "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
@@ -208,11 +213,29 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 4}},
 ]
 LOGIN_URL = "/accounts/login/"
-# Password sign-in (portal and admin): failures allowed per window before further
-# attempts are refused until the window ends (apps.tenancy.services, decision 0025).
-LOGIN_FAILURE_WINDOW_SECONDS = 900
-LOGIN_FAILURES_PER_USERNAME = 5
+# Password sign-in (portal and admin) is limited by django-axes (decision 0039): after
+# AXES_FAILURE_LIMIT failures for a username, or LOGIN_FAILURES_PER_ADDRESS from a client
+# address, within AXES_COOLOFF_TIME of each other, both login pages refuse that username
+# or address until the cool-off has passed since its last failure.
+AXES_HANDLER = "apps.tenancy.auth.passwords.SignInAttemptHandler"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_FAILURE_LIMIT = 5
 LOGIN_FAILURES_PER_ADDRESS = 20
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+# Refused attempts neither count nor extend the lockout: it ends by itself.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# Only password attempts count: an OIDC callback without a user names no username.
+AXES_WHITELIST_CALLABLE = "apps.tenancy.auth.passwords.not_a_password_attempt"
+# REMOTE_ADDR only: uvicorn already resolves trusted proxies into it, while a
+# client-sent X-Forwarded-For would let each guess pick a fresh address.
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
+AXES_SENSITIVE_PARAMETERS = ["csrfmiddlewaretoken"]  # the password is always masked
+AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not recorded (no table growing for ever)
+AXES_ENABLE_ADMIN = False  # lockouts are lifted through the audited user action instead
+AXES_VERBOSE = False
+# The login forms show the lockout themselves (a form error, 429 and Retry-After); Axes'
+# middleware would answer with a page of its own instead of the login form.
+SILENCED_SYSTEM_CHECKS = ["axes.W002"]
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
@@ -233,7 +256,7 @@ OIDC_OP_LOGOUT_URL_METHOD = "apps.tenancy.auth.oidc.provider_logout_url"
 OIDC_TIMEOUT = 10
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?error=oidc"
 if OIDC_ENABLED:
-    AUTHENTICATION_BACKENDS.insert(0, "apps.tenancy.auth.oidc.PlatformOIDCBackend")
+    AUTHENTICATION_BACKENDS.insert(1, "apps.tenancy.auth.oidc.PlatformOIDCBackend")
 
 # Bearer JWTs from CCP's Keycloak (and other trusted issuers).
 TRUSTED_ISSUERS = issuer_config.parse(env.json_value("GPUAAS_TRUSTED_ISSUERS", []))
@@ -367,6 +390,8 @@ LOGGING = {
         "django.server": {"level": "WARNING"},
         "celery": {"level": "WARNING"},
         "uvicorn.access": {"level": "WARNING"},
+        # Failures and refusals are gpuaas.auth lines already (decision 0039).
+        "axes": {"level": "ERROR"},
     },
 }
 

@@ -80,7 +80,7 @@ class AuditFilterForm(forms.Form):
         return data
 
     def service_filters(self) -> dict[str, str]:
-        """The filters of ``services.list_audit_events``: dates become whole UTC days, ``to`` inclusive."""
+        """The filters of ``AuditEventFilter`` (the API's): dates become whole days, ``to`` inclusive."""
         data = self.cleaned_data
         filters = {key: data[key] for key in ("action", "outcome", "actor", "project") if data.get(key)}
         if data.get("date_from"):

@@ -6,24 +6,20 @@ atomically, writes audit and enqueues follow-up work after commit.
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import math
 import secrets
-import time
-import uuid
 from dataclasses import dataclass
 
+from axes.handlers.proxy import AxesProxyHandler
+from axes.helpers import get_cool_off
+from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Sum
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-from apps.core import audit, counters, crypto
-from apps.core.errors import Conflict, Forbidden, InvalidState, RateLimited, Unauthenticated, ValidationFailed
+from apps.core import audit, crypto
+from apps.core.errors import Conflict, Forbidden, InvalidState, Unauthenticated, ValidationFailed
 from apps.core.models import AuditEvent
 from apps.tenancy import policy, quotas
 from apps.tenancy.auth import platform_tokens
@@ -32,8 +28,6 @@ from apps.tenancy.principal import Principal
 from apps.tenancy.roles import PLATFORM_ROLES, PROJECT_ROLES, TENANT_ONLY_ROLES, Perm, Role, permissions_of
 
 DEFAULT_PROJECT_ID = "default"
-
-auth_logger = logging.getLogger("gpuaas.auth")
 
 
 @dataclass
@@ -346,104 +340,35 @@ def _token_refused(client_id: str, reason: str, account: ServiceAccount | None =
 
 
 # --- password sign-in --------------------------------------------------------
-# Failed sign-ins are counted per client address and per username in fixed windows in
-# the shared cache (Redis in production, so every web replica sees the same counts).
-# Per address stops one client guessing many accounts; per username stops many
-# addresses guessing one account. See decision 0025.
-
-
-def _sign_in_counters(username: str, address: str, window: int) -> list[tuple[str, int]]:
-    """(cache key, failures allowed per window) for each limit that applies."""
-    found = []
-    if username:
-        # Hashed: a posted username may hold anything, and cache keys must stay short and plain.
-        digest = hashlib.sha256(username.casefold().encode()).hexdigest()
-        found.append((f"sign-in-failures:{window}:user:{digest}", settings.LOGIN_FAILURES_PER_USERNAME))
-    if address:
-        found.append((f"sign-in-failures:{window}:ip:{address}", settings.LOGIN_FAILURES_PER_ADDRESS))
-    return found
-
-
-def check_sign_in_allowed(username: str, address: str) -> None:
-    """Refuse a password sign-in while its username or address has failed too often.
-
-    Checked before the password is, so a correct guess in a limited window tells
-    nothing either.
-    """
-    period = settings.LOGIN_FAILURE_WINDOW_SECONDS
-    now = time.time()
-    window = int(now // period)
-    limits = _sign_in_counters(username, address, window)
-    counts = cache.get_many([key for key, _ in limits])
-    if all(counts.get(key, 0) < allowed for key, allowed in limits):
-        return
-    retry_after = math.ceil((window + 1) * period - now)
-    auth_logger.warning(
-        "password sign-in refused after too many failures: %r from %s",
-        username,
-        address,
-        extra={"username": username, "source_ip": address},
-    )
-    raise RateLimited(
-        f"Too many failed sign-in attempts. Try again in {math.ceil(retry_after / 60)} minute(s).",
-        retry_after=retry_after,
-    )
-
-
-def sign_in_failed(username: str, address: str) -> None:
-    """Log a failed sign-in (decision 0004: logged, not audited; never the password) and
-    count it. Only password attempts count: an OIDC callback without a user (no
-    username) guesses nothing."""
-    auth_logger.warning(
-        "sign-in failed: %r from %s", username, address, extra={"username": username, "source_ip": address}
-    )
-    if not username:
-        return
-    for key, _ in _sign_in_counters(username, address, _sign_in_window()):
-        counters.increment(key, settings.LOGIN_FAILURE_WINDOW_SECONDS + 1)
+# django-axes counts failed password sign-ins and refuses locked-out usernames and
+# addresses (apps.tenancy.auth.passwords, decision 0039). An operator lifts a user's
+# lockout here.
 
 
 def sign_in_locked(username: str) -> bool:
-    """Whether ``username`` has failed too often in this window (whatever the address)."""
-    [(key, allowed)] = _sign_in_counters(username, "", _sign_in_window())
-    return cache.get(key, 0) >= allowed
+    """Whether ``username`` has failed too often within the cool-off (whatever the address)."""
+    since = timezone.now() - get_cool_off()
+    recent = AccessAttempt.objects.filter(username=username, attempt_time__gte=since)
+    failures = recent.aggregate(n=Sum("failures_since_start"))["n"] or 0
+    return failures >= settings.AXES_FAILURE_LIMIT
 
 
 def lift_sign_in_lockout(principal: Principal, user) -> None:
-    """Forget the failures counted against ``user``'s username in this window, so they
-    can sign in again now: an operator's answer to "I am locked out". Failures counted
-    against a client address stay; that limit guards every account (decision 0025)."""
-    [(key, _)] = _sign_in_counters(user.get_username(), "", _sign_in_window())
-    cache.delete(key)
+    """Forget the failures counted against ``user``'s username, so they can sign in again
+    now: an operator's answer to "I am locked out". Failures other usernames had from the
+    same addresses stay (decision 0039)."""
+    AxesProxyHandler.reset_attempts(username=user.get_username())
     audit.record(principal, "user.sign_in_unlock", target=user, details={"username": user.get_username()})
-
-
-def _sign_in_window() -> int:
-    return int(time.time() // settings.LOGIN_FAILURE_WINDOW_SECONDS)
 
 
 # --- audit -------------------------------------------------------------------
 
 
-def list_audit_events(principal: Principal, filters) -> QuerySet[AuditEvent]:
-    """The audit events ``principal`` may read (tenant admins: their tenants), filtered."""
+def list_audit_events(principal: Principal) -> QuerySet[AuditEvent]:
+    """The audit events ``principal`` may read (tenant admins: their tenants); the API and
+    the portal narrow them with ``apps.tenancy.filters.AuditEventFilter``."""
     policy.require_somewhere(principal, Perm.AUDIT_VIEW)
-    events = policy.restrict(AuditEvent.objects.all(), principal, Perm.AUDIT_VIEW)
-    for field in ("action", "outcome", "actor"):
-        if filters.get(field):
-            events = events.filter(**{field: filters[field]})
-    if filters.get("project"):
-        try:
-            events = events.filter(project_id=uuid.UUID(str(filters["project"])))
-        except ValueError:
-            raise ValidationFailed(details={"project": ["Expected a project UUID."]}) from None
-    for param, lookup in (("from", "occurred_at__gte"), ("to", "occurred_at__lt")):
-        if filters.get(param):
-            moment = parse_datetime(str(filters[param]))
-            if moment is None:
-                raise ValidationFailed(details={param: ["Expected an RFC 3339 time."]})
-            events = events.filter(**{lookup: moment})
-    return events
+    return policy.restrict(AuditEvent.objects.all(), principal, Perm.AUDIT_VIEW)
 
 
 def tenants_waiting_for_onboarding(limit: int = 200) -> list:

@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.allocations import services
+from apps.allocations.filters import AllocationFilter
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
@@ -33,7 +34,7 @@ from apps.portal.htmx import (
     refreshing,
     render_page_or_fragment,
 )
-from apps.portal.views.base import portal_view
+from apps.portal.views.base import filtered, portal_view
 from apps.portal.views.project_detail import _tabs
 from apps.tenancy import policy
 from apps.tenancy.models import Project
@@ -103,14 +104,11 @@ def _decorate(allocation: Allocation) -> Allocation:
 def allocation_list(request, principal, pk):
     project = _project(principal, pk)
     remember_project(request, project)
-    state = request.GET.get("state", "").upper()
-    if state not in State.values:
-        state = ""
     scoped = Allocation.objects.filter(project=project)
     counts = dict(scoped.order_by().values_list("state").annotate(n=Count("pk")))
-    allocations = scoped.select_related("node", "flavor").order_by("-created_at", "pk")
-    if state:
-        allocations = allocations.filter(state=state)
+    allocations, filters = filtered(
+        AllocationFilter, request, scoped.select_related("node", "flavor").order_by("-created_at", "pk")
+    )
     page = Paginator(allocations, ALLOCATIONS_PER_PAGE).get_page(request.GET.get("page"))
     for allocation in page:
         _decorate(allocation)
@@ -119,7 +117,7 @@ def allocation_list(request, principal, pk):
         "tab": "allocations",
         "tabs": _tabs(principal, project),
         "page_obj": page,
-        "state_filter": state,
+        "state_filter": filters["state"],
         "state_chips": [("", "All", sum(counts.values()))]
         + [(s.value, s.label.capitalize(), counts.get(s.value, 0)) for s in State],
         "can_manage": _can_manage(principal, project),

@@ -3,11 +3,11 @@ from __future__ import annotations
 from django.core.paginator import Paginator
 from django.views.decorators.http import require_safe
 
-from apps.core.errors import ValidationFailed
-from apps.portal.forms import AuditFilterForm, add_api_error
+from apps.portal.forms import AuditFilterForm
 from apps.portal.htmx import render_page_or_fragment
 from apps.portal.views.base import portal_view
 from apps.tenancy import policy, services
+from apps.tenancy.filters import AuditEventFilter
 from apps.tenancy.models import Project, Tenant
 from apps.tenancy.roles import Perm
 
@@ -20,7 +20,7 @@ PROJECT_CHOICES = 500
 @portal_view
 def audit_log(request, principal):
     # The service refuses (403, audited) a caller who may read the trail nowhere.
-    events = services.list_audit_events(principal, {})
+    events = services.list_audit_events(principal)
     projects = list(
         policy.restrict(Project.objects.select_related("tenant"), principal, Perm.AUDIT_VIEW).order_by(
             "tenant__name", "name"
@@ -28,10 +28,8 @@ def audit_log(request, principal):
     )
     form = AuditFilterForm(request.GET or None, projects=projects)
     if form.is_bound and form.is_valid():
-        try:
-            events = services.list_audit_events(principal, form.service_filters())
-        except ValidationFailed as exc:
-            add_api_error(form, exc)
+        # The form's choices are valid filters: its dates become the API's from/to.
+        events = AuditEventFilter(form.service_filters(), queryset=events).qs
     if form.errors:
         events = events.none()
     page = Paginator(events, EVENTS_PER_PAGE).get_page(request.GET.get("page"))
@@ -53,7 +51,7 @@ def audit_log(request, principal):
         for e in page
     ]
     actions = (
-        services.list_audit_events(principal, {})
+        services.list_audit_events(principal)
         .order_by("action")
         .values_list("action", flat=True)
         .distinct()[:ACTION_SUGGESTIONS]

@@ -29,6 +29,17 @@ def may(principal: Principal, perm: str) -> bool:
     return any(perm in grant.permissions for grant in principal.grants)
 
 
+def filtered(filterset_class, request: HttpRequest, queryset):
+    """``queryset`` narrowed by the list filters of the query string (the API's FilterSet),
+    and their values. An invalid value, from a hand-edited link, narrows nothing: the page
+    shows the whole list with no filter chosen."""
+    filterset = filterset_class(request.GET, queryset=queryset)
+    if not filterset.is_valid():
+        filterset = filterset_class({}, queryset=queryset)
+        filterset.is_valid()
+    return filterset.qs, filterset.form.cleaned_data
+
+
 def portal_view(view):
     """Signed-in users only; the view receives ``(request, principal, ...)``."""
 

@@ -50,7 +50,7 @@ def dashboard(request, principal):
         ).count()
     recent = None
     if may(principal, Perm.AUDIT_VIEW):
-        recent = list(services.list_audit_events(principal, {})[:6])
+        recent = list(services.list_audit_events(principal)[:6])
     return render(
         request,
         "portal/dashboard.html",

@@ -27,10 +27,11 @@ from apps.core.middleware import default_csp
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import ShareForm
 from apps.portal.htmx import htmx_partial, hx_redirect, quiet_fragment, refreshing, render_fragment
-from apps.portal.views.base import portal_view
+from apps.portal.views.base import filtered, portal_view
 from apps.proxy import routes as proxy_routes
 from apps.proxy.adapters import Adapter
 from apps.runtime import routes, services
+from apps.runtime.filters import AppInstanceFilter
 from apps.runtime.models import AppInstance
 from apps.tenancy import policy
 from apps.tenancy.models import Project
@@ -128,24 +129,22 @@ def _live(project: Project) -> dict:
 def instance_list(request, principal, pk):
     project = _project(principal, pk)
     remember_project(request, project)
-    state = request.GET.get("state", "").lower()
-    if state not in State.values:
-        state = ""
     scoped = services.visible_instances(principal).filter(project=project)
     counts = dict(scoped.order_by().values_list("state").annotate(n=Count("pk")))
-    instances = (
+    instances, filters = filtered(
+        AppInstanceFilter,
+        request,
         scoped.select_related("app", "app_version", "allocation__node")
         .defer("app_version__manifest", "parameters")
-        .order_by("-created_at", "pk")
+        .order_by("-created_at", "pk"),
     )
-    instances = instances.filter(state=state) if state else instances.exclude(state=State.DELETED)
     page = Paginator(instances, INSTANCES_PER_PAGE).get_page(request.GET.get("page"))
     for instance in page:
         _decorate(instance)
     context = {
         "project": project,
         "page_obj": page,
-        "state_filter": state,
+        "state_filter": filters["state"],
         "state_chips": [("", "All", sum(n for s, n in counts.items() if s != State.DELETED))]
         + [(s.value, s.label.capitalize(), counts.get(s.value, 0)) for s in State],
         "can_launch": principal.can(Perm.INSTANCE_MANAGE, project.tenant_id, project.pk),

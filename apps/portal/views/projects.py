@@ -12,8 +12,9 @@ from apps.portal import queries
 from apps.portal.context_processors import SESSION_PROJECT
 from apps.portal.forms import ProjectForm, add_api_error
 from apps.portal.htmx import hx_redirect, render_page_or_fragment
-from apps.portal.views.base import portal_view
+from apps.portal.views.base import filtered, portal_view
 from apps.tenancy import services
+from apps.tenancy.filters import ProjectFilter
 from apps.tenancy.models import Project
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
@@ -25,16 +26,14 @@ PROJECTS_PER_PAGE = 25
 @portal_view
 def project_list(request, principal):
     projects = queries.projects_with_counts(principal)
-    tenant_filter = _uuid_or_none(request.GET.get("tenant"))
-    if tenant_filter:
-        projects = projects.filter(tenant_id=tenant_filter)
+    projects, filters = filtered(ProjectFilter, request, projects)
     page = Paginator(projects, PROJECTS_PER_PAGE).get_page(request.GET.get("page"))
     for project in page:
         # Decided from the grants in memory: no query per row.
         project.can_view_accounts = principal.can(Perm.SERVICE_ACCOUNT_VIEW, project.tenant_id, project.pk)
     context = {
         "page_obj": page,
-        "tenant_filter": tenant_filter,
+        "tenant_filter": filters["tenant"],
         "can_create": _can_create_somewhere(principal),
     }
     return render_page_or_fragment(

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
 from apps.core.idempotency import idempotent
 from apps.runtime import services
 from apps.runtime.api import serializers as s
+from apps.runtime.filters import AppInstanceFilter
 from apps.runtime.models import AppInstance, Operation
 from apps.tenancy import policy
 from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
@@ -34,23 +36,22 @@ def _accepted(operation: Operation) -> Response:
 
 class InstanceListView(ProjectScopedMixin, BaseListAPIView):
     serializer_class = s.AppInstanceSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = AppInstanceFilter
+    queryset = AppInstance.objects.none()  # the model, for the schema; get_queryset scopes it
 
-    @extend_schema(
-        parameters=[OpenApiParameter("state", str)], summary="The project's app instances you may see"
-    )
+    @extend_schema(summary="The project's app instances you may see")
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         project = self.project(Perm.INSTANCE_VIEW)
-        instances = (
+        return (
             services.visible_instances(self.principal)
             .filter(project=project)
             .select_related("app", "app_version", "allocation__node")
             .prefetch_related("endpoints", "members__node")
         )
-        state = self.request.query_params.get("state")
-        return instances.filter(state=state) if state else instances.exclude(state=AppInstance.State.DELETED)
 
     @extend_schema(
         request=s.LaunchSerializer,

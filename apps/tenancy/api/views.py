@@ -1,16 +1,19 @@
 from __future__ import annotations
 
 from django.db.models import Prefetch
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
 from apps.core.errors import NotFound, ValidationFailed
 from apps.core.idempotency import idempotent
+from apps.core.models import AuditEvent
 from apps.tenancy import policy, services
 from apps.tenancy.api import serializers as s
 from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.filters import AuditEventFilter
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
 from apps.tenancy.roles import Perm
 
@@ -252,20 +255,13 @@ class JwksView(BaseAPIView):
 
 class AuditListView(BaseListAPIView):
     serializer_class = s.AuditEventSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = AuditEventFilter
+    queryset = AuditEvent.objects.none()  # the model, for the schema; get_queryset scopes it
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("action", str),
-            OpenApiParameter("outcome", str),
-            OpenApiParameter("actor", str),
-            OpenApiParameter("project", str),
-            OpenApiParameter("from", str, description="RFC 3339"),
-            OpenApiParameter("to", str, description="RFC 3339"),
-        ],
-        summary="The audit trail of the caller's tenants",
-    )
+    @extend_schema(summary="The audit trail of the caller's tenants")
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
-        return services.list_audit_events(self.principal, self.request.query_params)
+        return services.list_audit_events(self.principal)
