@@ -3,10 +3,9 @@ from __future__ import annotations
 from django.core.paginator import Paginator
 from django.views.decorators.http import require_safe
 
-from apps.core.errors import ValidationFailed
-from apps.portal.forms import AuditFilterForm, add_api_error
+from apps.portal.forms import AuditFilterForm
 from apps.portal.htmx import render_page_or_fragment
-from apps.portal.views.base import portal_view
+from apps.portal.views.base import portal_view, refusal_on
 from apps.tenancy import policy, services
 from apps.tenancy.models import Project, Tenant
 from apps.tenancy.roles import Perm
@@ -28,10 +27,8 @@ def audit_log(request, principal):
     )
     form = AuditFilterForm(request.GET or None, projects=projects)
     if form.is_bound and form.is_valid():
-        try:
+        with refusal_on(form):
             events = services.list_audit_events(principal, form.service_filters())
-        except ValidationFailed as exc:
-            add_api_error(form, exc)
     if form.errors:
         events = events.none()
     page = Paginator(events, EVENTS_PER_PAGE).get_page(request.GET.get("page"))
