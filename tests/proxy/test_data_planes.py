@@ -526,7 +526,7 @@ def test_connections_over_the_instance_limit_get_429_with_retry_after(
             next(chunks)
             refused = client.get(route_url(instance, "echo"), headers={"Accept": "application/json"})
         assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
-        assert refused.json()["error"]["code"] == "too_many_connections"
+        assert refused.json()["error"]["code"] == "rate_limited"
         # The held connection is given back once the browser leaves.
         assert eventually(lambda: client.get(route_url(instance, "echo")).status_code == 200)
 
