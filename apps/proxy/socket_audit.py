@@ -26,7 +26,12 @@ DISCONNECT = "proxy.websocket.disconnect"
 
 
 def record(action: str, route_id: str, username: str, source_ip: str | None, details: dict) -> None:
-    route = ProxyRoute.objects.select_related("instance").filter(pk=route_id).first()
+    route = (
+        ProxyRoute.objects.select_related("instance")
+        .only("endpoint_name", "instance__id", "instance__tenant_id", "instance__project_id")
+        .filter(pk=route_id)
+        .first()
+    )
     instance = route.instance if route is not None else None
     audit.record(
         SimpleNamespace(
