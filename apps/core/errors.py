@@ -127,16 +127,30 @@ def _flatten(detail) -> dict | list | str:
     return str(detail)
 
 
-_DRF_CODES = {
+# The code of each status (CONTRACT.md "Conventions for every API response"), for
+# answers that do not start as an ``ApiError``: DRF's own exceptions and the platform
+# proxy's pages (``apps.proxy.dataplane.pages``, which also answer for nginx's plane).
+STATUS_CODES = {
+    400: "validation_error",
     401: "unauthenticated",
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     406: "not_acceptable",
     409: "conflict",
+    413: "payload_too_large",
     415: "unsupported_media_type",
+    422: "quota_exceeded",
     429: "rate_limited",
+    500: "internal_error",
+    502: "bad_gateway",
+    503: "unavailable",
+    504: "gateway_timeout",
 }
+
+
+def code_for(status_code: int) -> str:
+    return STATUS_CODES.get(status_code, "error")
 
 
 def api_exception_handler(exc, context) -> Response | None:
@@ -168,7 +182,7 @@ def api_exception_handler(exc, context) -> Response | None:
         status_code, code, message, details = 401, "unauthenticated", str(exc.detail), {}
     elif isinstance(exc, drf_exceptions.APIException):
         status_code = exc.status_code
-        code = _DRF_CODES.get(status_code, "validation_error" if status_code == 400 else "error")
+        code = code_for(status_code)
         message, details = str(exc.detail) if not isinstance(exc.detail, (dict, list)) else "Error.", {}
         if isinstance(exc.detail, (dict, list)):
             details = {"detail": _flatten(exc.detail)}

@@ -1,9 +1,10 @@
 """Portal forms: shape and field checks only. The services decide everything
-else and their ``ApiError`` details land on the form through ``add_api_error``."""
+else, and their refusals land on the form through ``ServiceForm.add_service_error``."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import datetime, time, timedelta
 
 from django import forms
@@ -12,7 +13,7 @@ from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from apps.allocations.services import MAX_COUNT
-from apps.core.errors import ApiError, InvalidState
+from apps.core.errors import ApiError, InvalidState, ValidationFailed
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Tenant, ccp_identifier
 from apps.tenancy.roles import PROJECT_ROLES, Limit, Role
@@ -20,18 +21,42 @@ from apps.tenancy.roles import PROJECT_ROLES, Limit, Role
 PROJECT_ROLE_CHOICES = [(role.value, role.label) for role in Role if role in PROJECT_ROLES]
 
 
-def add_api_error(form: forms.Form, exc: ApiError) -> None:
-    """Show a service's refusal on the form: field details on their fields, the rest on top."""
-    placed = False
-    for field, messages in (exc.details or {}).items():
-        messages = [str(m) for m in messages] if isinstance(messages, (list, tuple)) else [str(messages)]
-        form.add_error(field if field in form.fields else None, messages)
-        placed = True
-    if not placed:
-        form.add_error(None, exc.message)
+class ServiceForm(forms.Form):
+    """A form whose values a service judges. ``add_service_error`` puts the service's
+    refusal on the field it names, else above the form."""
+
+    # The service's name for a value, where this form's field has another.
+    service_fields: dict[str, str] = {}
+    # The field a refusal of the current state (409 ``invalid_state``) is about, if any.
+    state_field: str | None = None
+
+    def add_service_error(self, exc: ApiError) -> None:
+        placed = False
+        # Only a validation error's details name values (CONTRACT.md); the others' are
+        # data, like a quota's numbers or the flavor that had no free node.
+        if isinstance(exc, ValidationFailed):
+            for field, messages in self.detail_errors(exc.details):
+                self.add_error(field, messages)
+                placed = True
+        if not placed and self.state_field and isinstance(exc, InvalidState):
+            self.add_error(self.state_field, exc.message)
+            placed = True
+        if not placed:
+            retry = f" Try again in {exc.retry_after} s." if exc.retry_after else ""
+            self.add_error(None, exc.message + retry)
+
+    def detail_errors(self, details: dict) -> Iterator[tuple[str | None, list[str]]]:
+        """``(field, messages)`` for each value a validation error names; None: above the form."""
+        for key, messages in details.items():
+            field = self.service_fields.get(key, key)
+            yield (field if field in self.fields else None), _messages(messages)
 
 
-class ProjectForm(forms.Form):
+def _messages(value) -> list[str]:
+    return [str(m) for m in value] if isinstance(value, (list, tuple)) else [str(value)]
+
+
+class ProjectForm(ServiceForm):
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
     project_id = forms.CharField(
         label="Project id",
@@ -46,19 +71,19 @@ class ProjectForm(forms.Form):
         self.fields["tenant"].queryset = tenants if tenants is not None else Tenant.objects.none()
 
 
-class MemberForm(forms.Form):
+class MemberForm(ServiceForm):
     username = forms.CharField(max_length=150)
     role = forms.ChoiceField(choices=PROJECT_ROLE_CHOICES, initial=Role.VIEWER)
     limit = forms.ChoiceField(choices=Limit.choices, required=False, initial=Limit.NONE)
 
 
-class ServiceAccountForm(forms.Form):
+class ServiceAccountForm(ServiceForm):
     name = forms.CharField(max_length=100, help_text="What will use it, e.g. 'ci-pipeline'.")
     role = forms.ChoiceField(choices=PROJECT_ROLE_CHOICES, initial=Role.VIEWER)
     limit = forms.ChoiceField(choices=Limit.choices, required=False, initial=Limit.NONE)
 
 
-class AuditFilterForm(forms.Form):
+class AuditFilterForm(ServiceForm):
     action = forms.CharField(required=False, max_length=100)
     outcome = forms.ChoiceField(required=False, choices=[("", "Any outcome"), *AuditEvent.Outcome.choices])
     actor = forms.CharField(required=False, max_length=255)
@@ -94,7 +119,7 @@ def _midnight(day) -> datetime:
     return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
 
 
-class AllocationForm(forms.Form):
+class AllocationForm(ServiceForm):
     """Allocate nodes. ``flavors`` carry ``free`` (schedulable nodes now) for the labels."""
 
     flavor = forms.ChoiceField(choices=[])
@@ -283,11 +308,14 @@ def parameter_field(param: dict) -> forms.Field:
     )
 
 
-class LaunchForm(forms.Form):
+class LaunchForm(ServiceForm):
     """Launch an app: where (an ACTIVE allocation), which version, a name, and the
     parameters of that version's manifest (fields ``param_<name>``).
 
     ``allocations`` carry ``free_gpus``; ``versions`` are the published ones."""
+
+    service_fields = {"allocation_id": "allocation", "allocation_ids": "allocation"}
+    state_field = "allocation"  # launch's only state check is the allocation's
 
     allocation = forms.UUIDField(label="Run on", widget=forms.Select)
     version = forms.CharField(max_length=32, widget=forms.Select)
@@ -345,39 +373,21 @@ class LaunchForm(forms.Form):
             values[name] = value
         return values
 
-    def add_service_error(self, exc: ApiError) -> None:
-        """A refusal of ``services.launch`` on the field it is about, else on top."""
-        details = exc.details if isinstance(exc.details, dict) else {}
-        placed = False
-        parameters = details.get("parameters")
-        if isinstance(parameters, dict):
-            for name, messages in parameters.items():
-                messages = (
-                    [str(m) for m in messages] if isinstance(messages, (list, tuple)) else [str(messages)]
-                )
-                field = PARAM_PREFIX + name
-                if field in self.fields:
-                    self.add_error(field, messages)
-                else:
-                    self.add_error(None, [f"{name}: {message}" for message in messages])
-                placed = True
-        for key, field in (("allocation_id", "allocation"), ("version", "version"), ("name", "name")):
-            if key in details:
-                messages = details[key]
-                self.add_error(
-                    field,
-                    [str(m) for m in messages] if isinstance(messages, (list, tuple)) else [str(messages)],
-                )
-                placed = True
-        if not placed and isinstance(exc, InvalidState):
-            self.add_error("allocation", exc.message)  # launch's only state check is the allocation's
-            placed = True
-        if not placed:
-            retry = f" Try again in {exc.retry_after} s." if exc.retry_after else ""
-            self.add_error(None, exc.message + retry)
+    def detail_errors(self, details: dict) -> Iterator[tuple[str | None, list[str]]]:
+        """The parameters' messages on their fields (``parameters`` maps name to messages)."""
+        for key, messages in details.items():
+            if key == "parameters" and isinstance(messages, dict):
+                for name, said in messages.items():
+                    field = PARAM_PREFIX + name
+                    if field in self.fields:
+                        yield field, _messages(said)
+                    else:
+                        yield None, [f"{name}: {message}" for message in _messages(said)]
+            else:
+                yield from super().detail_errors({key: messages})
 
 
-class ShareForm(forms.Form):
+class ShareForm(ServiceForm):
     with_project = forms.BooleanField(
         required=False,
         label="Shared with the project",

@@ -28,7 +28,7 @@ from django.core.cache import cache
 from django.core.cache.backends.redis import RedisSerializer
 from django.db import close_old_connections
 
-from apps.proxy import redis_client, sessions
+from apps.proxy import redis_client, sessions, socket_audit
 from apps.proxy.adapters import Adapter
 from apps.proxy.dataplane import limits
 from apps.proxy.perloop import PerLoop
@@ -316,6 +316,11 @@ def _deny(target: Target, decision: sessions.Decision, payload: dict | None, cha
     who = decision.username or (f"user:{payload['u']}" if payload else "")
     instance = find_instance(target.instance_id)
     sessions.record_denial(target.route_id, instance, who, decision.reason, channel)
+
+
+async def audit_websocket(action: str, route_id: str, username: str, source_ip: str | None, details: dict):
+    """An audit record of a proxied WebSocket (``socket_audit``), written in a worker thread."""
+    await _in_thread(socket_audit.record)(action, route_id, username, source_ip, details)
 
 
 async def exchange(ticket: str, host: str) -> sessions.Exchanged:

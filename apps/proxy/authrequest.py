@@ -41,7 +41,6 @@ from apps.proxy.access import Target
 from apps.proxy.dataplane import pages
 from apps.proxy.dataplane.respond import redirect
 
-_RETRY_AFTER = ((b"retry-after", b"5"),)
 _NGINX_PAGES = {"429": pages.BUSY, "502": pages.BAD_GATEWAY, "504": pages.GATEWAY_TIMEOUT}
 # Revocation reaches a request through nginx after 2 s, and never after more than 3 s.
 _CACHE_FOR = ((b"cache-control", b"max-age=2, stale-while-revalidate=1"),)
@@ -74,7 +73,7 @@ async def handle(scope: dict, receive, send) -> None:
         nginx_page = _NGINX_PAGES.get(headers["x-gpuaas-auth-page"])
         if answer.status == 204 and nginx_page:
             answer = Answer(nginx_page[0], nginx_page)
-        await _page(send, target, answer, uri, "application/json" in headers.get("x-original-accept", ""))
+        await _page(send, target, answer, uri, not pages.wants_html(headers.get("x-original-accept", "")))
     elif answer.status == 204:
         await _send(send, 204, answer.grant + _CACHE_FOR, b"")
     else:
@@ -192,7 +191,6 @@ async def _page(send, target: Target | None, answer: Answer, uri: str, as_json: 
         as_json=as_json,
         frame_ancestors=target.frame_ancestors if target else "'none'",
         refresh=5 if answer.spec is pages.STARTING else 0,
-        extra=_RETRY_AFTER if answer.status in (429, 503) else (),
     )
     await send(start)
     await send(body)

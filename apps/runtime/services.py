@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from apps.allocations.models import Allocation, Node
@@ -19,7 +19,7 @@ from apps.catalog import services as catalog
 from apps.catalog.models import App, AppVersion
 from apps.core import audit, crypto
 from apps.core.errors import Conflict, InvalidState, NotFound, RateLimited, ValidationFailed
-from apps.runtime import events, rendering, signals
+from apps.runtime import capacity, events, rendering, signals
 from apps.runtime.models import (
     AgentTask,
     AppInstance,
@@ -100,17 +100,12 @@ def _placement(project: Project, allocation_id) -> Allocation:
 def _check_resources(manifest: dict, parameters: dict, allocation: Allocation) -> None:
     needs = {**manifest["resources"], "gpus": manifests.gpu_count(manifest["resources"]["gpus"], parameters)}
     flavor = allocation.flavor
-    used_gpus = (
-        InstanceMember.objects.filter(
-            allocation=allocation, instance__state__in=AppInstance.ACTIVE_STATES
-        ).aggregate(gpus=Sum("instance__gpus"))["gpus"]
-        or 0
-    )
+    free = capacity.free_gpus(allocation)
     problems = []
-    if needs["gpus"] > flavor.gpus_per_node - used_gpus:
+    if needs["gpus"] > free:
         problems.append(
-            f"needs {needs['gpus']} GPU(s); {flavor.gpus_per_node - used_gpus} of "
-            f"{flavor.gpus_per_node} are free on {allocation.node.hostname}"
+            f"needs {needs['gpus']} GPU(s); {free} of {flavor.gpus_per_node} are free "
+            f"on {allocation.node.hostname}"
         )
     if needs["cpu_cores"] > flavor.cpu_cores:
         problems.append(f"needs {needs['cpu_cores']} CPU cores; the node has {flavor.cpu_cores}")

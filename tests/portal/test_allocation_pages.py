@@ -323,7 +323,10 @@ def test_allocate_without_a_free_node_is_a_conflict(allocator, as_user, project,
     Node.objects.filter(pk__in=[n.pk for n in nodes]).update(state=Node.State.MAINTENANCE)
     response = as_user(allocator).post(reverse("allocation_create", args=[project.pk]), OK_VALUES)
     assert response.status_code == 409
-    assert "No free h100-8x node: 0 of 1 could be reserved." in response.content.decode()
+    body = response.content.decode()
+    assert '<div class="form-errors" role="alert"><p>No free h100-8x node: 0 of 1 could be reserved.' in body
+    # The conflict's details name the flavor as data, not as a value to correct.
+    assert "field-error" not in body
     assert Allocation.objects.count() == 0
 
 

@@ -364,6 +364,26 @@ def test_a_node_without_room_is_a_form_error(as_user, admin, project, allocation
     assert AppInstance.objects.count() == 1
 
 
+def test_the_page_offers_the_gpus_the_launch_accepts(as_user, admin, project, allocation, vllm):
+    """One rule (``apps.runtime.capacity``) for the page's count and the launch's check:
+    what holds GPUs, and what gives them back."""
+    client = as_user(admin)
+    held = launched(admin, project, allocation, "vllm-openai", tensor_parallel=4)
+    free_label = f"{allocation.node.hostname} · h100-8x · {{}} of 8 GPUs free"
+    assert free_label.format(4) in client.get(launch_url(project, "vllm-openai")).content.decode()
+    refused = _post(client, project, allocation, "vllm-openai", param_tensor_parallel="8")
+    assert refused.status_code == 409 and "needs 8 GPU(s); 4 of 8 are free" in refused.content.decode()
+    assert free_label.format(4) in refused.content.decode()
+
+    agent_finishes(held)
+    services.change(principals.for_user(admin), held, "stop")
+    agent_finishes(held)
+    assert held.state == "stopped"  # a stopped instance holds nothing
+    assert free_label.format(8) in client.get(launch_url(project, "vllm-openai")).content.decode()
+    assert _post(client, project, allocation, "vllm-openai", param_tensor_parallel="8").status_code == 302
+    assert free_label.format(0) in client.get(launch_url(project, "vllm-openai")).content.decode()
+
+
 def test_too_many_launches_is_a_form_error(as_user, admin, project, allocation, jupyterlab, settings):
     settings.LAUNCH_LIMIT_PER_NODE = 1
     client = as_user(admin)

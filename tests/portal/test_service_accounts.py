@@ -9,7 +9,7 @@ from django.urls import reverse
 from apps.core import crypto
 from apps.core.errors import Conflict, ValidationFailed
 from apps.core.models import AuditEvent
-from apps.portal.forms import ServiceAccountForm, add_api_error
+from apps.portal.forms import ServiceAccountForm
 from apps.tenancy.models import ServiceAccount
 from apps.tenancy.principal import for_user
 from apps.tenancy.services import create_service_account
@@ -86,11 +86,11 @@ def test_create_form_shows_field_errors(project_admin, as_user, project):
 def test_service_refusals_land_on_the_form():
     form = ServiceAccountForm({"name": "bot", "role": "project_admin"})
     assert form.is_valid()
-    add_api_error(form, ValidationFailed(details={"role": ["You cannot grant a role above your own."]}))
+    form.add_service_error(ValidationFailed(details={"role": ["You cannot grant a role above your own."]}))
     assert form.errors["role"] == ["You cannot grant a role above your own."]
     form = ServiceAccountForm({"name": "bot", "role": "viewer"})
     form.is_valid()
-    add_api_error(form, Conflict("Already there."))
+    form.add_service_error(Conflict("Already there."))
     assert form.non_field_errors() == ["Already there."]
 
 

@@ -269,10 +269,16 @@ def open_session(server, user, instance, *, host: str | None = None, session=Non
     return response.cookies[sessions.COOKIE]
 
 
+# What a browser's navigation asks for (Firefox's and Chromium's Accept); the proxy's
+# refusals answer it with a page, any other client with the JSON error envelope.
+NAVIGATION = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
 def browser(server, cookie: str | None = None, **kwargs) -> httpx.Client:
-    """An HTTP client that sends the route cookie, as a browser on the route would."""
-    cookies = {sessions.COOKIE: cookie} if cookie else {}
-    headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
+    """An HTTP client that navigates as a browser on the route would, with the route cookie."""
+    headers = {"Accept": NAVIGATION}
+    if cookie:
+        headers["Cookie"] = f"{sessions.COOKIE}={cookie}"
     return httpx.Client(headers=headers, trust_env=False, timeout=httpx.Timeout(20.0), **kwargs)
 
 

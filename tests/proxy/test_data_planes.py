@@ -178,6 +178,7 @@ def test_platform_credentials_hop_by_hop_and_forwarded_headers_stay_behind(data_
         "Keep-Alive": "timeout=5",
         "Origin": data_plane.url,
         "X-App-Header": "kept",
+        "Accept": "application/vnd.app+json",  # the proxy reads it for its own answers, and passes it on
     }
     if data_plane.kind == "nginx":
         # (uvicorn trusts loopback as its proxy, as it trusts nginx in production, so
@@ -198,6 +199,7 @@ def test_platform_credentials_hop_by_hop_and_forwarded_headers_stay_behind(data_
     assert seen["host"] == f"{endpoint.host}:{endpoint.port}"
     assert seen["origin"] == f"http://{seen['host']}"  # JupyterLab checks Origin against Host
     assert seen["x-app-header"] == "kept"
+    assert seen["accept"] == "application/vnd.app+json"
     for dropped in ("keep-alive", "forwarded", "x-real-ip"):
         assert dropped not in seen
     # Only the ASGI proxy drops what the client's Connection header names (nginx passes
@@ -524,7 +526,7 @@ def test_connections_over_the_instance_limit_get_429_with_retry_after(
             next(chunks)
             refused = client.get(route_url(instance, "echo"), headers={"Accept": "application/json"})
         assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
-        assert refused.json()["error"]["code"] == "too_many_connections"
+        assert refused.json()["error"]["code"] == "rate_limited"
         # The held connection is given back once the browser leaves.
         assert eventually(lambda: client.get(route_url(instance, "echo")).status_code == 200)
 

@@ -501,7 +501,7 @@ def test_a_limit_that_is_not_a_power_of_two_admits_exactly_that_many(launch, ngi
     assert page.status_code == 429 and int(page.headers["retry-after"]) > 0
     assert "Too many connections" in page.text and f"/instances/{instance.pk}/" in page.text
     assert as_json.status_code == 429 and int(as_json.headers["retry-after"]) > 0
-    assert as_json.json()["error"]["code"] == "too_many_connections"
+    assert as_json.json()["error"]["code"] == "rate_limited"
 
 
 def test_a_count_is_given_back_once_however_the_request_ends(launch, nginx, owner, upstream):

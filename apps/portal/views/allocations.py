@@ -26,15 +26,14 @@ from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
 from apps.portal.context_processors import remember_project
-from apps.portal.forms import AllocationForm, ReleaseForm, add_api_error
+from apps.portal.forms import AllocationForm, ReleaseForm
 from apps.portal.htmx import (
-    htmx_partial,
     hx_redirect,
     quiet_fragment,
     refreshing,
     render_page_or_fragment,
 )
-from apps.portal.views.base import filtered, portal_view
+from apps.portal.views.base import filtered, portal_view, refusal_on, scoped_project
 from apps.portal.views.project_detail import _tabs
 from apps.tenancy import policy
 from apps.tenancy.models import Project
@@ -64,12 +63,6 @@ TONES_JSON = json.dumps({str(state): tone for state, tone in STATE_TONES.items()
 ABORTABLE = (State.PENDING, State.PROVISIONING)
 TABLE_TARGET = "allocation-table"
 BODY_TARGET = "allocation-detail-body"
-
-
-def _project(principal: Principal, pk, action_perm: str = Perm.ALLOCATION_VIEW) -> Project:
-    return policy.get_object(
-        Project.objects.select_related("tenant"), principal, Perm.PROJECT_VIEW, action_perm, pk=pk
-    )
 
 
 def _allocation(principal: Principal, project: Project, pk, action_perm: str | None = None) -> Allocation:
@@ -102,7 +95,7 @@ def _decorate(allocation: Allocation) -> Allocation:
 @require_safe
 @portal_view
 def allocation_list(request, principal, pk):
-    project = _project(principal, pk)
+    project = scoped_project(principal, pk, Perm.ALLOCATION_VIEW)
     remember_project(request, project)
     scoped = Allocation.objects.filter(project=project)
     counts = dict(scoped.order_by().values_list("state").annotate(n=Count("pk")))
@@ -136,7 +129,7 @@ def allocation_list(request, principal, pk):
 @require_safe
 @portal_view
 def allocation_detail(request, principal, pk, allocation_pk):
-    project = _project(principal, pk)
+    project = scoped_project(principal, pk, Perm.ALLOCATION_VIEW)
     remember_project(request, project)
     allocation = _allocation(principal, project, allocation_pk)
     context = {
@@ -198,17 +191,15 @@ def _preview(principal, project, form: AllocationForm, values: dict | None = Non
         if not form.is_valid():
             return None
         values = form.cleaned_data
-    try:
-        return services.preview(
+    with refusal_on(form) as refused:
+        plan = services.preview(
             principal,
             project,
             flavor_name=values["flavor"],
             os_image=values["os_image"],
             count=int(values["count"]),
         )
-    except ValidationFailed as exc:
-        add_api_error(form, exc)
-        return None
+    return None if refused else plan
 
 
 def _plan_context(plan) -> dict:
@@ -245,7 +236,7 @@ def _step(percent: float) -> int:
 @require_http_methods(["GET", "HEAD", "POST"])
 @portal_view
 def allocation_create(request, principal, pk):
-    project = _project(principal, pk, Perm.ALLOCATION_MANAGE)
+    project = scoped_project(principal, pk, Perm.ALLOCATION_MANAGE)
     remember_project(request, project)
     flavors = _flavors()
     status = 200
@@ -254,7 +245,7 @@ def allocation_create(request, principal, pk):
         values = None
         if form.is_valid():
             values = form.cleaned_data
-            try:
+            with refusal_on(form) as refused:
                 allocations = services.allocate(
                     principal,
                     project,
@@ -262,18 +253,11 @@ def allocation_create(request, principal, pk):
                     os_image=values["os_image"],
                     count=values["count"],
                 )
-            except (Forbidden, NotFound):
-                raise
-            except ApiError as exc:
-                if isinstance(exc, ValidationFailed):
-                    add_api_error(form, exc)  # details name the fields
-                    values = None
-                else:
-                    form.add_error(None, exc.message)  # quota, capacity, tenant state: details are numbers
-                # A plain form post answers the refusal's status; htmx swaps only 2xx answers.
-                status = 200 if htmx_partial(request) else exc.status_code
-            else:
+            if not refused:
                 return _allocated(request, project, allocations)
+            status = refused.status(request)
+            if isinstance(refused.error, ValidationFailed):
+                values = None  # values the service refused have no plan
         # After a refusal, the check says why with today's numbers.
         plan = _preview(principal, project, form, values) if values else None
     else:
@@ -299,7 +283,7 @@ def _allocated(request, project, allocations: list[Allocation]):
 @portal_view
 def allocation_check(request, principal, pk):
     """The live check: what the form's values would do, taking nothing."""
-    project = _project(principal, pk, Perm.ALLOCATION_MANAGE)
+    project = scoped_project(principal, pk, Perm.ALLOCATION_MANAGE)
     form = AllocationForm(request.POST, flavors=_flavors())
     plan = _preview(principal, project, form)
     context = {"project": project, "form": form, "oob": True, **_plan_context(plan)}
@@ -313,7 +297,7 @@ def allocation_check(request, principal, pk):
 @require_http_methods(["GET", "HEAD", "POST"])
 @portal_view
 def allocation_release(request, principal, pk, allocation_pk):
-    project = _project(principal, pk, Perm.ALLOCATION_MANAGE)
+    project = scoped_project(principal, pk, Perm.ALLOCATION_MANAGE)
     allocation = _allocation(principal, project, allocation_pk, Perm.ALLOCATION_MANAGE)
     detail_url = reverse("allocation_detail", args=[project.pk, allocation.pk])
     aborting = allocation.state in ABORTABLE

@@ -8,8 +8,7 @@ placement, capacity and the parameters' values.
 from __future__ import annotations
 
 from django.contrib import messages
-from django.db.models import IntegerField, OuterRef, Prefetch, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Prefetch
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_safe
@@ -18,16 +17,15 @@ from apps.allocations.models import Allocation
 from apps.catalog import manifests
 from apps.catalog import services as catalog
 from apps.catalog.models import App, AppVersion
-from apps.core.errors import ApiError, NotFound
+from apps.core.errors import NotFound
 from apps.portal.context_processors import SESSION_PROJECT
 from apps.portal.forms import LaunchForm
-from apps.portal.htmx import htmx_partial, hx_redirect, render_page_or_fragment
+from apps.portal.htmx import hx_redirect, render_page_or_fragment
 from apps.portal.queries import visible_projects
-from apps.portal.views.base import portal_view
+from apps.portal.views.base import portal_view, refusal_on, scoped_project
 from apps.proxy import exposure
+from apps.runtime import capacity
 from apps.runtime import services as runtime
-from apps.runtime.models import AppInstance, InstanceMember
-from apps.tenancy import policy
 from apps.tenancy.models import Project
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
@@ -179,25 +177,10 @@ def app_detail(request, principal, slug):
 
 def _placements(project: Project) -> list[Allocation]:
     """The project's ACTIVE allocations with ``free_gpus`` (one query)."""
-    held = (
-        InstanceMember.objects.filter(
-            allocation=OuterRef("pk"), instance__state__in=AppInstance.ACTIVE_STATES
-        )
-        .order_by()
-        .values("allocation")
-        .annotate(n=Sum("instance__gpus"))
-        .values("n")
+    allocations = Allocation.objects.filter(project=project, state=Allocation.State.ACTIVE)
+    return list(
+        capacity.with_free_gpus(allocations).select_related("node", "flavor").order_by("node__hostname", "pk")
     )
-    allocations = (
-        Allocation.objects.filter(project=project, state=Allocation.State.ACTIVE)
-        .select_related("node", "flavor")
-        .annotate(used_gpus=Coalesce(Subquery(held, output_field=IntegerField()), Value(0)))
-        .order_by("node__hostname", "pk")
-    )
-    result = list(allocations)
-    for allocation in result:
-        allocation.free_gpus = max(0, allocation.flavor.gpus_per_node - allocation.used_gpus)
-    return result
 
 
 def _launch_initial(request, version: AppVersion, allocations: list[Allocation], needs: dict) -> dict:
@@ -221,9 +204,7 @@ def _launch_initial(request, version: AppVersion, allocations: list[Allocation],
 @require_http_methods(["GET", "HEAD", "POST"])
 @portal_view
 def app_launch(request, principal, pk, slug):
-    project = policy.get_object(
-        Project.objects.select_related("tenant"), principal, Perm.PROJECT_VIEW, Perm.INSTANCE_MANAGE, pk=pk
-    )
+    project = scoped_project(principal, pk, Perm.INSTANCE_MANAGE)
     if request.session.get(SESSION_PROJECT) != str(project.pk):
         request.session[SESSION_PROJECT] = str(project.pk)
     app = _visible_app(principal, slug)
@@ -238,7 +219,10 @@ def app_launch(request, principal, pk, slug):
         cluster = bool(version.manifest.get("cluster"))
         if form.is_valid():
             values = form.cleaned_data
-            try:
+            # Not entitled (403: the project's, not the caller's), no room on the node (409),
+            # too many launches (429), or values the service refused (400): the form says
+            # which and where.
+            with refusal_on(form, page_answers=(NotFound,)) as refused:
                 operation = runtime.launch(
                     principal,
                     project,
@@ -249,14 +233,8 @@ def app_launch(request, principal, pk, slug):
                     parameters=form.parameters(),
                     name=values["name"],
                 )
-            except NotFound:
-                raise
-            except ApiError as exc:
-                # Not entitled (403), no room on the node (409), too many launches (429),
-                # or values the service refused (400): the form says which and where.
-                form.add_service_error(exc)
-                status = 200 if htmx_partial(request) else exc.status_code
-            else:
+            status = refused.status(request)
+            if not refused:
                 instance = operation.instance
                 hostnames = ", ".join(
                     m.node.hostname for m in instance.members.select_related("node").order_by("rank")

@@ -1,19 +1,26 @@
-"""What every portal view shares: the signed-in caller as a ``Principal`` and
-the translation of the services' errors into pages (404 outside the caller's
-scope, 403 for too little role)."""
+"""What every portal view shares: the signed-in caller as a ``Principal``, the
+project a page is about, and the translation of the services' errors into pages
+(404 outside the caller's scope, 403 for too little role, any other refusal on
+the form that asked)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 
-from apps.core.errors import Forbidden, NotFound
-from apps.portal.htmx import hx_redirect
+from apps.core.errors import ApiError, Forbidden, NotFound
+from apps.portal.forms import ServiceForm
+from apps.portal.htmx import htmx_partial, hx_redirect
+from apps.tenancy import policy
 from apps.tenancy import principal as principals
+from apps.tenancy.models import Project
 from apps.tenancy.principal import Principal
+from apps.tenancy.roles import Perm
 
 
 def principal_of(request: HttpRequest) -> Principal:
@@ -58,3 +65,41 @@ def portal_view(view):
             raise PermissionDenied(exc.message) from exc
 
     return wrapper
+
+
+def scoped_project(principal: Principal, pk, action_perm: str | None = None) -> Project:
+    """The project of a page: one the caller may view (404 otherwise) and, with
+    ``action_perm``, act on (403 otherwise, recorded)."""
+    return policy.get_object(
+        Project.objects.select_related("tenant"), principal, Perm.PROJECT_VIEW, action_perm, pk=pk
+    )
+
+
+class Refusal:
+    """What ``refusal_on`` caught: the service's error, or None when the call went through."""
+
+    __slots__ = ("error",)
+
+    def __init__(self):
+        self.error: ApiError | None = None
+
+    def __bool__(self) -> bool:
+        return self.error is not None
+
+    def status(self, request: HttpRequest) -> int:
+        """A plain form post answers with the refusal's status; htmx swaps only 2xx answers."""
+        return 200 if self.error is None or htmx_partial(request) else self.error.status_code
+
+
+@contextmanager
+def refusal_on(form: ServiceForm, *, page_answers: tuple = (Forbidden, NotFound)) -> Iterator[Refusal]:
+    """Run a service call; a refusal lands on ``form``, except ``page_answers``: by
+    default 404 and 403, which ``portal_view`` makes the page's own answer."""
+    refusal = Refusal()
+    try:
+        yield refusal
+    except page_answers:
+        raise
+    except ApiError as exc:
+        form.add_service_error(exc)
+        refusal.error = exc

@@ -22,12 +22,12 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from guardian.shortcuts import get_users_with_perms
 
-from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
+from apps.core.errors import ApiError, Forbidden, NotFound
 from apps.core.middleware import default_csp
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import ShareForm
 from apps.portal.htmx import htmx_partial, hx_redirect, quiet_fragment, refreshing, render_fragment
-from apps.portal.views.base import filtered, portal_view
+from apps.portal.views.base import filtered, portal_view, refusal_on, scoped_project
 from apps.proxy import routes as proxy_routes
 from apps.proxy.adapters import Adapter
 from apps.runtime import routes, services
@@ -85,12 +85,6 @@ ACTIONS = {
 }
 
 
-def _project(principal: Principal, pk) -> Project:
-    return policy.get_object(
-        Project.objects.select_related("tenant"), principal, Perm.PROJECT_VIEW, Perm.INSTANCE_VIEW, pk=pk
-    )
-
-
 def _instance(principal: Principal, pk, instance_pk) -> AppInstance:
     """An instance the caller may see (404 otherwise), with what every page shows of it.
     Someone it was shared with by name may have no role in its project."""
@@ -127,7 +121,7 @@ def _live(project: Project) -> dict:
 @require_safe
 @portal_view
 def instance_list(request, principal, pk):
-    project = _project(principal, pk)
+    project = scoped_project(principal, pk, Perm.INSTANCE_VIEW)
     remember_project(request, project)
     scoped = services.visible_instances(principal).filter(project=project)
     counts = dict(scoped.order_by().values_list("state").annotate(n=Count("pk")))
@@ -346,22 +340,19 @@ def instance_share(request, principal, pk, instance_pk):
         policy.require(principal, Perm.INSTANCE_MANAGE, instance)
     revoke = request.POST.get("revoke", "").strip()
     form = ShareForm(request.POST) if not revoke else None
-    try:
-        if revoke:
-            services.share(principal, instance, revoke_usernames=[revoke])
-            messages.success(request, f"{revoke} no longer sees {instance.name}.")
-        elif form.is_valid():
-            names, with_project = form.cleaned_data["usernames"], form.cleaned_data["with_project"]
+    if revoke:
+        services.share(principal, instance, revoke_usernames=[revoke])  # names are not checked: no refusal
+        messages.success(request, f"{revoke} no longer sees {instance.name}.")
+    elif form.is_valid():
+        names, with_project = form.cleaned_data["usernames"], form.cleaned_data["with_project"]
+        with refusal_on(form) as refused:
             services.share(principal, instance, with_project=with_project, usernames=names)
+        if not refused:
             said = "shared with the project" if with_project else "not shared with the project"
             messages.success(
                 request,
                 f"{instance.name} is {said}" + (f"; shared with {', '.join(names)}." if names else "."),
             )
-    except ValidationFailed as exc:
-        form = form or ShareForm(initial={"with_project": instance.shared_with_project})
-        for field, errors in exc.details.items():
-            form.add_error(field if field in form.fields else None, errors)
     instance.refresh_from_db()
     refused = form is not None and bool(form.errors)
     context = _sharing_context(principal, instance, form if refused else None)

@@ -20,7 +20,7 @@ from apps.core import crypto
 from apps.core.errors import ApiError, Forbidden, NotFound
 from apps.portal import queries
 from apps.portal.context_processors import remember_project
-from apps.portal.forms import MemberForm, ServiceAccountForm, add_api_error
+from apps.portal.forms import MemberForm, ServiceAccountForm
 from apps.portal.htmx import (
     htmx_partial,
     hx_redirect,
@@ -29,8 +29,8 @@ from apps.portal.htmx import (
     render_fragment,
     render_page_or_fragment,
 )
-from apps.portal.views.base import portal_view
-from apps.tenancy import policy, services
+from apps.portal.views.base import portal_view, refusal_on, scoped_project
+from apps.tenancy import services
 from apps.tenancy.models import Membership, Project, ServiceAccount
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
@@ -52,12 +52,6 @@ MEMBER_TABLES = {
 ACCOUNT_TABLE = ("account-table", "portal/partials/service_account_table.html")
 
 
-def _project(principal: Principal, pk, action_perm: str | None = None) -> Project:
-    return policy.get_object(
-        Project.objects.select_related("tenant"), principal, Perm.PROJECT_VIEW, action_perm, pk=pk
-    )
-
-
 def _tabs(principal: Principal, project: Project) -> list[str]:
     return [tab for tab, perm in TAB_PERMS.items() if principal.can(perm, project.tenant_id, project.pk)]
 
@@ -68,7 +62,7 @@ def _tabs(principal: Principal, project: Project) -> list[str]:
 @require_safe
 @portal_view
 def project_detail(request, principal, pk):
-    project = _project(principal, pk)
+    project = scoped_project(principal, pk)
     tabs = _tabs(principal, project)
     if MEMBERS in tabs:
         return _members_page(request, principal, project)
@@ -82,7 +76,7 @@ def project_detail(request, principal, pk):
 def members(request, principal, pk):
     if request.method == "POST":
         return _add_member(request, principal, pk)
-    return _members_page(request, principal, _project(principal, pk, Perm.MEMBER_VIEW))
+    return _members_page(request, principal, scoped_project(principal, pk, Perm.MEMBER_VIEW))
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -90,7 +84,7 @@ def members(request, principal, pk):
 def service_accounts(request, principal, pk):
     if request.method == "POST":
         return _create_account(request, principal, pk)
-    return _accounts_page(request, principal, _project(principal, pk, Perm.SERVICE_ACCOUNT_VIEW))
+    return _accounts_page(request, principal, scoped_project(principal, pk, Perm.SERVICE_ACCOUNT_VIEW))
 
 
 def _members_page(request, principal, project, form=None):
@@ -170,16 +164,12 @@ def _section(request, principal, project, tab, section_context, *, status=200):
 
 
 def _add_member(request, principal, pk):
-    project = _project(principal, pk, Perm.MEMBER_MANAGE)
+    project = scoped_project(principal, pk, Perm.MEMBER_MANAGE)
     form = MemberForm(request.POST)
     if form.is_valid():
-        try:
+        with refusal_on(form) as refused:
             membership = services.add_member(principal, project, **form.cleaned_data)
-        except (Forbidden, NotFound):
-            raise
-        except ApiError as exc:
-            add_api_error(form, exc)
-        else:
+        if not refused:
             messages.success(
                 request, f"Added {membership.user.get_username()} as {membership.get_role_display()}."
             )
@@ -192,7 +182,7 @@ def _add_member(request, principal, pk):
 @require_http_methods(["GET", "HEAD", "POST"])
 @portal_view
 def member_remove(request, principal, pk, membership_pk):
-    project = _project(principal, pk, Perm.MEMBER_MANAGE)
+    project = scoped_project(principal, pk, Perm.MEMBER_MANAGE)
     membership = Membership.objects.filter(project=project, pk=membership_pk).select_related("user").first()
     if membership is None:
         raise Http404("No such member in this project.")
@@ -220,16 +210,12 @@ def member_remove(request, principal, pk, membership_pk):
 
 
 def _create_account(request, principal, pk):
-    project = _project(principal, pk, Perm.SERVICE_ACCOUNT_MANAGE)
+    project = scoped_project(principal, pk, Perm.SERVICE_ACCOUNT_MANAGE)
     form = ServiceAccountForm(request.POST)
     if form.is_valid():
-        try:
+        with refusal_on(form) as refused:
             issued = services.create_service_account(principal, project, **form.cleaned_data)
-        except (Forbidden, NotFound):
-            raise
-        except ApiError as exc:
-            add_api_error(form, exc)
-        else:
+        if not refused:
             shown = {
                 "name": issued.account.name,
                 "client_id": issued.account.client_id,
@@ -255,7 +241,7 @@ def _create_account(request, principal, pk):
 @require_http_methods(["GET", "HEAD", "POST"])
 @portal_view
 def service_account_revoke(request, principal, pk, account_pk):
-    project = _project(principal, pk, Perm.SERVICE_ACCOUNT_MANAGE)
+    project = scoped_project(principal, pk, Perm.SERVICE_ACCOUNT_MANAGE)
     account = ServiceAccount.objects.filter(project=project, pk=account_pk).first()
     if account is None:
         raise Http404("No such service account in this project.")

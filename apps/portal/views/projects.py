@@ -7,12 +7,12 @@ from django.core.paginator import Paginator
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_safe
 
-from apps.core.errors import ApiError, Forbidden, NotFound
+from apps.core.errors import Forbidden
 from apps.portal import queries
 from apps.portal.context_processors import SESSION_PROJECT
-from apps.portal.forms import ProjectForm, add_api_error
+from apps.portal.forms import ProjectForm
 from apps.portal.htmx import hx_redirect, render_page_or_fragment
-from apps.portal.views.base import filtered, portal_view
+from apps.portal.views.base import filtered, portal_view, refusal_on
 from apps.tenancy import services
 from apps.tenancy.filters import ProjectFilter
 from apps.tenancy.models import Project
@@ -53,18 +53,14 @@ def project_create(request, principal):
         request.POST or None, tenants=tenants, initial={"tenant": _preferred_tenant(request, tenants)}
     )
     if request.method == "POST" and form.is_valid():
-        try:
+        with refusal_on(form) as refused:
             result = services.create_project(
                 principal,
                 form.cleaned_data["tenant"],
                 project_id=form.cleaned_data["project_id"],
                 name=form.cleaned_data["name"],
             )
-        except (Forbidden, NotFound):
-            raise
-        except ApiError as exc:
-            add_api_error(form, exc)
-        else:
+        if not refused:
             if result.created:
                 messages.success(request, f"Project {result.obj.name} created.")
                 return hx_redirect(request, reverse("project_detail", args=[result.obj.pk]))

@@ -31,8 +31,9 @@ async def _exchange(scope, receive, send, host: str) -> int:
     inbound = Inbound(scope, None, host)
     portal = settings.ISSUER + "/"
     if scope["method"] != "POST":
-        spec = (405, "method_not_allowed", "Not here", "Open the app from the portal.")
-        return await page(send, inbound, spec, portal_url=portal, extra=((b"allow", b"POST"),))
+        return await page(
+            send, inbound, pages.METHOD_NOT_ALLOWED, portal_url=portal, extra=((b"allow", b"POST"),)
+        )
     if inbound.origin is not None and not _trusted_origin(inbound.origin, host):
         # Login CSRF: another site must not plant its own app session in this browser.
         return await page(
@@ -40,8 +41,7 @@ async def _exchange(scope, receive, send, host: str) -> int:
         )
     body = await _read_form(receive)
     if body is None:
-        spec = (413, "too_large", "Not an app link", "This request is too large.")
-        return await page(send, inbound, spec, portal_url=portal)
+        return await page(send, inbound, pages.TOO_LARGE, portal_url=portal)
     form = parse_qs(body.decode("latin-1"))
     try:
         exchanged = await access.exchange(form.get("ticket", [""])[0], host)

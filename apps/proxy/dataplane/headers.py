@@ -117,6 +117,7 @@ class Inbound:
                 self.origin = value.decode("latin-1")
             elif name == b"accept":
                 self.accept = value
+                kept.append((name, value))
             elif name == b"content-length":
                 self.length = value
             elif name == b"transfer-encoding":
@@ -153,10 +154,6 @@ class Inbound:
             if name:
                 kept.append(part.strip())
         return b"; ".join(kept)
-
-    @property
-    def wants_json(self) -> bool:
-        return b"application/json" in self.accept and b"text/html" not in self.accept
 
 
 def _trusted_proto_header() -> bytes:

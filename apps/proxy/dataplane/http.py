@@ -11,8 +11,6 @@ from apps.proxy.dataplane import headers, limits, pages, ranges, upstream
 from apps.proxy.dataplane.redact import Redactor
 from apps.proxy.dataplane.respond import access_line, page, redirect
 
-_RETRY_AFTER_BUSY = ((b"retry-after", b"5"),)
-_RETRY_AFTER_STARTING = ((b"retry-after", b"5"),)
 _NO_SERVICE_WORKERS = "Apps cannot install service workers."
 _HEAD_TOO_LARGE = "The app answered with too many headers, or too large ones."
 
@@ -46,18 +44,16 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         user_id = decision.user_id
         try:
             if not decision.allowed and decision.status == 503:
-                status = await page(send, inbound, pages.UNCHECKED, target, extra=_RETRY_AFTER_BUSY)
+                status = await page(send, inbound, pages.UNCHECKED, target)
             elif not decision.allowed:
                 spec = pages.NO_SESSION if decision.status == 401 else pages.DENIED
                 status = await page(send, inbound, spec, target)
             elif target.state == "pending":
-                status = await page(
-                    send, inbound, pages.STARTING, target, extra=_RETRY_AFTER_STARTING, refresh=5
-                )
+                status = await page(send, inbound, pages.STARTING, target, refresh=5)
             elif reason := access.unavailable(target, decision):
                 status = await page(send, inbound, pages.UNAVAILABLE, target, message=reason)
             elif count is None:
-                status = await page(send, inbound, pages.BUSY, target, extra=_RETRY_AFTER_BUSY)
+                status = await page(send, inbound, pages.BUSY, target)
             else:
                 await access.touch(target)
                 status, sent = await _forward(scope, receive, send, target, inbound, raw_path)

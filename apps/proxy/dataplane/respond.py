@@ -30,7 +30,7 @@ async def page(
         title,
         message or default_message,
         portal_url=portal_url or (target.portal_url if target else ""),
-        as_json=inbound is not None and inbound.wants_json,
+        as_json=inbound is not None and not pages.wants_html(inbound.accept.decode("latin-1")),
         frame_ancestors=target.frame_ancestors if target else "'none'",
         refresh=refresh,
         extra=extra,

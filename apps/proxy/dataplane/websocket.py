@@ -16,19 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
+from datetime import UTC, datetime
 
 from django.conf import settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from apps.core.asgiserver import WEBSOCKET_MAX_MESSAGE_BYTES
-from apps.proxy import access, metrics
+from apps.proxy import access, metrics, sessions, socket_audit
 from apps.proxy.access import Target
-from apps.proxy.dataplane import headers, limits
+from apps.proxy.dataplane import headers, limits, pages
 from apps.proxy.dataplane.redact import Redactor
 from apps.proxy.dataplane.respond import access_line
 
+log = logging.getLogger(__name__)
 RECHECK_SECONDS = 2.0
 ACCESS_ENDED = 4403
 _TOO_BIG = 1009
@@ -48,23 +51,26 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         if (await receive())["type"] != "websocket.connect":
             return
         if target is None or target.outside(raw_path):
-            status = await _deny(scope, send, 404, "No app is published at this address.")
+            status = await _deny(scope, send, pages.NOT_FOUND)
             return
         if inbound.origin is not None and inbound.origin != target.origin:
-            status = await _deny(scope, send, 403, "This WebSocket was opened from another site.")
+            status = await _deny(scope, send, pages.DENIED, "This WebSocket was opened from another site.")
             return
         decision, count = await access.admit(target, inbound.route_cookie, "websocket")
         user_id = decision.user_id
         try:
-            if not decision.allowed:
-                message = decision.reason if decision.status == 503 else "Open the app from the portal."
-                status = await _deny(scope, send, decision.status, message)
+            if not decision.allowed and decision.status == 503:
+                status = await _deny(scope, send, pages.UNCHECKED)
+            elif not decision.allowed:
+                status = await _deny(
+                    scope, send, pages.NO_SESSION if decision.status == 401 else pages.DENIED
+                )
             elif reason := access.unavailable(target, decision):
-                status = await _deny(scope, send, 503, reason or "The app is not running.")
+                status = await _deny(scope, send, pages.UNAVAILABLE, reason or "The app is not running.")
             elif count is None:
-                status = await _deny(scope, send, 429, "Too many open connections.", close_code=1013)
+                status = await _deny(scope, send, pages.BUSY, close_code=1013)
             else:
-                status = await _open(scope, receive, send, target, inbound, raw_path)
+                status = await _open(scope, receive, send, target, inbound, raw_path, decision)
         finally:
             if count is not None:
                 limits.release(count)
@@ -72,30 +78,24 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         access_line(scope, status, target, user_id, 0, time.monotonic() - started)
 
 
-async def _deny(scope, send, status: int, message: str, close_code: int = 1008) -> int:
-    """Refuse the handshake: an HTTP answer where the server supports the denial
-    response extension, else a close before accepting (the server answers 403)."""
+async def _deny(scope, send, spec: pages.Spec, message: str = "", close_code: int = 1008) -> int:
+    """Refuse the handshake: the proxy's error answer where the server supports the
+    denial response extension, else a close before accepting (the server answers 403)."""
     if "websocket.http.response" in scope.get("extensions", {}):
-        body = message.encode()
+        # No browser navigates to a WebSocket: the envelope, as for any script.
+        start, body = pages.render(spec.status, spec.code, spec.title, message or spec.message, as_json=True)
         await send(
-            {
-                "type": "websocket.http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"retry-after", b"5"),
-                ]
-                if status in (429, 503)
-                else [(b"content-type", b"text/plain; charset=utf-8")],
-            }
+            {"type": "websocket.http.response.start", "status": spec.status, "headers": start["headers"]}
         )
-        await send({"type": "websocket.http.response.body", "body": body})
-        return status
+        await send({"type": "websocket.http.response.body", "body": body["body"]})
+        return spec.status
     await send({"type": "websocket.close", "code": close_code})
     return 403
 
 
-async def _open(scope, receive, send, target: Target, inbound: headers.Inbound, raw_path: str) -> int:
+async def _open(
+    scope, receive, send, target: Target, inbound: headers.Inbound, raw_path: str, decision: sessions.Decision
+) -> int:
     host, port = target.upstream
     uri = f"ws://{host}:{port}{target.upstream_path(raw_path)}"
     if scope["query_string"]:
@@ -120,24 +120,101 @@ async def _open(scope, receive, send, target: Target, inbound: headers.Inbound, 
         )
     except InvalidStatus as exc:
         code = exc.response.status_code
-        return await _deny(scope, send, code if 400 <= code < 500 else 502, "The app refused the WebSocket.")
+        refused = (
+            pages.spec(code, "The app refused the WebSocket.") if 400 <= code < 500 else pages.BAD_GATEWAY
+        )
+        return await _deny(scope, send, refused, "The app refused the WebSocket.")
     except TimeoutError:
-        return await _deny(scope, send, 504, "The app did not answer in time.")
+        return await _deny(scope, send, pages.GATEWAY_TIMEOUT)
     except (OSError, InvalidHandshake):
-        return await _deny(scope, send, 502, "The app is not answering.")
+        return await _deny(scope, send, pages.BAD_GATEWAY, "The app is not answering.")
     async with app:
         await send({"type": "websocket.accept", "subprotocol": app.subprotocol})
-        with metrics.OPEN_WEBSOCKETS.track_inprogress():
-            await _relay(receive, send, app, target, inbound, scope)
+        socket = _Socket()
+        opened_at = datetime.now(UTC)
+        audited = {"path": scope["path"], "subprotocol": app.subprotocol or ""}
+        connected = asyncio.ensure_future(_audit(socket_audit.CONNECT, target, decision, scope, audited))
+        try:
+            with metrics.OPEN_WEBSOCKETS.track_inprogress():
+                await _relay(receive, send, app, target, inbound, scope, socket)
+        finally:
+            audited.update(socket.totals(opened_at))
+            # Shielded: a cancelled handler still leaves the trail whole.
+            await asyncio.shield(_audit_close(connected, target, decision, scope, audited))
     return 101
 
 
-async def _relay(receive, send, app, target: Target, inbound: headers.Inbound, scope: dict) -> None:
-    traffic = [0]
+class _Socket:
+    """What one proxied WebSocket carried and how it ended: activity for the access
+    watcher, totals for the audit trail."""
+
+    __slots__ = (
+        "from_browser",
+        "from_app",
+        "bytes_from_browser",
+        "bytes_from_app",
+        "closed_by",
+        "close_code",
+    )
+
+    def __init__(self):
+        self.from_browser = self.from_app = self.bytes_from_browser = self.bytes_from_app = 0
+        self.closed_by = ""
+        self.close_code: int | None = None
+
+    @property
+    def messages(self) -> int:
+        return self.from_browser + self.from_app
+
+    def closed(self, by: str, code: int | None) -> None:
+        if not self.closed_by:  # the first to close is the one that ended it
+            self.closed_by, self.close_code = by, code
+
+    def totals(self, opened_at: datetime) -> dict:
+        closed_at = datetime.now(UTC)
+        return {
+            "connected_at": opened_at.isoformat(),
+            "disconnected_at": closed_at.isoformat(),
+            "duration_seconds": round((closed_at - opened_at).total_seconds(), 3),
+            "messages_from_browser": self.from_browser,
+            "messages_from_app": self.from_app,
+            "bytes_from_browser": self.bytes_from_browser,
+            "bytes_from_app": self.bytes_from_app,
+            "closed_by": self.closed_by or "platform",
+            "close_code": self.close_code,
+        }
+
+
+def _size(data: str | bytes) -> int:
+    # An ASCII text's length is its size in UTF-8: no copy for the common case.
+    return len(data) if isinstance(data, bytes) or data.isascii() else len(data.encode())
+
+
+async def _audit(
+    action: str, target: Target, decision: sessions.Decision, scope: dict, details: dict
+) -> None:
+    client = scope.get("client")
+    try:
+        await access.audit_websocket(
+            action, target.route_id, decision.username, client[0] if client else None, details
+        )
+    except Exception:
+        # The socket is open (or gone) either way; the log says which record is missing.
+        log.exception("%s of route %s not audited", action, target.route_id)
+
+
+async def _audit_close(connected, target: Target, decision: sessions.Decision, scope: dict, details: dict):
+    await connected  # one socket's records are written in order, one at a time
+    await _audit(socket_audit.DISCONNECT, target, decision, scope, details)
+
+
+async def _relay(
+    receive, send, app, target: Target, inbound: headers.Inbound, scope: dict, socket: _Socket
+) -> None:
     tasks = [
-        asyncio.ensure_future(_browser_to_app(receive, app, traffic)),
-        asyncio.ensure_future(_app_to_browser(app, send, traffic, target.redact)),
-        asyncio.ensure_future(_watch_access(target, inbound, scope, traffic)),
+        asyncio.ensure_future(_browser_to_app(receive, app, socket)),
+        asyncio.ensure_future(_app_to_browser(app, send, socket, target.redact)),
+        asyncio.ensure_future(_watch_access(target, inbound, scope, socket)),
     ]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -146,31 +223,36 @@ async def _relay(receive, send, app, target: Target, inbound: headers.Inbound, s
             task.cancel()
     if tasks[2] in done and not tasks[2].cancelled() and tasks[2].result():
         # Access ended: the browser learns why, the app that its client left.
+        socket.closed("platform", ACCESS_ENDED)
         await _close_browser(send, ACCESS_ENDED, tasks[2].result())
         await app.close(1001, "")
 
 
-async def _browser_to_app(receive, app, traffic: list[int]) -> None:
+async def _browser_to_app(receive, app, socket: _Socket) -> None:
     while True:
         message = await receive()
         if message["type"] == "websocket.receive":
             text = message.get("text")
-            traffic[0] += 1
+            data = text if text is not None else message.get("bytes") or b""
+            socket.from_browser += 1
+            socket.bytes_from_browser += _size(data)
             try:
-                await app.send(text if text is not None else message.get("bytes") or b"")
+                await app.send(data)
             except ConnectionClosed:
                 return  # the other direction reports the app's close
         elif message["type"] == "websocket.disconnect":
             code = message.get("code", 1000)
+            socket.closed("browser", code)
             # 1005 (no code) and 1006 (connection lost) cannot be sent on.
             await app.close({1005: 1000, 1006: 1001}.get(code, code), message.get("reason") or "")
             return
 
 
-async def _app_to_browser(app, send, traffic: list[int], secrets: tuple[bytes, ...]) -> None:
+async def _app_to_browser(app, send, socket: _Socket, secrets: tuple[bytes, ...]) -> None:
     try:
         async for data in app:
-            traffic[0] += 1
+            socket.from_app += 1
+            socket.bytes_from_app += _size(data)
             if secrets:
                 data = _redacted(data, secrets)
             if isinstance(data, str):
@@ -180,13 +262,15 @@ async def _app_to_browser(app, send, traffic: list[int], secrets: tuple[bytes, .
     except ConnectionClosed as closed:
         if closed.sent is not None and closed.sent.code == _TOO_BIG and not closed.rcvd_then_sent:
             # The proxy closed the app's socket: its message was over the limit.
+            socket.closed("platform", _TOO_BIG)
             await _close_browser(send, _TOO_BIG, "message too big")
             return
-    code = app.close_code
+    code = {None: 1011, 1005: 1000, 1006: 1011, 1015: 1011}.get(app.close_code, app.close_code)
+    socket.closed("app", code)
     reason = app.close_reason or ""
     if secrets:
         reason = _redacted(reason, secrets)  # the app's words reach script on the route too
-    await _close_browser(send, {None: 1011, 1005: 1000, 1006: 1011, 1015: 1011}.get(code, code), reason)
+    await _close_browser(send, code, reason)
 
 
 def _redacted(data: str | bytes, secrets: tuple[bytes, ...]) -> str | bytes:
@@ -206,7 +290,7 @@ async def _close_browser(send, code: int, reason: str) -> None:
         await send({"type": "websocket.close", "code": code, "reason": reason})
 
 
-async def _watch_access(target: Target, inbound: headers.Inbound, scope: dict, traffic: list[int]) -> str:
+async def _watch_access(target: Target, inbound: headers.Inbound, scope: dict, socket: _Socket) -> str:
     """The reason access ended, once it has."""
     seen = 0
     while True:
@@ -219,6 +303,6 @@ async def _watch_access(target: Target, inbound: headers.Inbound, scope: dict, t
         current = await access.resolve(inbound.host, scope["path"])
         if current is None or current.state != "active" or current.upstream != target.upstream:
             return current.state_message if current else "the app is gone"
-        if traffic[0] != seen:
-            seen = traffic[0]
+        if socket.messages != seen:
+            seen = socket.messages
             await access.touch(target)
