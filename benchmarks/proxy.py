@@ -256,6 +256,7 @@ def start_dataplane(var_dir: Path, port: int, portal_port: int, env: dict[str, s
                 "GPUAAS_PORTAL_UPSTREAM": f"127.0.0.1:{portal_port}",
                 "GPUAAS_PROXY_AUTH_SECRET": env["GPUAAS_PROXY_AUTH_SECRET"],
                 "GPUAAS_APPS_DOMAIN": "",
+                "GPUAAS_ISSUER": env["GPUAAS_ISSUER"],
             }
         )
     )

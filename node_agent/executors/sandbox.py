@@ -32,7 +32,7 @@ from pathlib import Path
 from node_agent.executors.base import TaskFailed
 
 WORKLOAD_USER = "gpuaas-workload"
-REPOSITORY = Path(__file__).resolve().parents[4]
+REPOSITORY = Path(__file__).resolve().parents[2]  # the checkout: <repository>/node_agent/executors/
 
 
 class Sandbox:
