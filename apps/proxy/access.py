@@ -1,9 +1,12 @@
 """What the data plane asks the control plane, per request, and cheaply.
 
 ``resolve`` maps a request's host and path to a ``Target`` (the route, its
-upstream, its adapter, its limits); targets are kept in process for two seconds.
-``authorize`` checks the route cookie against the platform's decision, cached for
-a few seconds and invalidated by generation (see ``sessions``). Both are async:
+upstream, its adapter, its limits, the secret it bridges); targets are kept in
+process for two seconds. ``authorize`` checks the route cookie against the
+platform's decision, cached for a few seconds and invalidated by generation (see
+``sessions``), and hands back the target reloaded when its instance's generation
+moved since it was loaded: a restart with a new token (or any change of the
+instance) is followed by the next request, not two seconds later. Both are async:
 the ASGI proxy calls them before any byte goes upstream.
 
 A cache miss is loaded once per process however many requests wait on it: when
@@ -61,6 +64,8 @@ class Target:
     entry_path: str
     limit_per_instance: int
     limit_per_user: int
+    key: tuple  # what ``resolve`` keeps it under
+    generation: str | None  # the instance's generation (``sessions``) it was loaded under
 
     def upstream_path(self, path: str) -> str:
         """The path sent upstream for a browser path under this route."""
@@ -152,6 +157,10 @@ async def resolve(host: str, path: str) -> Target | None:
         return _targets[key]
     except KeyError:
         pass
+    return await _reload(key)
+
+
+async def _reload(key: tuple) -> Target | None:
     target = _targets[key] = await _loads.run(key, _in_thread(_load), key)
     return target
 
@@ -174,6 +183,12 @@ def _load(key: tuple) -> Target | None:
             route = routes.filter(instance_id=key[1], endpoint_name=key[2], mode="path_prefix").first()
         except Exception:  # not a UUID
             return None
+    if route is None or route.instance is None:
+        return None
+    generation = sessions.instance_generation(route.instance_id)
+    # Read again after the generation: a change bumps it once committed, so a target made
+    # from rows older than the change carries an older generation and is reloaded.
+    route = routes.filter(pk=route.pk).first()
     if route is None or route.instance is None:
         return None
     adapter = Adapter.from_policy(route.policy)
@@ -208,6 +223,8 @@ def _load(key: tuple) -> Target | None:
         entry_path=urlsplit(sessions.entry_url(route)).path,
         limit_per_instance=limits.get("per_instance", settings.PROXY_MAX_CONNECTIONS_PER_INSTANCE),
         limit_per_user=limits.get("per_user", settings.PROXY_MAX_CONNECTIONS_PER_USER),
+        key=key,
+        generation=generation,
     )
 
 
@@ -221,15 +238,18 @@ def unavailable(target: Target, decision: sessions.Decision) -> str | None:
     return None
 
 
-async def authorize(target: Target, cookie: str | None, channel: str = "http") -> sessions.Decision:
-    """May the holder of this route cookie reach this target now?"""
-    decision, _ = await _authorize(target, cookie, channel, count=False)
-    return decision
+async def authorize(
+    target: Target, cookie: str | None, channel: str = "http"
+) -> tuple[sessions.Decision, Target]:
+    """May the holder of this route cookie reach this target now? With the target to
+    use: ``target``, or it reloaded when its instance changed since it was loaded."""
+    decision, _, target = await _authorize(target, cookie, channel, count=False)
+    return decision, target
 
 
 async def admit(
     target: Target, cookie: str | None, channel: str
-) -> tuple[sessions.Decision, limits.Count | None]:
+) -> tuple[sessions.Decision, limits.Count | None, Target]:
     """``authorize``, and the connection counted against the route's limits, in one
     Redis command. The count is None when a limit is reached or access is refused;
     the caller gives a count back (``limits.release``) when the connection ends."""
@@ -241,7 +261,7 @@ async def _authorize(target: Target, cookie: str | None, channel: str, count: bo
     if payload is None or payload.get("r") != target.route_id:
         decision = sessions.Decision(False, 401, "no session for this app")
         await _in_thread(_deny)(target, decision, None, channel)
-        return decision, None
+        return decision, None, target
     url = _cache_redis_url()
     keys = sessions.decision_keys(target.route_id, target.instance_id, payload)
     counted = None
@@ -260,10 +280,16 @@ async def _authorize(target: Target, cookie: str | None, channel: str, count: bo
                 values = await redis_client.call(url, "MGET", *raw)
         except redis_client.Unavailable as exc:
             log.warning("route %s: access not checked, answered 503: %s", target.route_id, exc)
-            return sessions.Decision(
-                False, 503, "The platform cannot check access to this app right now."
-            ), None
+            return (
+                sessions.Decision(False, 503, "The platform cannot check access to this app right now."),
+                None,
+                target,
+            )
         found = {key: _value(value) for key, value in zip(keys, values, strict=True) if value is not None}
+    if found.get(keys[1]) != target.generation:
+        # The instance changed since the target was loaded (a restart with a new token, a
+        # stop): this request already goes by the change.
+        target = await _reload(target.key) or target
     decision, generations = sessions.current_decision(keys, found)
     if decision is None:
         key = ("decide", target.route_id, target.instance_id, payload["u"], payload["s"], generations)
@@ -275,7 +301,7 @@ async def _authorize(target: Target, cookie: str | None, channel: str, count: bo
             limits.release(counted)
             counted = None
         await _in_thread(_deny)(target, decision, payload, channel)
-    return decision, counted
+    return decision, counted, target
 
 
 _serializer = RedisSerializer()

@@ -59,6 +59,11 @@ def invalidate_instance(instance_id) -> None:
     cache.set(_gen_key("inst", instance_id), uuid.uuid4().hex, settings.PROXY_SESSION_SECONDS)
 
 
+def instance_generation(instance_id) -> str | None:
+    """Changes whenever ``invalidate_instance`` is called (None until it first is)."""
+    return cache.get(_gen_key("inst", instance_id))
+
+
 def end_platform_session(session_key: str | None, user_id) -> None:
     """Logout: cookies minted from that session stop working, wherever they are."""
     if session_key:

@@ -53,7 +53,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         if inbound.origin is not None and inbound.origin != target.origin:
             status = await _deny(scope, send, 403, "This WebSocket was opened from another site.")
             return
-        decision, count = await access.admit(target, inbound.route_cookie, "websocket")
+        decision, count, target = await access.admit(target, inbound.route_cookie, "websocket")
         user_id = decision.user_id
         try:
             if not decision.allowed:
@@ -211,7 +211,7 @@ async def _watch_access(target: Target, inbound: headers.Inbound, scope: dict, t
     seen = 0
     while True:
         await asyncio.sleep(RECHECK_SECONDS)
-        decision = await access.authorize(target, inbound.route_cookie, "websocket")
+        decision, _ = await access.authorize(target, inbound.route_cookie, "websocket")
         if not decision.allowed:
             return decision.reason or "access to this app ended"
         if decision.app_state != "running":
