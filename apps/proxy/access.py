@@ -161,8 +161,37 @@ async def resolve(host: str, path: str) -> Target | None:
 
 
 async def _reload(key: tuple) -> Target | None:
-    target = _targets[key] = await _loads.run(key, _in_thread(_load), key)
+    target = _targets[key] = await _loads.run(key, _fresh, key)
     return target
+
+
+async def _fresh(key: tuple) -> Target | None:
+    instance_id = key[1] if key[0] == "path" else None
+    if instance_id is None:  # which instance serves this host: loaded once to learn it
+        found = await _in_thread(_load)(key, _UNREAD)
+        if found is None:
+            return None
+        instance_id = found.instance_id
+    generation = await _generation(instance_id)
+    # Loaded after the generation is read: a change bumps it once committed, so a target
+    # made from rows older than a change carries an older generation and is reloaded.
+    return await _in_thread(_load)(key, generation)
+
+
+_UNREAD = "-"  # a generation no instance has: a target loaded while Redis did not answer
+
+
+async def _generation(instance_id: str) -> str | None:
+    """The instance's generation, read as ``_authorize`` reads it (Redis's time bound)."""
+    key = sessions.instance_generation_key(instance_id)
+    url = _cache_redis_url()
+    if url is None:
+        return cache.get(key)
+    try:
+        raw = await redis_client.call(url, "GET", _raw_keys((key,))[0])
+    except redis_client.Unavailable:
+        return _UNREAD  # its access cannot be checked either: answered 503 until Redis is back
+    return None if raw is None else _value(raw)
 
 
 def forget() -> None:
@@ -170,7 +199,7 @@ def forget() -> None:
     _targets.clear()
 
 
-def _load(key: tuple) -> Target | None:
+def _load(key: tuple, generation: str | None) -> Target | None:
     from apps.proxy.models import ProxyRoute
     from apps.runtime.rendering import base_path
     from apps.runtime.services import runtime_secret
@@ -183,12 +212,6 @@ def _load(key: tuple) -> Target | None:
             route = routes.filter(instance_id=key[1], endpoint_name=key[2], mode="path_prefix").first()
         except Exception:  # not a UUID
             return None
-    if route is None or route.instance is None:
-        return None
-    generation = sessions.instance_generation(route.instance_id)
-    # Read again after the generation: a change bumps it once committed, so a target made
-    # from rows older than the change carries an older generation and is reloaded.
-    route = routes.filter(pk=route.pk).first()
     if route is None or route.instance is None:
         return None
     adapter = Adapter.from_policy(route.policy)

@@ -59,9 +59,9 @@ def invalidate_instance(instance_id) -> None:
     cache.set(_gen_key("inst", instance_id), uuid.uuid4().hex, settings.PROXY_SESSION_SECONDS)
 
 
-def instance_generation(instance_id) -> str | None:
-    """Changes whenever ``invalidate_instance`` is called (None until it first is)."""
-    return cache.get(_gen_key("inst", instance_id))
+def instance_generation_key(instance_id) -> str:
+    """The cache key of the instance's generation, which ``invalidate_instance`` changes."""
+    return _gen_key("inst", instance_id)
 
 
 def end_platform_session(session_key: str | None, user_id) -> None:
