@@ -7,6 +7,7 @@ an ``ImproperlyConfigured`` that names the variable.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from pathlib import Path
@@ -68,6 +69,14 @@ def integer(name: str, default: int) -> int:
 
 def csv(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in string(name, default).split(",") if item.strip()]
+
+
+def networks(name: str, default: str = "") -> list[str]:
+    """Comma-separated addresses or networks (``10.0.0.5``, ``10.0.8.0/24``, IPv6 alike)."""
+    try:
+        return [str(ipaddress.ip_network(item, strict=False)) for item in csv(name, default)]
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
 
 
 def json_value(name: str, default: Any) -> Any:

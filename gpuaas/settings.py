@@ -443,6 +443,11 @@ LAUNCH_LIMIT_PER_NODE = env.integer("GPUAAS_LAUNCH_LIMIT_PER_NODE", 3)
 AGENT_OFFLINE_AFTER_SECONDS = env.integer("GPUAAS_AGENT_OFFLINE_AFTER_SECONDS", 45)
 AGENT_POLL_SECONDS = 25
 AGENT_TASK_TIMEOUT_SECONDS = env.integer("GPUAAS_AGENT_TASK_TIMEOUT_SECONDS", 900)
+# The addresses (or networks) the platform proxy connects to apps from, as nodes see
+# them (nginx replicas, the portal's own proxy). A node's agent lets only these reach
+# its apps' ports (decision 0037); unset, apps start only on loopback (the embedded
+# default's local agent), never on a node's network address.
+PROXY_SOURCE_ADDRESSES = env.networks("GPUAAS_PROXY_SOURCE_ADDRESSES")
 
 # --- Platform proxy ----------------------------------------------------------------
 # Hard limits (and the longest idle timeout) that manifests, pools and tenant policy

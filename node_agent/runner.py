@@ -101,7 +101,8 @@ class Runner:
         if action == "start":
             if not task.get("address"):
                 raise TaskFailed("the platform has no address for this node's agent; enroll the agent again")
-            return self.executor.start(spec, self._secrets(task), task["address"])
+            proxies = task.get("proxy_addresses") or []
+            return self.executor.start(spec, self._secrets(task), task["address"], proxies)
         if action == "stop":
             self.executor.stop(spec)
         elif action == "remove":

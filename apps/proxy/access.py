@@ -1,9 +1,12 @@
 """What the data plane asks the control plane, per request, and cheaply.
 
 ``resolve`` maps a request's host and path to a ``Target`` (the route, its
-upstream, its adapter, its limits); targets are kept in process for two seconds.
-``authorize`` checks the route cookie against the platform's decision, cached for
-a few seconds and invalidated by generation (see ``sessions``). Both are async:
+upstream, its adapter, its limits, the secret it bridges); targets are kept in
+process for two seconds. ``authorize`` checks the route cookie against the
+platform's decision, cached for a few seconds and invalidated by generation (see
+``sessions``), and hands back the target reloaded when its instance's generation
+moved since it was loaded: a restart with a new token (or any change of the
+instance) is followed by the next request, not two seconds later. Both are async:
 the ASGI proxy calls them before any byte goes upstream.
 
 A cache miss is loaded once per process however many requests wait on it: when
@@ -61,6 +64,8 @@ class Target:
     entry_path: str
     limit_per_instance: int
     limit_per_user: int
+    key: tuple  # what ``resolve`` keeps it under
+    generation: str | None  # the instance's generation (``sessions``) it was loaded under
 
     def upstream_path(self, path: str) -> str:
         """The path sent upstream for a browser path under this route."""
@@ -152,8 +157,41 @@ async def resolve(host: str, path: str) -> Target | None:
         return _targets[key]
     except KeyError:
         pass
-    target = _targets[key] = await _loads.run(key, _in_thread(_load), key)
+    return await _reload(key)
+
+
+async def _reload(key: tuple) -> Target | None:
+    target = _targets[key] = await _loads.run(key, _fresh, key)
     return target
+
+
+async def _fresh(key: tuple) -> Target | None:
+    instance_id = key[1] if key[0] == "path" else None
+    if instance_id is None:  # which instance serves this host: loaded once to learn it
+        found = await _in_thread(_load)(key, _UNREAD)
+        if found is None:
+            return None
+        instance_id = found.instance_id
+    generation = await _generation(instance_id)
+    # Loaded after the generation is read: a change bumps it once committed, so a target
+    # made from rows older than a change carries an older generation and is reloaded.
+    return await _in_thread(_load)(key, generation)
+
+
+_UNREAD = "-"  # a generation no instance has: a target loaded while Redis did not answer
+
+
+async def _generation(instance_id: str) -> str | None:
+    """The instance's generation, read as ``_authorize`` reads it (Redis's time bound)."""
+    key = sessions.instance_generation_key(instance_id)
+    url = _cache_redis_url()
+    if url is None:
+        return cache.get(key)
+    try:
+        raw = await redis_client.call(url, "GET", _raw_keys((key,))[0])
+    except redis_client.Unavailable:
+        return _UNREAD  # its access cannot be checked either: answered 503 until Redis is back
+    return None if raw is None else _value(raw)
 
 
 def forget() -> None:
@@ -161,7 +199,7 @@ def forget() -> None:
     _targets.clear()
 
 
-def _load(key: tuple) -> Target | None:
+def _load(key: tuple, generation: str | None) -> Target | None:
     from apps.proxy.models import ProxyRoute
     from apps.proxy.paths import base_path
     from apps.runtime.selectors import runtime_secret
@@ -208,6 +246,8 @@ def _load(key: tuple) -> Target | None:
         entry_path=urlsplit(sessions.entry_url(route)).path,
         limit_per_instance=limits.get("per_instance", settings.PROXY_MAX_CONNECTIONS_PER_INSTANCE),
         limit_per_user=limits.get("per_user", settings.PROXY_MAX_CONNECTIONS_PER_USER),
+        key=key,
+        generation=generation,
     )
 
 
@@ -221,15 +261,18 @@ def unavailable(target: Target, decision: sessions.Decision) -> str | None:
     return None
 
 
-async def authorize(target: Target, cookie: str | None, channel: str = "http") -> sessions.Decision:
-    """May the holder of this route cookie reach this target now?"""
-    decision, _ = await _authorize(target, cookie, channel, count=False)
-    return decision
+async def authorize(
+    target: Target, cookie: str | None, channel: str = "http"
+) -> tuple[sessions.Decision, Target]:
+    """May the holder of this route cookie reach this target now? With the target to
+    use: ``target``, or it reloaded when its instance changed since it was loaded."""
+    decision, _, target = await _authorize(target, cookie, channel, count=False)
+    return decision, target
 
 
 async def admit(
     target: Target, cookie: str | None, channel: str
-) -> tuple[sessions.Decision, limits.Count | None]:
+) -> tuple[sessions.Decision, limits.Count | None, Target]:
     """``authorize``, and the connection counted against the route's limits, in one
     Redis command. The count is None when a limit is reached or access is refused;
     the caller gives a count back (``limits.release``) when the connection ends."""
@@ -241,7 +284,7 @@ async def _authorize(target: Target, cookie: str | None, channel: str, count: bo
     if payload is None or payload.get("r") != target.route_id:
         decision = sessions.Decision(False, 401, "no session for this app")
         await _in_thread(_deny)(target, decision, None, channel)
-        return decision, None
+        return decision, None, target
     url = _cache_redis_url()
     keys = sessions.decision_keys(target.route_id, target.instance_id, payload)
     counted = None
@@ -260,10 +303,16 @@ async def _authorize(target: Target, cookie: str | None, channel: str, count: bo
                 values = await redis_client.call(url, "MGET", *raw)
         except redis_client.Unavailable as exc:
             log.warning("route %s: access not checked, answered 503: %s", target.route_id, exc)
-            return sessions.Decision(
-                False, 503, "The platform cannot check access to this app right now."
-            ), None
+            return (
+                sessions.Decision(False, 503, "The platform cannot check access to this app right now."),
+                None,
+                target,
+            )
         found = {key: _value(value) for key, value in zip(keys, values, strict=True) if value is not None}
+    if found.get(keys[1]) != target.generation:
+        # The instance changed since the target was loaded (a restart with a new token, a
+        # stop): this request already goes by the change.
+        target = await _reload(target.key) or target
     decision, generations = sessions.current_decision(keys, found)
     if decision is None:
         key = ("decide", target.route_id, target.instance_id, payload["u"], payload["s"], generations)
@@ -275,7 +324,7 @@ async def _authorize(target: Target, cookie: str | None, channel: str, count: bo
             limits.release(counted)
             counted = None
         await _in_thread(_deny)(target, decision, payload, channel)
-    return decision, counted
+    return decision, counted, target
 
 
 _serializer = RedisSerializer()

@@ -93,7 +93,7 @@ async def _decide(target: Target | None, uri: str, headers: dict) -> Answer:
     if websocket and origin and origin != target.origin:
         return Answer(403, pages.DENIED, "This WebSocket was opened from another site.")
     cookie = _route_cookie(headers.get("cookie", ""))
-    decision = await access.authorize(target, cookie, "websocket" if websocket else "http")
+    decision, target = await access.authorize(target, cookie, "websocket" if websocket else "http")
     if not decision.allowed:
         return Answer(decision.status, pages.NO_SESSION if decision.status == 401 else pages.DENIED)
     if target.state == "pending":

@@ -59,6 +59,11 @@ def invalidate_instance(instance_id) -> None:
     cache.set(_gen_key("inst", instance_id), uuid.uuid4().hex, settings.PROXY_SESSION_SECONDS)
 
 
+def instance_generation_key(instance_id) -> str:
+    """The cache key of the instance's generation, which ``invalidate_instance`` changes."""
+    return _gen_key("inst", instance_id)
+
+
 def end_platform_session(session_key: str | None, user_id) -> None:
     """Logout: cookies minted from that session stop working, wherever they are."""
     if session_key:

@@ -100,7 +100,11 @@ def report_task(
         instance = AppInstance.objects.select_for_update().get(pk=task.instance_id)
         member = InstanceMember.objects.filter(instance=instance, node=node).first()
         actor = f"agent:{node.hostname}"
-        if succeeded:
+        if _superseded(task):
+            # A restart with new secrets follows on this node and replaces what this start
+            # ran: the restart's report moves the instance, and its endpoints are the ones.
+            pass
+        elif succeeded:
             done = _DONE_STATE[task.action]
             if task.action == AgentTask.Action.START and (member is None or member.rank == 0):
                 for item in endpoints:  # the primary serves the instance's endpoints
@@ -132,6 +136,17 @@ def report_task(
     if refused:
         raise Forbidden(error, details={"endpoints": refused})
     return task
+
+
+def _superseded(task: AgentTask) -> bool:
+    return task.action == AgentTask.Action.START and (
+        AgentTask.objects.filter(
+            node_id=task.node_id,
+            instance_id=task.instance_id,
+            action=AgentTask.Action.START,
+            created_at__gt=task.created_at,
+        ).exists()
+    )
 
 
 def _refusal(node: Node, refused: list[dict]) -> str:

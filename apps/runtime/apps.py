@@ -10,3 +10,4 @@ class RuntimeConfig(AppConfig):
         from apps.runtime import services
 
         agent.register_drainer(services.drain_allocation)
+        from apps.runtime import receivers  # noqa: F401

@@ -7,6 +7,9 @@ The API, the portal and the admin go through these functions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -33,7 +36,7 @@ from apps.runtime.selectors import visible_instances
 from apps.runtime.states import transition
 from apps.tenancy import policy
 from apps.tenancy.models import Project
-from apps.tenancy.principal import Grant, Principal
+from apps.tenancy.principal import Grant, Principal, for_user
 from apps.tenancy.roles import Perm, Role
 
 State = AppInstance.State
@@ -207,10 +210,7 @@ def launch(
             for e in manifest["endpoints"]
         )
         signals.instance_launched.send(AppInstance, instance=instance, manifest=manifest)
-        for secret in rendering.start_spec(instance)["secrets"]:
-            RuntimeSecret.objects.create(
-                instance=instance, name=secret, value_encrypted=crypto.encrypt(crypto.new_secret())
-            )
+        _renew_secrets(instance)
         operation = _operation(principal, instance, "launch")
         _tasks(instance, operation, AgentTask.Action.START)
         events.record(
@@ -240,6 +240,18 @@ def _operation(principal: Principal, instance: AppInstance, kind: str) -> Operat
     )
 
 
+def _renew_secrets(instance: AppInstance) -> bool:
+    """Fresh values for the secrets the app takes (its token): at launch and at every
+    start, so a token learned inside the app (its kernels can read it) opens nothing
+    once the app runs again. False when the app takes none."""
+    names = rendering.start_spec(instance)["secrets"]
+    for name in names:
+        RuntimeSecret.objects.update_or_create(
+            instance=instance, name=name, defaults={"value_encrypted": crypto.encrypt(crypto.new_secret())}
+        )
+    return bool(names)
+
+
 def _tasks(instance: AppInstance, operation: Operation | None, action: str) -> list[AgentTask]:
     """One task per member, each on its member's node."""
     tasks = []
@@ -264,6 +276,8 @@ ACTIONS = {
     # action: (states it may start from, state while in progress, agent action)
     "stop": ((State.RUNNING, State.STARTING, State.FAILED), State.STOPPING, AgentTask.Action.STOP),
     "start": ((State.STOPPED, State.FAILED), State.STARTING, AgentTask.Action.START),
+    # The platform's own (``rotate_secrets``): a start over the running app, with new secrets.
+    "restart": ((State.STARTING, State.RUNNING), State.STARTING, AgentTask.Action.START),
     "decommission": (
         (State.REQUESTED, State.STARTING, State.RUNNING, State.STOPPING, State.STOPPED, State.FAILED),
         State.DECOMMISSIONING,
@@ -275,6 +289,7 @@ ACTIONS = {
 _ALREADY = {
     "stop": (State.STOPPING, State.STOPPED),
     "start": (State.STARTING, State.RUNNING),
+    "restart": (),
     "decommission": (State.DECOMMISSIONING, State.DELETED),
 }
 
@@ -285,7 +300,8 @@ def already(instance: AppInstance, action: str) -> bool:
 
 
 def change(principal: Principal, instance: AppInstance, action: str, why: str = "") -> Operation:
-    """``stop``, ``start`` or ``decommission`` through the agent; ``why`` goes in the event."""
+    """``stop``, ``start``, ``restart`` or ``decommission`` through the agent; ``why``
+    goes in the event. A start (and a restart) runs the app with new secrets."""
     if not may_manage(principal, instance):
         policy.require(principal, Perm.INSTANCE_MANAGE, instance)
     allowed, in_progress, agent_action = ACTIONS[action]
@@ -312,8 +328,11 @@ def change(principal: Principal, instance: AppInstance, action: str, why: str = 
         AgentTask.objects.filter(instance=current, status=AgentTask.Status.PENDING).update(
             status=AgentTask.Status.FAILED, error=f"superseded by {action}", finished_at=timezone.now()
         )
+        details = {"previous_state": previous}
+        if agent_action == AgentTask.Action.START:
+            details["secrets_renewed"] = _renew_secrets(current)
         _tasks(current, operation, agent_action)
-        audit.record(principal, f"instance.{action}", target=current, details={"previous_state": previous})
+        audit.record(principal, f"instance.{action}", target=current, details=details)
     return operation
 
 
@@ -339,6 +358,8 @@ def share(
             errors.setdefault("usernames", []).append(f"{username}: no such user in this tenant.")
     if errors:
         raise ValidationFailed(details=errors)
+    losing = with_project is False or bool(revoke_usernames)
+    before = access_snapshot(_may_reach(instance, revoke_usernames), [instance.pk]) if losing else None
     with transaction.atomic():
         if with_project is not None:
             AppInstance.objects.filter(pk=instance.pk).update(shared_with_project=with_project)
@@ -358,6 +379,8 @@ def share(
             },
         )
         signals.instance_access_changed.send(AppInstance, instance=instance)
+        if before is not None:
+            rotate_lost_access(before, f"{principal.name} stopped sharing it")
     instance.refresh_from_db()
     return instance
 
@@ -365,6 +388,102 @@ def share(
 def record_activity(instance_id, when) -> None:
     """Traffic through the platform proxy: the instance's last use, which idle culling reads."""
     AppInstance.objects.filter(pk=instance_id).update(last_activity_at=when)
+
+
+def _may_reach(instance: AppInstance, usernames) -> list:
+    """Who might open ``instance`` now: its tenant's members and whoever it is shared with."""
+    from guardian.shortcuts import get_users_with_perms
+
+    users = get_user_model().objects.filter(
+        Q(memberships__tenant_id=instance.tenant_id) | Q(username__in=list(usernames))
+    )
+    shared = get_users_with_perms(instance, only_with_perms_in=[VIEW_PERM], with_group_users=False)
+    return sorted({*users.values_list("pk", flat=True), *shared.values_list("pk", flat=True)})
+
+
+# --- when access is lost --------------------------------------------------------------
+#
+# A member who could open an app could learn its token there (a kernel reads it from its
+# own environment). The token opens nothing through the proxy, but on a node the app's
+# port is the way past the proxy: the agent's firewall closes it to all but the proxy,
+# and the app runs with new secrets once that person has no access any more.
+
+_RENEWING = ("launch", "start", "restart")
+
+
+@dataclass(frozen=True)
+class AccessSnapshot:
+    """Who could open which instances before a change (``access_snapshot``)."""
+
+    user_ids: tuple
+    instance_ids: tuple | None
+    reach: frozenset  # (user id, instance id)
+    taken_at: datetime
+
+
+def _reach(user_ids, instance_ids) -> frozenset:
+    """(user, instance) for every instance each active user may open through the proxy
+    now: what ``apps.proxy.sessions.decide`` allows."""
+    live = AppInstance.objects.exclude(state__in=(State.DECOMMISSIONING, State.DELETED))
+    if instance_ids is not None:
+        live = live.filter(pk__in=instance_ids)
+    reach = set()
+    for user in get_user_model().objects.filter(pk__in=user_ids, is_active=True):
+        visible = visible_instances(for_user(user).as_member()).filter(pk__in=live.values("pk"))
+        reach.update((user.pk, pk) for pk in visible.values_list("pk", flat=True))
+    return frozenset(reach)
+
+
+def access_snapshot(user_ids, instance_ids=None) -> AccessSnapshot:
+    """Taken before a change that may take access away (of these users, to these
+    instances or all), for ``rotate_lost_access`` to compare with afterwards."""
+    user_ids = tuple(user_ids)
+    instance_ids = tuple(instance_ids) if instance_ids is not None else None
+    return AccessSnapshot(user_ids, instance_ids, _reach(user_ids, instance_ids), timezone.now())
+
+
+def rotate_lost_access(before: AccessSnapshot, why: str) -> None:
+    """Once the change commits, ``rotate_secrets`` for every instance someone of
+    ``before`` could open then and cannot now. After the commit, so a change made in
+    several steps (an identity provider's roles replaced at sign-in) is judged by where
+    it ends, not by a step in between."""
+
+    def rotate():
+        lost = {instance_id for _, instance_id in before.reach - _reach(before.user_ids, before.instance_ids)}
+        for instance in AppInstance.objects.filter(pk__in=lost):
+            rotate_secrets(instance, why, since=before.taken_at)
+
+    transaction.on_commit(rotate)
+
+
+def rotate_secrets(instance: AppInstance, why: str, *, since: datetime | None = None) -> Operation | None:
+    """New secrets for ``instance``, audited: a running (or starting) app restarts with
+    them through a ``restart`` operation; one that is not running gets them now and
+    again when it starts. Nothing when it takes no secrets, or when it has started with
+    new ones since ``since``."""
+    with transaction.atomic():
+        current = (
+            AppInstance.objects.select_for_update()
+            .select_related("app", "app_version", "allocation")
+            .get(pk=instance.pk)
+        )
+        gone = current.state in (State.DECOMMISSIONING, State.DELETED)
+        if gone or not rendering.start_spec(current)["secrets"]:
+            return None
+        if since and current.operations.filter(kind__in=_RENEWING, created_at__gte=since).exists():
+            return None
+        operation = None
+        if current.state in ACTIONS["restart"][0]:
+            operation = change(SYSTEM, current, "restart", f"restarted with new secrets: {why}")
+        else:
+            _renew_secrets(current)
+        audit.record(
+            SYSTEM,
+            "instance.secrets.rotate",
+            target=current,
+            details={"reason": why, "restarted": operation is not None},
+        )
+    return operation
 
 
 def instance_events(instance: AppInstance) -> QuerySet[InstanceEvent]:

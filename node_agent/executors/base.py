@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 
@@ -13,12 +14,15 @@ class TaskFailed(Exception):
 class Executor(Protocol):
     name: str
 
-    def start(self, spec: dict, secrets: dict[str, str], address: str) -> list[dict]:
+    def start(
+        self, spec: dict, secrets: dict[str, str], address: str, proxies: Sequence[str] = ()
+    ) -> list[dict]:
         """Run the workload, publishing its endpoints on ``address`` (the node's
-        address as the platform sees it); returns them as ``{"name", "host", "port"}``."""
+        address as the platform sees it) to ``proxies`` only (``firewall``); returns
+        them as ``{"name", "host", "port"}``."""
 
     def stop(self, spec: dict) -> None:
-        """Stop the workload, keeping what it wrote; nothing to stop is fine."""
+        """Stop the workload, keeping what it wrote, and close its ports; nothing to stop is fine."""
 
     def remove(self, spec: dict) -> None:
         """Stop it and delete everything it left on the node; nothing there is fine."""

@@ -18,9 +18,11 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from node_agent.executors.base import TaskFailed
+from node_agent.executors.firewall import Firewall
 from node_agent.executors.ports import free_ports, url_host
 from node_agent.executors.templates import REFERENCE, references, resolve, resolve_all
 
@@ -50,19 +52,27 @@ DOCUMENT_FIELDS = {"name", "services", "volumes"}
 class DockerExecutor:
     name = "docker"
 
-    def __init__(self, state_dir: Path, docker: str = "docker"):
+    def __init__(self, state_dir: Path, docker: str = "docker", firewall: Firewall | None = None):
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.docker = docker
+        self.firewall = firewall or Firewall()
 
-    def start(self, spec: dict, secrets: dict[str, str], address: str) -> list[dict]:
+    def start(
+        self, spec: dict, secrets: dict[str, str], address: str, proxies: Sequence[str] = ()
+    ) -> list[dict]:
         validate(spec)
         ports = free_ports([endpoint["name"] for endpoint in spec["endpoints"]], address)
         values = references(ports, secrets, address)
-        if "compose" in spec:
-            self._compose_up(spec, values)
-        else:
-            self._run(spec, values)
+        self.firewall.admit_only(spec["instance_id"], address, ports.values(), proxies)
+        try:
+            if "compose" in spec:
+                self._compose_up(spec, values)
+            else:
+                self._run(spec, values)
+        except TaskFailed:
+            self.firewall.close(spec["instance_id"])
+            raise
         return [{"name": name, "host": address, "port": port} for name, port in ports.items()]
 
     def stop(self, spec: dict) -> None:
@@ -70,12 +80,14 @@ class DockerExecutor:
             self._docker(["compose", "--project-name", spec["name"], "stop"])
         else:
             self._docker(["stop", spec["name"]], missing_ok=True)
+        self.firewall.close(spec["instance_id"])
 
     def remove(self, spec: dict) -> None:
         if spec["execution"] == "compose":
             self._docker(["compose", "--project-name", spec["name"], "down", "--volumes", "--remove-orphans"])
         else:
             self._docker(["rm", "--force", "--volumes", spec["name"]], missing_ok=True)
+        self.firewall.close(spec["instance_id"])
 
     def running(self) -> list[str]:
         listed = self._docker(

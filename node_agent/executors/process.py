@@ -21,11 +21,13 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 
 from node_agent.executors.base import TaskFailed
+from node_agent.executors.firewall import Firewall
 from node_agent.executors.ports import free_ports, url_host
 from node_agent.executors.sandbox import Sandbox
 from node_agent.executors.templates import references, resolve_all
@@ -45,17 +47,21 @@ class ProcessExecutor:
         *,
         ready_timeout: float = READY_TIMEOUT_SECONDS,
         stop_grace: float = STOP_GRACE_SECONDS,
+        firewall: Firewall | None = None,
     ):
         self.root = Path(state_dir) / "instances"
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.ready_timeout = ready_timeout
         self.stop_grace = stop_grace
         self.sandbox = Sandbox(state_dir)
+        self.firewall = firewall or Firewall()
         # Workloads this agent started; the agent must reap them (``Popen.poll``) or
         # dead ones linger as zombies. Adopted workloads are known by their record only.
         self._children: dict[str, subprocess.Popen] = {}
 
-    def start(self, spec: dict, secrets: dict[str, str], address: str) -> list[dict]:
+    def start(
+        self, spec: dict, secrets: dict[str, str], address: str, proxies: Sequence[str] = ()
+    ) -> list[dict]:
         process = spec.get("process")
         if process is None:
             raise TaskFailed(
@@ -69,10 +75,11 @@ class ProcessExecutor:
         command = resolve_all(process["command"], values)
         env = resolve_all(process.get("env", {}), values)
         directory = self._directory(instance_id)
-        popen = _spawn(directory, self.sandbox, command, env)
-        self._children[instance_id] = popen
-        _write_record(directory, {"pid": popen.pid, "started": _start_time(popen.pid)})
+        self.firewall.admit_only(instance_id, address, ports.values(), proxies)
         try:
+            popen = _spawn(directory, self.sandbox, command, env)
+            self._children[instance_id] = popen
+            _write_record(directory, {"pid": popen.pid, "started": _start_time(popen.pid)})
             self._wait_ready(
                 popen,
                 command[0],
@@ -145,6 +152,7 @@ class ProcessExecutor:
             # reserved while any member lives, so this cannot reach another group).
             _signal_group(record["pid"], signal.SIGKILL)
         (self.root / instance_id / RECORD).unlink(missing_ok=True)
+        self.firewall.close(instance_id)
 
 
 def _instance_id(spec: dict) -> str:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -24,6 +25,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from apps.proxy import access, sessions
+from apps.runtime import agents
 from apps.runtime import services as runtime
 from apps.runtime.selectors import runtime_secret
 from apps.tenancy import principal as principals
@@ -631,6 +633,53 @@ def test_a_stopped_instance_is_not_reached_and_strangers_do_not_learn_its_state(
         assert "the app is stopping" in page.text or "the app is stopped" in page.text
     with browser(data_plane) as stranger:
         assert stranger.get(route_url(instance, "echo")).status_code == 401
+
+
+def test_a_restarted_app_is_sent_its_new_token_within_the_grant_cache_time(
+    data_plane, launch, owner, project, upstream
+):
+    """Someone who could open the app leaves: it restarts with a new token. The ASGI
+    proxy bridges the new token from the very next request (its resolved route follows
+    the instance's generation); nginx no later than its grant's cache time after the
+    rotation (max-age 2 s plus stale-while-revalidate 1 s, decision 0017)."""
+    instance = launch()
+    colleague = member("project_admin", project=project)
+    old = runtime_secret(instance, "token")
+
+    def bridged(client) -> str | int:
+        response = client.get(route_url(instance, "echo"))
+        return (
+            response.json()["digests"]["authorization"]
+            if response.status_code == 200
+            else response.status_code
+        )
+
+    def digest(token: str) -> str:
+        return hashlib.sha256(f"token {token}".encode()).hexdigest()
+
+    with browser(data_plane, open_session(data_plane, owner, instance)) as client:
+        assert bridged(client) == digest(old)
+        Membership.objects.filter(user=colleague).delete()  # committed: the rotation follows
+        rotated = time.monotonic()
+        instance.refresh_from_db()
+        assert instance.state == "starting"
+        node = instance.allocation.node
+        for task in agents.claim_tasks(node):  # the agent restarts it, at the same address
+            endpoint = {"name": "web", "host": upstream.host, "port": upstream.port}
+            agents.report_task(node, task.pk, succeeded=True, endpoints=[endpoint])
+        new = runtime_secret(instance, "token")
+        assert new != old
+        if data_plane.kind == "asgi":
+            assert bridged(client) == digest(new)
+            return
+        while True:
+            asked = time.monotonic()
+            seen = bridged(client)
+            if seen == digest(new):
+                break
+            assert seen != digest(old) or asked - rotated < 3.25, "the old token, past the grant's cache time"
+            assert asked - rotated < 10, seen
+            time.sleep(0.05)
 
 
 # --- when the app is not there ----------------------------------------------------------------

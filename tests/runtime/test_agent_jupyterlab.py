@@ -120,7 +120,11 @@ def test_jupyterlab_lifecycle_through_a_real_agent(platform, active_allocation, 
 
     platform.act(instance_id, "start")
     platform.wait_state(instance_id, "running", timeout=START_TIMEOUT)
-    assert jupyter_status(instance_id, token) == 200
+    # Started again with a new token: whoever learned the old one inside it is locked out.
+    renewed = selectors.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
+    assert renewed != token
+    assert jupyter_status(instance_id, token) == 403
+    assert jupyter_status(instance_id, renewed) == 200
     pid = workload(node_agent, instance_id)["pid"]
 
     platform.act(instance_id, "delete")
@@ -141,6 +145,7 @@ def test_jupyterlab_lifecycle_through_a_real_agent(platform, active_allocation, 
         ("decommissioning", "deleted"),
     ]
     assert_token_kept_secret(token, platform, node_agent, instance_id)
+    assert_token_kept_secret(renewed, platform, node_agent, instance_id)
 
 
 def test_workloads_outlive_the_agent_and_dead_ones_are_reported(

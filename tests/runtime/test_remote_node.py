@@ -39,6 +39,8 @@ def remote_agent(settings, active_allocation, tmp_path):
     if address is None:
         pytest.skip("this machine has no network address besides loopback")
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, address]
+    # The proxy (the portal here) connects from that address: the node's firewall admits it.
+    settings.PROXY_SOURCE_ADDRESSES = [f"{address}/32"]
     portal = ThreadedUvicorn(host=address).start()
     settings.ISSUER = portal.url  # routes are planned on the portal's address
     with running_agent(portal.url, active_allocation.node, tmp_path) as agent:

@@ -40,7 +40,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
             else:
                 status = await page(send, inbound, pages.NOT_FOUND, target)
             return
-        decision, count = await access.admit(target, inbound.route_cookie, "http")
+        decision, count, target = await access.admit(target, inbound.route_cookie, "http")
         user_id = decision.user_id
         try:
             if not decision.allowed and decision.status == 503:

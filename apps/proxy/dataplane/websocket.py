@@ -56,7 +56,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         if inbound.origin is not None and inbound.origin != target.origin:
             status = await _deny(scope, send, pages.DENIED, "This WebSocket was opened from another site.")
             return
-        decision, count = await access.admit(target, inbound.route_cookie, "websocket")
+        decision, count, target = await access.admit(target, inbound.route_cookie, "websocket")
         user_id = decision.user_id
         try:
             if not decision.allowed and decision.status == 503:
@@ -295,7 +295,7 @@ async def _watch_access(target: Target, inbound: headers.Inbound, scope: dict, s
     seen = 0
     while True:
         await asyncio.sleep(RECHECK_SECONDS)
-        decision = await access.authorize(target, inbound.route_cookie, "websocket")
+        decision, _ = await access.authorize(target, inbound.route_cookie, "websocket")
         if not decision.allowed:
             return decision.reason or "access to this app ended"
         if decision.app_state != "running":

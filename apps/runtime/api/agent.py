@@ -151,6 +151,8 @@ def _task_body(task, node) -> dict:
         # Where the node publishes the task's endpoints: the only host its reports may
         # name (decision 0026). Sent with each task, so a re-enrolled agent follows.
         "address": node.agent_address,
+        # Who may connect to them: the agent's firewall admits only these (decision 0037).
+        "proxy_addresses": settings.PROXY_SOURCE_ADDRESSES,
     }
 
 
@@ -170,6 +172,12 @@ def document_fetch_tasks(result, generator, request, public):
                 "nullable": True,
                 "description": "the address the node publishes the task's endpoints on: the one "
                 "its agent enrolled from, and the only host its report may name",
+            },
+            "proxy_addresses": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "the addresses or networks the platform proxy connects from: the "
+                "only ones, besides the node itself, the agent lets reach the task's endpoints",
             },
         },
     }
