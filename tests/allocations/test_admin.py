@@ -29,8 +29,8 @@ from apps.storage.models import TenantStorage
 from apps.tenancy import principal as principals
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
-from tests.allocations.conftest import fault, make_nodes
 from tests.factories import UserFactory
+from tests.support.fleet import fault, make_nodes
 
 pytestmark = pytest.mark.django_db
 SECRET = "ccp-shared-secret-never-shown"

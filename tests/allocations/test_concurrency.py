@@ -14,10 +14,10 @@ from apps.core.errors import ApiError, InvalidState
 from apps.core.models import AuditEvent
 from apps.metering import services as metering
 from apps.tenancy import principal as principals
-from tests.allocations.conftest import make_nodes
-from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory
 from tests.support.concurrency import at_once
+from tests.support.fleet import make_nodes
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

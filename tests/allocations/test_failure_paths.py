@@ -9,7 +9,7 @@ from apps.allocations import services
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.core import simulation
 from apps.tenancy import principal as principals
-from tests.allocations.conftest import fault
+from tests.support.fleet import fault
 
 pytestmark = pytest.mark.django_db
 

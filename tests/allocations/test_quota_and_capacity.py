@@ -8,7 +8,7 @@ import pytest
 from apps.allocations.models import Allocation, Node
 from apps.core.models import AuditEvent
 from apps.metering import services as metering
-from tests.allocations.conftest import make_nodes
+from tests.support.fleet import make_nodes
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import member
 from tests.factories import UserFactory
+from tests.support.members import member
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from apps.core.models import AppendOnlyError, AuditEvent
 from apps.tenancy import principal as principals
 from apps.tenancy import services
 from apps.tenancy.models import Membership, ServiceAccount
-from tests.conftest import member
+from tests.support.members import member
 from tests.support.world import INTEGRATION_NAME, INTEGRATION_ROLE
 
 pytestmark = pytest.mark.django_db

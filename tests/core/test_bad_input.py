@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.conftest import member
+from tests.support.members import member
 from tests.support.servers import ThreadedUvicorn
 
 pytestmark = pytest.mark.django_db

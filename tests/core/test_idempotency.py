@@ -18,9 +18,9 @@ from apps.core.models import AuditEvent, IdempotencyRecord
 from apps.core.tasks import purge_idempotency_records
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Project, ServiceAccount, Tenant
-from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory
 from tests.support.concurrency import at_once
+from tests.support.members import member
 from tests.support.world import INTEGRATION_ROLE
 
 BODY = {"project_id": "cell-7", "name": "Cell 7"}

@@ -29,10 +29,9 @@ import pytest
 from apps.allocations.models import Node
 from apps.runtime import services
 from apps.runtime.models import AppInstance
-from tests.conftest import member
 from tests.e2e.allocations import active_allocation_on
-from tests.runtime.agent_fixtures import node_agent, wait_for  # noqa: F401 - the real agent
-from tests.runtime.conftest import jupyterlab  # noqa: F401
+from tests.support.agent import wait_for
+from tests.support.members import member
 from tests.support.nginx import Nginx
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
@@ -96,7 +95,7 @@ def variant(request, settings, portal):
     return plane, mode, ui_mode, front
 
 
-def launch_jupyterlab(api, allocator, project, allocation) -> AppInstance:  # noqa: F811
+def launch_jupyterlab(api, allocator, project, allocation) -> AppInstance:
     """Through the API, in a thread of its own: Playwright's event loop in the test
     thread forbids the synchronous channel-layer sends a launch makes."""
     node = allocation.node
@@ -139,8 +138,8 @@ def test_jupyterlab_through_the_proxy_runs_a_notebook(
     allocator,
     project,
     active_allocation,
-    jupyterlab,  # noqa: F811
-    node_agent,  # noqa: F811
+    jupyterlab,
+    node_agent,
 ):
     plane, route_mode, ui_mode, front = variant
     instance = launch_jupyterlab(api, allocator, project, active_allocation)

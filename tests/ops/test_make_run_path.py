@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.runtime.agent_fixtures import wait_for
+from tests.support.agent import wait_for
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,9 +6,7 @@ services its API calls (``claim_tasks``, ``report_task``)."""
 from __future__ import annotations
 
 import copy
-import json
 import re
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -17,40 +15,26 @@ from django.urls import reverse
 
 from apps.allocations.models import Allocation, Node
 from apps.catalog import services as catalog
-from apps.catalog.models import App, Entitlement
+from apps.catalog.models import Entitlement
 from apps.core.models import AuditEvent
 from apps.proxy import routes as proxy_routes
 from apps.runtime import agents, services
 from apps.runtime.models import AgentTask, AppInstance
 from apps.tenancy import principal as principals
-from tests.allocations.conftest import make_nodes
-from tests.conftest import member
-from tests.portal.conftest import HTMX
+from tests.factories import AllocationFactory, FlavorFactory, shipped_manifest
+from tests.support.catalog import publish
+from tests.support.fleet import make_nodes
+from tests.support.members import member
+from tests.support.pages import HTMX
 
 pytestmark = pytest.mark.django_db
 
-SHIPPED = Path(__file__).resolve().parents[2] / "apps" / "catalog" / "shipped"
 INSTANCE_LIST_BUDGET = 8  # session, user, grants, project, state counts, count, page, switcher
-
-
-def _manifest(slug: str) -> dict:
-    return json.loads((SHIPPED / f"{slug}.json").read_text())
-
-
-def publish(
-    slug: str, manifest: dict | None = None, *, entitled_to_all=True, version="1.0.0", **fields
-) -> App:
-    app, _ = App.objects.get_or_create(
-        slug=slug,
-        defaults={"name": fields.pop("name", slug.title()), "entitled_to_all": entitled_to_all, **fields},
-    )
-    catalog.publish_version(None, app, version=version, manifest=manifest or _manifest(slug))
-    return app
 
 
 def every_type_manifest() -> dict:
     """Netdata with one parameter of each type and a private TCP endpoint."""
-    manifest = copy.deepcopy(_manifest("netdata"))
+    manifest = copy.deepcopy(shipped_manifest("netdata"))
     manifest["parameters"] = [
         {
             "name": "history_hours",
@@ -94,11 +78,7 @@ def every_type_manifest() -> dict:
 
 @pytest.fixture
 def flavor(db):
-    from apps.catalog.models import Flavor
-
-    return Flavor.objects.create(
-        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
-    )
+    return FlavorFactory(name="h100-8x")
 
 
 @pytest.fixture
@@ -114,17 +94,7 @@ def nodes(flavor):
 
 
 def _allocation(project, node, state=Allocation.State.ACTIVE) -> Allocation:
-    return Allocation.objects.create(
-        node=node,
-        tenant=project.tenant,
-        project=project,
-        flavor=node.flavor,
-        gpus=node.flavor.gpus_per_node,
-        os_image="ubuntu-22.04",
-        requested_by="someone",
-        state=state,
-        progress=100,
-    )
+    return AllocationFactory(node=node, project=project, requested_by="someone", state=state)
 
 
 @pytest.fixture
@@ -186,7 +156,7 @@ def field_html(body: str, name: str) -> str:
 
 def test_catalog_shows_only_entitled_apps(as_user, admin, project, other_tenant_project, jupyterlab, vllm):
     netdata = publish("netdata", entitled_to_all=False, name="Netdata")
-    secret_app = publish("secret-app", _manifest("netdata"), entitled_to_all=False, name="Globex only")
+    secret_app = publish("secret-app", shipped_manifest("netdata"), entitled_to_all=False, name="Globex only")
     catalog.entitle(None, secret_app, other_tenant_project.tenant)
     client = as_user(admin)
     body = client.get(reverse("app_catalog")).content.decode()
@@ -280,7 +250,7 @@ def test_launch_form_defaults_of_the_shipped_apps(as_user, admin, project, alloc
 
 
 def test_launch_form_follows_the_chosen_version(as_user, admin, project, allocation, jupyterlab):
-    manifest = _manifest("jupyterlab")
+    manifest = shipped_manifest("jupyterlab")
     manifest["parameters"].append({"name": "theme", "label": "Theme", "type": "string", "default": "dark"})
     publish("jupyterlab", manifest, version="2.0.0")
     client = as_user(admin)
@@ -722,6 +692,7 @@ def test_instance_list_query_budget(
     client.get(url)  # the session already names the current project
     with django_assert_max_num_queries(INSTANCE_LIST_BUDGET):
         response = client.get(url)
+    assert response.status_code == 200
     assert response.content.count(b'data-instance-id="') == rows
 
 
@@ -736,6 +707,7 @@ def test_instance_list_queries_do_not_grow_with_rows(as_user, admin, project, no
             AppInstance.objects.filter(state="requested").update(state="running")
         client.get(url)
         with CaptureQueriesContext(connection) as queries:
-            client.get(url)
+            response = client.get(url)
+        assert response.status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1]

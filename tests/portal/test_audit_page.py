@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.core.models import AuditEvent
-from tests.portal.conftest import HTMX
+from tests.support.pages import HTMX
 
 
 def event(

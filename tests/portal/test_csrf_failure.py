@@ -9,7 +9,7 @@ from django.middleware.csrf import get_token
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from tests.portal.conftest import HTMX
+from tests.support.pages import HTMX
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.portal.conftest import HTMX
+from tests.support.pages import HTMX
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ from django.urls import reverse
 
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership
-from tests.conftest import member
 from tests.factories import UserFactory
-from tests.portal.conftest import HTMX
+from tests.support.members import member
+from tests.support.pages import HTMX
 
 
 def _members_url(project):

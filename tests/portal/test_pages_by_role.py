@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.conftest import member
 from tests.factories import UserFactory
+from tests.support.members import member
 
 ROLES = ["tenant_admin", "project_admin", "viewer", "billing_admin", "platform_admin"]
 

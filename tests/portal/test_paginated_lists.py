@@ -15,14 +15,6 @@ from apps.runtime.models import InstanceEvent
 from apps.tenancy.models import Membership, ServiceAccount
 from apps.tenancy.principal import for_user
 from tests.factories import UserFactory
-from tests.runtime.conftest import (  # noqa: F401 - fixtures for a launched instance
-    active_allocation,
-    allocator,
-    flavor,
-    jupyterlab,
-    nodes,
-    ready_tenant,
-)
 
 pytestmark = pytest.mark.django_db
 
@@ -137,7 +129,7 @@ def test_service_accounts_are_paged_active_first(as_user, project_admin, project
     assert f'hx-post="{revoke_url}"' in first
 
 
-def test_instance_events_are_paged(as_user, allocator, project, jupyterlab, active_allocation):  # noqa: F811
+def test_instance_events_are_paged(as_user, allocator, project, jupyterlab, active_allocation):
     operation = runtime.launch(
         for_user(allocator), project, app_slug="jupyterlab", allocation_id=active_allocation.pk
     )

@@ -4,9 +4,9 @@ from django.urls import reverse
 
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership, Project
-from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory
-from tests.portal.conftest import HTMX
+from tests.support.members import member
+from tests.support.pages import HTMX
 
 
 def test_tenant_admin_creates_a_project(tenant_admin, as_user, tenant):

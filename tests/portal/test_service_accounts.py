@@ -13,7 +13,7 @@ from apps.portal.forms import ServiceAccountForm, add_api_error
 from apps.tenancy.models import ServiceAccount
 from apps.tenancy.principal import for_user
 from apps.tenancy.services import create_service_account
-from tests.portal.conftest import HTMX
+from tests.support.pages import HTMX
 
 
 def _url(project):

@@ -9,24 +9,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from apps.catalog.models import Flavor
 from apps.core.models import AuditEvent
-from tests.allocations.conftest import made_allocation, make_nodes
-from tests.conftest import member
+from tests.factories import FlavorFactory
+from tests.support.fleet import made_allocation, make_nodes
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def october(project):
-    flavor = Flavor.objects.create(
-        name="h100-8x",
-        gpu_model="H100",
-        gpus_per_node=8,
-        cpu_cores=112,
-        memory_gb=2048,
-        rate_per_node_hour="10.5",
-    )
+    flavor = FlavorFactory(name="h100-8x", rate_per_node_hour="10.5")
     start = datetime(2026, 10, 3, tzinfo=UTC)
     made_allocation(project, make_nodes(flavor, 1)[0], flavor, start, start + timedelta(hours=10))
     return project

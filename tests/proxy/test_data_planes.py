@@ -28,8 +28,9 @@ from apps.runtime import services as runtime
 from apps.runtime.services import runtime_secret
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
-from tests.conftest import member
-from tests.proxy.conftest import (
+from tests.support.catalog import publish
+from tests.support.members import member
+from tests.support.proxy import (
     APPS_DOMAIN,
     browser,
     eventually,
@@ -39,7 +40,6 @@ from tests.proxy.conftest import (
     memory_growth,
     open_session,
     proxied_manifest,
-    publish_manifest,
     refused_status,
     route_url,
     ws_url,
@@ -637,7 +637,7 @@ def test_a_stopped_instance_is_not_reached_and_strangers_do_not_learn_its_state(
 
 
 def test_a_starting_app_answers_503_with_retry_after(data_plane, owner, project, active_allocation):
-    app = publish_manifest("starting", proxied_manifest())
+    app = publish("starting", proxied_manifest())
     operation = runtime.launch(
         principals.for_user(owner), project, app_slug=app.slug, allocation_id=active_allocation.pk
     )

@@ -12,7 +12,7 @@ import pytest
 
 from apps.proxy import access
 from apps.proxy.dataplane import limits
-from tests.proxy.conftest import browser, open_session, route_url
+from tests.support.proxy import browser, open_session, route_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

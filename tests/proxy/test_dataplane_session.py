@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from apps.proxy import sessions
-from tests.proxy.conftest import mint_ticket, route_url
 from tests.proxy.test_dataplane_http import browser
+from tests.support.proxy import mint_ticket, route_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

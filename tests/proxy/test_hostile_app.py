@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from apps.runtime.services import runtime_secret
-from tests.proxy.conftest import (
+from tests.support.proxy import (
     APPS_DOMAIN,
     browser,
     everything_seen,

@@ -32,8 +32,10 @@ from apps.runtime import services as runtime
 from apps.runtime.services import runtime_secret
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
-from tests.conftest import member
-from tests.proxy.conftest import (
+from tests.support.catalog import publish
+from tests.support.members import member
+from tests.support.nginx import CONF_DIR
+from tests.support.proxy import (
     AUTH_SECRET,
     browser,
     eventually,
@@ -42,12 +44,10 @@ from tests.proxy.conftest import (
     login_session,
     open_session,
     proxied_manifest,
-    publish_manifest,
     refused_status,
     route_url,
     ws_url,
 )
-from tests.support.nginx import CONF_DIR
 from tests.support.servers import free_port, reply_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -199,7 +199,7 @@ def test_a_kept_grant_stops_within_three_seconds_of_logout_though_requests_keep_
 
 
 def test_a_refusal_is_not_kept(launch, nginx, owner, project, active_allocation, upstream):
-    app = publish_manifest("starting", proxied_manifest())
+    app = publish("starting", proxied_manifest())
     instance = runtime.launch(
         principals.for_user(owner), project, app_slug=app.slug, allocation_id=active_allocation.pk
     ).instance

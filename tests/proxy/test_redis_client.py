@@ -14,7 +14,7 @@ from django.conf import settings
 from redis.exceptions import NoPermissionError, ResponseError
 
 from apps.proxy import redis_client
-from tests.proxy.conftest import browser, open_session, route_url
+from tests.support.proxy import browser, open_session, route_url
 from tests.support.servers import free_port
 
 

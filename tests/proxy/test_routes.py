@@ -12,22 +12,17 @@ from apps.runtime import services as runtime
 from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
-from tests.conftest import member
 from tests.factories import UserFactory
-from tests.proxy.conftest import (
-    login_session,
-    mint_ticket,
-    proxied_manifest,
-    publish_manifest,
-    start_instance,
-)
+from tests.support.catalog import publish
+from tests.support.members import member
+from tests.support.proxy import login_session, mint_ticket, proxied_manifest, start_instance
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def webapp(db):
-    return publish_manifest("webapp", proxied_manifest())
+    return publish("webapp", proxied_manifest())
 
 
 def launch_api(api, project, allocation, app="webapp"):
@@ -96,7 +91,7 @@ def test_limits_and_idle_timeout_are_the_lowest_of_manifest_tenant_and_platform(
     settings.PROXY_MAX_CONNECTIONS_PER_USER = 10
     project.tenant.policy = {"proxy.max_connections_per_instance": 50, "proxy.max_idle_timeout_seconds": 600}
     project.tenant.save()
-    app = publish_manifest("limited", proxied_manifest(limits={"per_instance": 80, "per_user": 20}))
+    app = publish("limited", proxied_manifest(limits={"per_instance": 80, "per_user": 20}))
     instance = start_instance(owner, project, active_allocation, app, host="127.0.0.1", port=41000)
     route = ProxyRoute.objects.get(instance=instance)
     assert route.policy["limits"] == {"per_instance": 50, "per_user": 10}

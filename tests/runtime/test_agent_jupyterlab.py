@@ -23,7 +23,7 @@ from websockets.asyncio.client import connect
 
 from apps.runtime import agents, services
 from apps.runtime.models import AgentTask, AppInstance, Endpoint
-from tests.runtime.agent_fixtures import wait_for
+from tests.support.agent import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -3,25 +3,23 @@ state; the instance is running when every member runs and failed when one fails.
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 
 from apps.allocations import services as allocations
-from apps.catalog import services as catalog
-from apps.catalog.models import App
 from apps.runtime import agents, services
 from apps.runtime.models import AgentTask, AppInstance, Operation
 from apps.tenancy import principal as principals
-from tests.runtime.conftest import SHIPPED
+from tests.factories import shipped_manifest
+from tests.support.catalog import publish
 
 pytestmark = pytest.mark.django_db
 
 
 def cluster_manifest() -> dict:
     """JupyterLab's manifest as a 2-4 member cluster whose members learn their rank."""
-    manifest = json.loads((SHIPPED / "jupyterlab.json").read_text())
+    manifest = shipped_manifest("jupyterlab")
     manifest["cluster"] = {"min_members": 2, "max_members": 4}
     manifest["execution"]["env"] = {
         **manifest["execution"]["env"],
@@ -34,9 +32,7 @@ def cluster_manifest() -> dict:
 
 @pytest.fixture
 def cluster_app(db):
-    app = App.objects.create(slug="ddp", name="DDP", entitled_to_all=True)
-    catalog.publish_version(None, app, version="1.0.0", manifest=copy.deepcopy(cluster_manifest()))
-    return app
+    return publish("ddp", cluster_manifest(), name="DDP")
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from apps.runtime import services
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import Membership
 from apps.tenancy.principal import Grant, Principal, for_user
-from tests.conftest import member
-from tests.proxy.conftest import login_session, mint_ticket, start_instance
+from tests.support.members import member
+from tests.support.proxy import login_session, mint_ticket, start_instance
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from apps.runtime import agents, services
 from apps.runtime.models import AgentTask, AppInstance, Operation, RuntimeSecret
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Grant, Principal
-from tests.conftest import member
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 
@@ -126,7 +126,7 @@ def test_launches_in_flight_are_bounded(api, settings, allocator, project, jupyt
 
 
 def test_entitlement_is_required(api, allocator, project, active_allocation, db):
-    from tests.runtime.conftest import publish
+    from tests.support.catalog import publish
 
     app = publish("netdata", entitled_to_all=False)
     api.force_login(allocator)

@@ -12,9 +12,9 @@ import pytest
 
 from apps.runtime import services
 from apps.runtime.models import AppInstance, Endpoint
-from tests.proxy.conftest import browser, open_session, route_url
-from tests.runtime.agent_fixtures import running_agent
 from tests.runtime.test_agent_jupyterlab import START_TIMEOUT, PlatformApi
+from tests.support.agent import running_agent
+from tests.support.proxy import browser, open_session, route_url
 from tests.support.servers import ThreadedUvicorn
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,7 +16,7 @@ from apps.catalog.manifests import clean_parameters
 from apps.catalog.models import App, AppVersion
 from apps.runtime import rendering
 from apps.runtime.models import AppInstance
-from tests.runtime.conftest import SHIPPED
+from tests.factories import shipped_manifest
 
 GOLDEN = Path(__file__).parent / "golden"
 INSTANCE_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
@@ -25,7 +25,7 @@ PROJECT_ID = uuid.UUID("66666666-7777-8888-9999-000000000000")
 
 def instance_of(slug: str, parameters: dict) -> AppInstance:
     """An unsaved instance: rendering reads only these fields."""
-    manifest = json.loads((SHIPPED / f"{slug}.json").read_text())
+    manifest = shipped_manifest(slug)
     cleaned, errors = clean_parameters(manifest, parameters)
     assert not errors
     return AppInstance(

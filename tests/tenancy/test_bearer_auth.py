@@ -27,8 +27,8 @@ from rest_framework.test import APIRequestFactory
 from apps.tenancy.auth.authentication import BearerTokenAuthentication
 from apps.tenancy.models import ServiceAccount, Tenant
 from apps.tenancy.roles import DEFAULT_CCP_ROLE_MAP, Perm
-from tests.conftest import member
 from tests.support.issuer import FakeIssuer
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import pytest
 
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership, Project, ServiceAccount
-from tests.conftest import member
 from tests.factories import UserFactory
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,8 @@ from apps.allocations.models import Allocation
 from apps.core.models import AuditEvent
 from apps.metering.models import Rate
 from apps.storage.models import TenantStorage
-from tests.allocations.conftest import made_allocation, make_nodes
 from tests.factories import ProjectFactory, TenantFactory
+from tests.support.fleet import made_allocation, make_nodes
 
 pytestmark = pytest.mark.django_db
 

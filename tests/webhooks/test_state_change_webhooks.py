@@ -14,7 +14,7 @@ from apps.allocations import services
 from apps.tenancy import principal as principals
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
-from tests.conftest import WEBHOOK_SECRET
+from tests.support.receiver import WEBHOOK_SECRET
 
 pytestmark = pytest.mark.django_db
 SECRET = WEBHOOK_SECRET
@@ -57,7 +57,7 @@ def test_active_and_released_are_delivered_signed(
 def test_failed_state_carries_reason(
     receiver, allocator, project, nodes, settings, django_capture_on_commit_callbacks
 ):
-    from tests.allocations.conftest import fault
+    from tests.support.fleet import fault
 
     settings.PIPELINE_BACKOFF_SECONDS = (0.0, 0.0)
     fault("ndfc", "attach", message="no route to leaf", remaining=None)
