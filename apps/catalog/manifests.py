@@ -125,7 +125,7 @@ def gpu_count(value, parameters: dict) -> int:
     """``resources.gpus`` or a service's ``gpus``: a number or ``{{ params.NAME }}``."""
     if isinstance(value, int):
         return value
-    namespace, name = TEMPLATE.fullmatch(value.strip()).groups()
+    _, name = TEMPLATE.fullmatch(value.strip()).groups()
     return int(parameters[name])
 
 

@@ -53,7 +53,8 @@ def test_racing_requests_of_many_tenants_never_share_a_node(settings, flavor):
     results = at_once(calls, answers=(ApiError,))
     granted = [r for r in results if isinstance(r, list)]
     refused = [r for r in results if isinstance(r, ApiError)]
-    assert len(granted) == 3 and len(refused) == 1  # 6 nodes, 2 each: all or nothing
+    assert len(granted) == 3
+    assert len(refused) == 1  # 6 nodes, 2 each: all or nothing
     assert refused[0].code == "conflict"
     node_ids = [a.node_id for batch in granted for a in batch]
     assert len(node_ids) == len(set(node_ids)) == 6

@@ -47,7 +47,8 @@ def test_watcher_sees_progress_until_active(portal, allocator, project, nodes):
 
     seen = asyncio.run(scenario())
     progress = [message["progress"] for message in seen]
-    assert progress == sorted(progress) and progress[-1] == 100
+    assert progress == sorted(progress)
+    assert progress[-1] == 100
     assert {"network", "os_deploy"} <= {message["step"] for message in seen}
 
 

@@ -55,7 +55,8 @@ def test_an_operator_publishes_a_new_version(operator, app):
     )
     assert response.status_code == 200
     version = AppVersion.objects.get(app=app, version="2.0.0")
-    assert version.status == "published" and version.artifacts.count() == 1
+    assert version.status == "published"
+    assert version.artifacts.count() == 1
     assert AuditEvent.objects.filter(action="catalog.publish", target_id=str(version.pk)).exists()
 
 
@@ -63,7 +64,9 @@ def test_an_operator_publishes_a_new_version(operator, app):
 def test_a_published_version_is_shown_read_only_and_saving_it_changes_nothing(operator, published, status):
     AppVersion.objects.filter(pk=published.pk).update(status=status)
     page = operator.get(_change_url(published)).content.decode()
-    assert 'name="manifest"' not in page and 'name="version"' not in page and 'name="app"' not in page
+    assert 'name="manifest"' not in page
+    assert 'name="version"' not in page
+    assert 'name="app"' not in page
 
     changed = copy.deepcopy(shipped_manifest("jupyterlab"))
     changed["summary"] = "Edited after publishing"
@@ -86,13 +89,15 @@ def test_a_published_version_is_shown_read_only_and_saving_it_changes_nothing(op
 def test_a_draft_can_still_be_edited_and_is_published_on_save(operator, app):
     draft = AppVersionFactory(app=app, version="3.0.0")
     page = operator.get(_change_url(draft)).content.decode()
-    assert 'name="manifest"' in page and 'name="version"' not in page
+    assert 'name="manifest"' in page
+    assert 'name="version"' not in page
     edited = copy.deepcopy(shipped_manifest("jupyterlab"))
     edited["summary"] = "Ready"
     response = operator.post(_change_url(draft), {"manifest": json.dumps(edited)}, follow=True)
     assert response.status_code == 200
     draft.refresh_from_db()
-    assert draft.status == "published" and draft.manifest["summary"] == "Ready"
+    assert draft.status == "published"
+    assert draft.manifest["summary"] == "Ready"
 
 
 def test_adding_a_version_that_exists_is_a_form_error(operator, published):

@@ -107,6 +107,8 @@ def test_launch_parameters_are_checked_against_the_manifest(values, errors):
 def test_choice_and_boolean_parameters():
     manifest = shipped_manifest("vllm-openai")
     cleaned, errors = manifests.clean_parameters(manifest, {"tensor_parallel": 2, "chat_ui": False})
-    assert errors == {} and cleaned["tensor_parallel"] == 2 and cleaned["chat_ui"] is False
+    assert errors == {}
+    assert cleaned["tensor_parallel"] == 2
+    assert cleaned["chat_ui"] is False
     _, errors = manifests.clean_parameters(manifest, {"tensor_parallel": 3, "chat_ui": "yes"})
     assert set(errors) == {"tensor_parallel", "chat_ui"}

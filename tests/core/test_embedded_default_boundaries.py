@@ -51,4 +51,5 @@ def test_serve_refuses_to_run_the_local_agent_beyond_loopback(tmp_path):
         timeout=60,
     )
     assert refused.returncode != 0
-    assert "serves only on loopback" in refused.stderr and "not 0.0.0.0" in refused.stderr
+    assert "serves only on loopback" in refused.stderr
+    assert "not 0.0.0.0" in refused.stderr

@@ -176,7 +176,9 @@ def test_allocate_and_release_live(world, worker, portal, page):
     assert page.locator("#allocation-detail a.btn-danger").count() == 0  # nothing left to release
 
     allocation.refresh_from_db()
-    assert allocation.state == Allocation.State.RELEASED and allocation.erase_disk and allocation.drain
+    assert allocation.state == Allocation.State.RELEASED
+    assert allocation.erase_disk
+    assert allocation.drain
     assert Node.objects.get(pk=allocation.node_id).state == Node.State.AVAILABLE
     assert page.js_errors == []
 

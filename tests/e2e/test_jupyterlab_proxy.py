@@ -87,12 +87,13 @@ def variant(request, settings, portal):
     if plane == "nginx":
         settings.PROXY_AUTH_SECRET = NGINX_SECRET
         front = Nginx(f"127.0.0.1:{portal.port}", NGINX_SECRET, apps_domain=apps_domain).start()
-        request.addfinalizer(front.stop)
     settings.ISSUER = front.url.replace("127.0.0.1", host)
     settings.CSRF_TRUSTED_ORIGINS = [settings.ISSUER]
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, ".example.com"]
     settings.APPS_DOMAIN = apps_domain
-    return plane, mode, ui_mode, front
+    yield plane, mode, ui_mode, front
+    if front is not portal:
+        front.stop()
 
 
 def launch_jupyterlab(api, allocator, project, allocation) -> AppInstance:
@@ -146,7 +147,8 @@ def test_jupyterlab_through_the_proxy_runs_a_notebook(
     route = instance.proxy_routes.get()
     assert (route.mode, route.status, instance.ui_mode) == (route_mode, "active", ui_mode)
     token = services.runtime_secret(instance, "token")
-    assert token and len(token) >= 16
+    assert token
+    assert len(token) >= 16
     base = settings.ISSUER
 
     allocator.set_password("pw")
@@ -185,7 +187,8 @@ def test_jupyterlab_through_the_proxy_runs_a_notebook(
 
     cookies = page.context.cookies()
     route_cookies = [c for c in cookies if c["name"] == "_gpuaas_route"]
-    assert route_cookies and all(c["httpOnly"] and c["sameSite"] == "Lax" for c in route_cookies)
+    assert route_cookies
+    assert all(c["httpOnly"] and c["sameSite"] == "Lax" for c in route_cookies)
     seen = "\n".join([*record.seen, repr(cookies), app_frame.content(), app_frame.url])
     assert token not in seen
     # The page config Jupyter writes into /lab was served, with its token masked.

@@ -32,7 +32,9 @@ def test_a_billing_admin_sees_the_months_charges_and_downloads_them(as_user, bil
     page = client.get("/tenants/acme/usage/", {"month": "2026-10"})
     assert page.status_code == 200
     text = page.content.decode()
-    assert "Node-hours" in text and "h100-8x" in text and "10.00 hours" in text
+    assert "Node-hours" in text
+    assert "h100-8x" in text
+    assert "10.00 hours" in text
     assert "105.00" in text  # 10 node-hours at 10.5
     download = client.get("/tenants/acme/usage/", {"month": "2026-10", "format": "csv"})
     assert download["Content-Disposition"] == 'attachment; filename="gpuaas-acme-2026-10.csv"'
@@ -48,7 +50,8 @@ def test_an_empty_month_says_so_and_a_bad_month_is_explained(as_user, billing_ad
     client = as_user(billing_admin)
     assert "No usage in 2026-09." in client.get("/tenants/acme/usage/", {"month": "2026-09"}).content.decode()
     bad = client.get("/tenants/acme/usage/", {"month": "September"})
-    assert bad.status_code == 400 and "Choose a month as YYYY-MM." in bad.content.decode()
+    assert bad.status_code == 400
+    assert "Choose a month as YYYY-MM." in bad.content.decode()
 
 
 def test_project_roles_and_other_tenants_do_not_see_the_tenants_charges(as_user, project, outsider, october):

@@ -86,7 +86,8 @@ def test_an_open_ui_session_ends_when_the_owner_leaves_the_project(
     assert decision().allowed
     _remove_from_project(allocator, project, tenant_admin)
     refused = decision()
-    assert not refused.allowed and refused.status == 403
+    assert not refused.allowed
+    assert refused.status == 403
 
 
 def test_an_owner_who_still_views_the_project_keeps_managing_their_instance(

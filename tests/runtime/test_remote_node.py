@@ -49,7 +49,7 @@ def remote_agent(settings, active_allocation, tmp_path):
 def test_jupyterlab_on_a_remote_node_is_served_through_the_proxy_from_the_nodes_address(
     api, allocator, project, jupyterlab, active_allocation, remote_agent
 ):
-    portal, agent, address = remote_agent
+    portal, _, address = remote_agent
     api.force_login(allocator)
     platform = PlatformApi(api, project)
     instance_id = platform.launch(active_allocation)
@@ -72,6 +72,8 @@ def test_jupyterlab_on_a_remote_node_is_served_through_the_proxy_from_the_nodes_
     with browser(portal, open_session(portal, allocator, instance)) as client:
         lab = client.get(route_url(instance, "lab"))
         api_status = client.get(route_url(instance, "api/status"))
-    assert lab.status_code == 200 and "JupyterLab" in lab.text
+    assert lab.status_code == 200
+    assert "JupyterLab" in lab.text
     assert token not in lab.text
-    assert api_status.status_code == 200 and "started" in api_status.json()
+    assert api_status.status_code == 200
+    assert "started" in api_status.json()
