@@ -423,7 +423,7 @@ def wrk(target: Target, seconds: float, connections: int) -> HttpResult:
         command += ["-H", f"{name}: {value}"]
     cpu_before = target.cpu_seconds()
     started = time.monotonic()
-    output = subprocess.run(command + [target.http_url], check=True, capture_output=True, text=True).stdout
+    output = subprocess.run([*command, target.http_url], check=True, capture_output=True, text=True).stdout
     elapsed = time.monotonic() - started
     cpu_after = target.cpu_seconds()
     requests = int(re.search(r"(\d+) requests in", output).group(1))

@@ -1,16 +1,38 @@
+"""Fixtures every test directory may use: callers in each role, the fleet with an
+ACTIVE allocation, a real node agent and the proxy's data planes. Their helpers live
+in tests/support/; a directory's own fixtures stay in its conftest.py."""
+
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from django.core.cache import cache
-from django.test import Client
 from rest_framework.test import APIClient
 
+from apps.allocations import services as allocations
 from apps.core import correlation
+from apps.metering import services as metering
+from apps.networking import services as networking
+from apps.storage import services as storage
+from apps.tenancy import principal as principals
 from apps.tenancy.auth import platform_tokens, trusted_issuers
-from apps.tenancy.models import Membership
-from tests.factories import ProjectFactory, TenantFactory, UserFactory
+from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, UserFactory
+from tests.support.agent import running_agent
+from tests.support.catalog import publish
+from tests.support.fleet import make_nodes
 from tests.support.issuer import FakeIssuer
-from tests.support.receiver import WebhookReceiver
+from tests.support.members import member
+from tests.support.nginx import CONF_DIR, Nginx
+from tests.support.proxy import (
+    APPS_DOMAIN,
+    AUTH_SECRET,
+    DataPlane,
+    Upstream,
+    proxied_manifest,
+    start_instance,
+)
+from tests.support.receiver import WEBHOOK_SECRET, WebhookReceiver
 from tests.support.servers import ThreadedUvicorn
 
 
@@ -38,9 +60,6 @@ def api():
     return APIClient()
 
 
-WEBHOOK_SECRET = "ccp-shared-secret"
-
-
 @pytest.fixture
 def receiver(settings):
     """CCP's webhook receiver, checking signatures; delivered to without jitter."""
@@ -58,6 +77,9 @@ def ccp_issuer(settings):
     settings.TRUSTED_ISSUERS = [issuer.config]
     yield issuer
     issuer.close()
+
+
+# --- tenants, projects and their people --------------------------------------------------
 
 
 @pytest.fixture
@@ -78,18 +100,6 @@ def other_project(tenant):
 @pytest.fixture
 def other_tenant_project(db):
     return ProjectFactory(tenant=TenantFactory(tenant_id="globex", name="Globex"), project_id="g-1")
-
-
-def member(role: str, *, tenant=None, project=None, limit: str = ""):
-    user = UserFactory()
-    Membership.objects.create(
-        user=user,
-        tenant=tenant or (project.tenant if project else None),
-        project=project,
-        role=role,
-        limit=limit,
-    )
-    return user
 
 
 @pytest.fixture
@@ -113,15 +123,153 @@ def platform_admin(db):
 
 
 @pytest.fixture
-def portal_server():
-    """The portal's ASGI application served by uvicorn in a thread (live pages' sockets)."""
+def portal():
+    """The portal's ASGI application served by uvicorn in a thread (live pages' sockets,
+    node agents); the browser tests serve it their own way (tests/e2e/conftest.py)."""
     server = ThreadedUvicorn().start()
     yield server
     server.stop()
 
 
-def session_cookie(user) -> str:
-    """The Cookie header of a browser signed in to the portal as ``user``."""
-    client = Client()
-    client.force_login(user)
-    return f"sessionid={client.cookies['sessionid'].value}"
+# --- the fleet, and an ACTIVE allocation through the real pipeline -------------------------
+
+
+@pytest.fixture
+def flavor(db):
+    return FlavorFactory(name="h100-8x", rate_per_node_hour="98.32")
+
+
+@pytest.fixture
+def small_flavor(db):
+    return FlavorFactory(name="h100-1x", gpus_per_node=1, cpu_cores=16, memory_gb=256)
+
+
+@pytest.fixture
+def nodes(flavor):
+    return make_nodes(flavor, 4)
+
+
+@pytest.fixture
+def ready_tenant(tenant):
+    """The ``acme`` tenant with its network, storage and a roomy quota."""
+    networking.load_pool(prefix="vrf", count=4, first_vni=50001, first_vlan=1000)
+    networking.assign_tenant_network(tenant)
+    storage.provision_tenant_storage(tenant)
+    metering.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
+    return tenant
+
+
+@pytest.fixture
+def allocator(ready_tenant, project):
+    return member("project_admin", project=project)
+
+
+@pytest.fixture
+def active_allocation(allocator, project, nodes, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        [allocation] = allocations.allocate(
+            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
+        )
+    allocation.refresh_from_db()
+    assert allocation.state == "ACTIVE"
+    # An agent is enrolled on the node (tests play its part, or start a real one that re-enrolls),
+    # from this machine: its apps are reached on loopback.
+    type(allocation.node).objects.filter(pk=allocation.node_id).update(
+        credential_hash="0" * 64, agent_address="127.0.0.1"
+    )
+    allocation.node.refresh_from_db()
+    return allocation
+
+
+@pytest.fixture
+def node_agent(portal, active_allocation, tmp_path):
+    """An enrolled agent for the allocation's node, started (see ``running_agent``)."""
+    with running_agent(portal.url, active_allocation.node, tmp_path) as agent:
+        yield agent
+
+
+# --- catalog apps, and instances behind the proxy's data planes ---------------------------
+
+
+@pytest.fixture
+def jupyterlab(db):
+    return publish("jupyterlab")
+
+
+@pytest.fixture
+def vllm(db):
+    return publish("vllm-openai")
+
+
+@pytest.fixture
+def owner(project):
+    return member("project_admin", project=project)
+
+
+@pytest.fixture(scope="session")
+def upstream():
+    """The test app of ``tests.support.upstream``, in its own process."""
+    server = Upstream.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def proxy_server(settings):
+    """The portal's ASGI application under uvicorn; the issuer is its address, so
+    routes are planned on it."""
+    server = ThreadedUvicorn().start()
+    settings.ISSUER = server.url
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def nginx_with(settings, proxy_server):
+    """``nginx_with(portal=..., conf_dir=..., edit=...)``: nginx (docker/nginx.conf,
+    its text changed by ``edit``) in front of the portal, or of another address, with
+    docker/nginx/ or a copy; routes are planned on its address."""
+    started = []
+
+    def start(*, portal: str | None = None, conf_dir: Path = CONF_DIR, **options) -> Nginx:
+        settings.PROXY_AUTH_SECRET = AUTH_SECRET
+        portal = portal or f"127.0.0.1:{proxy_server.port}"
+        server = Nginx(portal, AUTH_SECRET, apps_domain=APPS_DOMAIN, conf_dir=conf_dir, **options).start()
+        started.append(server)
+        settings.ISSUER = server.url
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def nginx(nginx_with):
+    """nginx (docker/nginx.conf) in front of the portal; routes are planned on its address."""
+    return nginx_with()
+
+
+@pytest.fixture(params=["asgi", "nginx"])
+def data_plane(request, proxy_server) -> DataPlane:
+    """Each data plane in turn, for what both must do (docs/decisions/0016: where they differ)."""
+    server = proxy_server if request.param == "asgi" else request.getfixturevalue("nginx")
+    return DataPlane(request.param, server)
+
+
+@pytest.fixture
+def launch(request, owner, project, upstream, proxy_server):
+    """``launch(**proxy)``: a running instance of a JupyterLab-like app (its proxy
+    block changed by ``proxy``) whose route leads to the test upstream."""
+    allocation = request.getfixturevalue("active_allocation")
+    made = []
+
+    def launch(*, host: str | None = None, port: int | None = None, manifest: dict | None = None, **proxy):
+        app = publish(f"webapp-{len(made)}", manifest or proxied_manifest(**proxy))
+        instance = start_instance(
+            owner, project, allocation, app, host=host or upstream.host, port=port or upstream.port
+        )
+        made.append(instance)
+        return instance
+
+    return launch

@@ -1,7 +1,26 @@
+"""factory_boy factories: a valid object in one call, with only what a test cares
+about spelled out. Defaults describe the common case (an 8-GPU H100 flavor, a node
+ready to schedule, an allocation that is ACTIVE); a test overrides the rest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
 import factory
 from django.contrib.auth import get_user_model
 
+from apps.allocations.models import Allocation, Node
+from apps.catalog.models import App, AppVersion, Flavor
+from apps.runtime.models import AppInstance
 from apps.tenancy.models import Membership, Project, Quota, Tenant
+
+SHIPPED = Path(__file__).resolve().parents[1] / "apps" / "catalog" / "shipped"
+
+
+def shipped_manifest(slug: str) -> dict:
+    """The manifest of a catalog app that ships with the platform (apps/catalog/shipped/)."""
+    return json.loads((SHIPPED / f"{slug}.json").read_text())
 
 
 class TenantFactory(factory.django.DjangoModelFactory):
@@ -52,3 +71,83 @@ class QuotaFactory(factory.django.DjangoModelFactory):
     tenant = factory.SubFactory(TenantFactory)
     resource = "gpus"
     limit = 16
+
+
+class FlavorFactory(factory.django.DjangoModelFactory):
+    """An 8-GPU H100 node type; tests that allocate by name pass ``name="h100-8x"``."""
+
+    class Meta:
+        model = Flavor
+
+    name = factory.Sequence(lambda n: f"flavor-{n}")
+    gpu_model = "H100"
+    gpus_per_node = 8
+    cpu_cores = 112
+    memory_gb = 2048
+
+
+class NodeFactory(factory.django.DjangoModelFactory):
+    """A node an operator approved and the scheduler may place an allocation on."""
+
+    class Meta:
+        model = Node
+
+    hostname = factory.Sequence(lambda n: f"gpu-{n:03d}")
+    flavor = factory.SubFactory(FlavorFactory)
+    state = Node.State.AVAILABLE
+    approved = True
+
+
+class AllocationFactory(factory.django.DjangoModelFactory):
+    """An ACTIVE allocation of a whole node, written directly (no pipeline runs)."""
+
+    class Meta:
+        model = Allocation
+
+    node = factory.SubFactory(NodeFactory, state=Node.State.ALLOCATED)
+    project = factory.SubFactory(ProjectFactory)
+    tenant = factory.SelfAttribute("project.tenant")
+    flavor = factory.SelfAttribute("node.flavor")
+    gpus = factory.SelfAttribute("flavor.gpus_per_node")
+    os_image = "ubuntu-22.04"
+    requested_by = "test"
+    state = Allocation.State.ACTIVE
+    progress = 100
+
+
+class AppFactory(factory.django.DjangoModelFactory):
+    """A catalog app every tenant may launch; without versions (see AppVersionFactory)."""
+
+    class Meta:
+        model = App
+
+    slug = factory.Sequence(lambda n: f"app-{n}")
+    name = factory.LazyAttribute(lambda app: app.slug.title())
+    entitled_to_all = True
+
+
+class AppVersionFactory(factory.django.DjangoModelFactory):
+    """A draft version with JupyterLab's manifest, written directly: what the admin edits
+    before publishing (``catalog.publish_version`` checks and publishes one)."""
+
+    class Meta:
+        model = AppVersion
+
+    app = factory.SubFactory(AppFactory)
+    version = "1.0.0"
+    manifest = factory.LazyFunction(lambda: shipped_manifest("jupyterlab"))
+
+
+class AppInstanceFactory(factory.django.DjangoModelFactory):
+    """An instance record on an allocation, written directly: no agent is asked to start it."""
+
+    class Meta:
+        model = AppInstance
+
+    allocation = factory.SubFactory(AllocationFactory)
+    project = factory.SelfAttribute("allocation.project")
+    tenant = factory.SelfAttribute("allocation.tenant")
+    app_version = factory.SubFactory(AppVersionFactory)
+    app = factory.SelfAttribute("app_version.app")
+    name = factory.Sequence(lambda n: f"instance-{n}")
+    created_by = "test"

@@ -17,7 +17,8 @@ os.environ["GPUAAS_VAR_DIR"] = f"/tmp/gpuaas-test-sqlite-var-{_worker}"
 
 from gpuaas.settings import *  # noqa: E402,F403
 
-assert EMBEDDED and DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"  # noqa: F405
+assert EMBEDDED  # noqa: F405
+assert DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"  # noqa: F405
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed; never used outside tests
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405

@@ -48,55 +48,11 @@ def validate(manifest) -> list[str]:
 
 
 def _semantic_errors(manifest: dict) -> list[str]:
-    errors: list[str] = []
     params = {p["name"]: p for p in manifest.get("parameters", [])}
     artifacts = {a["name"] for a in manifest["artifacts"]}
     endpoints = {e["name"] for e in manifest["endpoints"]}
-    for kind, names in (
-        ("parameters", [p["name"] for p in manifest.get("parameters", [])]),
-        ("artifacts", [a["name"] for a in manifest["artifacts"]]),
-        ("endpoints", [e["name"] for e in manifest["endpoints"]]),
-    ):
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            errors.append(f"{kind}: duplicate names {', '.join(duplicates)}")
-    for param in params.values():
-        if "default" in param:
-            problem = parameter_error(param, param["default"])
-            if problem:
-                errors.append(f"parameters/{param['name']}/default: {problem}")
-    execution = manifest["execution"]
-    if execution["kind"] == "single_container":
-        if execution.get("artifact", manifest["artifacts"][0]["name"]) not in artifacts:
-            errors.append(f"execution/artifact: no artifact named {execution['artifact']!r}")
-    else:
-        services = [s["name"] for s in execution["services"]]
-        for service in execution["services"]:
-            if service["artifact"] not in artifacts:
-                errors.append(
-                    f"execution/services/{service['name']}/artifact: no artifact named "
-                    f"{service['artifact']!r}"
-                )
-            for endpoint in service.get("endpoints", []):
-                if endpoint not in endpoints:
-                    errors.append(
-                        f"execution/services/{service['name']}/endpoints: no endpoint named {endpoint!r}"
-                    )
-            for dependency in service.get("depends_on", []):
-                if dependency not in services:
-                    errors.append(
-                        f"execution/services/{service['name']}/depends_on: no service {dependency!r}"
-                    )
-            if isinstance(service.get("gpus"), str):
-                errors += _gpu_parameter_errors(
-                    f"execution/services/{service['name']}/gpus", service["gpus"], params
-                )
-            optional = service.get("optional_parameter")
-            if optional and params.get(optional, {}).get("type") != "boolean":
-                errors.append(
-                    f"execution/services/{service['name']}/optional_parameter: "
-                    f"{optional!r} must be a boolean parameter"
-                )
+    errors = _duplicate_name_errors(manifest) + _default_errors(params)
+    errors += _execution_errors(manifest, params, artifacts, endpoints)
     if isinstance(manifest["resources"]["gpus"], str):
         errors += _gpu_parameter_errors("resources/gpus", manifest["resources"]["gpus"], params)
     cluster = manifest.get("cluster")
@@ -105,27 +61,91 @@ def _semantic_errors(manifest: dict) -> list[str]:
     for endpoint in manifest["endpoints"]:
         if "platform_proxy" in endpoint["exposure_modes"] and endpoint["protocol"] != "http":
             errors.append(f"endpoints/{endpoint['name']}: only http endpoints can use platform_proxy")
-    for where, template in template_fields(manifest):
-        for namespace, name in TEMPLATE.findall(template):
-            known = {
-                "params": params,
-                "port": endpoints,
-                "secret": PLATFORM_SECRETS,
-                "instance": {"id"},
-                "proxy": {"base_path"},
-                "member": {"rank", "count", "primary_host"},
-                "node": {"address"},
-            }.get(namespace)
-            if known is None or name not in known:
-                errors.append(f"{where}: unknown template reference {{{{ {namespace}.{name} }}}}")
+    return errors + _template_errors(manifest, params, endpoints)
+
+
+def _duplicate_name_errors(manifest: dict) -> list[str]:
+    errors = []
+    for kind, names in (
+        ("parameters", [p["name"] for p in manifest.get("parameters", [])]),
+        ("artifacts", [a["name"] for a in manifest["artifacts"]]),
+        ("endpoints", [e["name"] for e in manifest["endpoints"]]),
+    ):
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            errors.append(f"{kind}: duplicate names {', '.join(duplicates)}")
     return errors
+
+
+def _default_errors(params: dict) -> list[str]:
+    errors = []
+    for param in params.values():
+        if "default" in param:
+            problem = parameter_error(param, param["default"])
+            if problem:
+                errors.append(f"parameters/{param['name']}/default: {problem}")
+    return errors
+
+
+def _execution_errors(manifest: dict, params: dict, artifacts: set, endpoints: set) -> list[str]:
+    execution = manifest["execution"]
+    if execution["kind"] == "single_container":
+        if execution.get("artifact", manifest["artifacts"][0]["name"]) not in artifacts:
+            return [f"execution/artifact: no artifact named {execution['artifact']!r}"]
+        return []
+    services = [s["name"] for s in execution["services"]]
+    errors = []
+    for service in execution["services"]:
+        errors += _service_errors(service, services, params, artifacts, endpoints)
+    return errors
+
+
+def _service_errors(service: dict, services: list, params: dict, artifacts: set, endpoints: set) -> list[str]:
+    where = f"execution/services/{service['name']}"
+    errors = []
+    if service["artifact"] not in artifacts:
+        errors.append(f"{where}/artifact: no artifact named {service['artifact']!r}")
+    errors += [
+        f"{where}/endpoints: no endpoint named {endpoint!r}"
+        for endpoint in service.get("endpoints", [])
+        if endpoint not in endpoints
+    ]
+    errors += [
+        f"{where}/depends_on: no service {dependency!r}"
+        for dependency in service.get("depends_on", [])
+        if dependency not in services
+    ]
+    if isinstance(service.get("gpus"), str):
+        errors += _gpu_parameter_errors(f"{where}/gpus", service["gpus"], params)
+    optional = service.get("optional_parameter")
+    if optional and params.get(optional, {}).get("type") != "boolean":
+        errors.append(f"{where}/optional_parameter: {optional!r} must be a boolean parameter")
+    return errors
+
+
+def _template_errors(manifest: dict, params: dict, endpoints: set) -> list[str]:
+    known = {
+        "params": params,
+        "port": endpoints,
+        "secret": PLATFORM_SECRETS,
+        "instance": {"id"},
+        "proxy": {"base_path"},
+        "member": {"rank", "count", "primary_host"},
+        "node": {"address"},
+    }
+    return [
+        f"{where}: unknown template reference {{{{ {namespace}.{name} }}}}"
+        for where, template in template_fields(manifest)
+        for namespace, name in TEMPLATE.findall(template)
+        if name not in known.get(namespace, ())
+    ]
 
 
 def gpu_count(value, parameters: dict) -> int:
     """``resources.gpus`` or a service's ``gpus``: a number or ``{{ params.NAME }}``."""
     if isinstance(value, int):
         return value
-    namespace, name = TEMPLATE.fullmatch(value.strip()).groups()
+    _, name = TEMPLATE.fullmatch(value.strip()).groups()
     return int(parameters[name])
 
 

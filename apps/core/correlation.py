@@ -37,7 +37,7 @@ def peek() -> str | None:
     return _current.get()
 
 
-def set(value: str | None):  # noqa: A001 - mirrors ContextVar.set
+def set(value: str | None):  # named as ContextVar.set, which it mirrors
     return _current.set(value)
 
 

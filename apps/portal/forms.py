@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import datetime, time, timedelta
+from typing import ClassVar
 
 from django import forms
 from django.conf import settings
@@ -26,7 +27,7 @@ class ServiceForm(forms.Form):
     refusal on the field it names, else above the form."""
 
     # The service's name for a value, where this form's field has another.
-    service_fields: dict[str, str] = {}
+    service_fields: ClassVar[dict[str, str]] = {}
     # The field a refusal of the current state (409 ``invalid_state``) is about, if any.
     state_field: str | None = None
 
@@ -314,7 +315,7 @@ class LaunchForm(ServiceForm):
 
     ``allocations`` carry ``free_gpus``; ``versions`` are the published ones."""
 
-    service_fields = {"allocation_id": "allocation", "allocation_ids": "allocation"}
+    service_fields: ClassVar[dict[str, str]] = {"allocation_id": "allocation", "allocation_ids": "allocation"}
     state_field = "allocation"  # launch's only state check is the allocation's
 
     allocation = forms.UUIDField(label="Run on", widget=forms.Select)

@@ -29,6 +29,7 @@ from cachetools import TTLCache
 from django.conf import settings
 from django.core.cache import cache
 from django.core.cache.backends.redis import RedisSerializer
+from django.core.exceptions import ValidationError
 from django.db import close_old_connections
 
 from apps.proxy import redis_client, sessions, socket_audit
@@ -210,7 +211,7 @@ def _load(key: tuple, generation: str | None) -> Target | None:
     else:
         try:
             route = routes.filter(instance_id=key[1], endpoint_name=key[2], mode="path_prefix").first()
-        except Exception:  # not a UUID
+        except ValidationError:  # not a UUID
             return None
     if route is None or route.instance is None:
         return None

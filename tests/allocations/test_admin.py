@@ -29,8 +29,8 @@ from apps.storage.models import TenantStorage
 from apps.tenancy import principal as principals
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
-from tests.allocations.conftest import fault, make_nodes
 from tests.factories import UserFactory
+from tests.support.fleet import fault, make_nodes
 
 pytestmark = pytest.mark.django_db
 SECRET = "ccp-shared-secret-never-shown"
@@ -178,7 +178,8 @@ def test_node_page_says_how_far_enrollment_went_and_what_holds_the_node(operator
     allocation = world["allocation"]
     body = text(operator.get(url("allocations.node", "change", allocation.node_id)))
     assert url("allocations.allocation", "change", allocation.pk) in body
-    assert "acme" in body and "cell-1" in body
+    assert "acme" in body
+    assert "cell-1" in body
     history = operator.get(url("allocations.allocation") + f"?node__id__exact={allocation.node_id}")
     assert history.status_code == 200
     assert url("allocations.allocation", "change", allocation.pk) in text(history)
@@ -189,11 +190,15 @@ def test_node_page_says_how_far_enrollment_went_and_what_holds_the_node(operator
 def test_node_list_shows_state_and_current_tenant_and_filters(operator, world):
     allocation = world["allocation"]
     body = text(operator.get(url("allocations.node") + "?state__exact=allocated"))
-    assert allocation.node.hostname in body and world["pending"].hostname not in body
-    assert "fleet-node-allocated" in body and ">acme<" in body and ">cell-1<" in body
+    assert allocation.node.hostname in body
+    assert world["pending"].hostname not in body
+    assert "fleet-node-allocated" in body
+    assert ">acme<" in body
+    assert ">cell-1<" in body
     assert "allocations/admin.css" in body
     body = text(operator.get(url("allocations.node") + f"?q={world['pending'].hostname}"))
-    assert world["pending"].hostname in body and allocation.node.hostname not in body
+    assert world["pending"].hostname in body
+    assert allocation.node.hostname not in body
 
 
 def test_allocation_page_shows_steps_read_only(operator, world):
@@ -259,8 +264,11 @@ def test_adding_a_node_lands_it_enrolling_and_unapproved(operator, platform_admi
     )
     assert response.status_code == 302
     node = Node.objects.get(hostname="gpu-new-001")
-    assert node.state == Node.State.ENROLLING and not node.approved
-    assert node.bootstrap_token_hash == "" and node.rack == "R12" and node.switch_port == "Eth1/9"
+    assert node.state == Node.State.ENROLLING
+    assert not node.approved
+    assert node.bootstrap_token_hash == ""
+    assert node.rack == "R12"
+    assert node.switch_port == "Eth1/9"
     [event] = events("admin.node.add", platform_admin)
     assert event.target_id == str(node.pk)
 
@@ -275,7 +283,8 @@ def test_approve_makes_an_enrolled_node_available_and_is_audited(operator, platf
     assert "Approved 1: gpu-enrolling." in text(response)
     assert "1 selected node(s) were already approved." in text(response)
     node.refresh_from_db()
-    assert node.approved and node.state == Node.State.AVAILABLE
+    assert node.approved
+    assert node.state == Node.State.AVAILABLE
     assert [e.target_id for e in events("node.approve", platform_admin)] == [str(node.pk)]
 
 
@@ -283,8 +292,10 @@ def test_maintenance_asks_for_a_reason_and_refuses_an_allocated_node(operator, p
     allocated = world["allocation"].node
     idle = world["pending"]
     page = act(operator, "allocations.node", "put_in_maintenance", [idle, allocated])
-    assert page.status_code == 200 and 'name="reason"' in text(page)
-    assert idle.hostname in text(page) and allocated.hostname in text(page)
+    assert page.status_code == 200
+    assert 'name="reason"' in text(page)
+    assert idle.hostname in text(page)
+    assert allocated.hostname in text(page)
     assert Node.objects.get(pk=idle.pk).state == Node.State.AVAILABLE  # nothing happens before the reason
 
     without_reason = act(operator, "allocations.node", "put_in_maintenance", [idle], apply="yes", reason="")
@@ -304,10 +315,12 @@ def test_maintenance_asks_for_a_reason_and_refuses_an_allocated_node(operator, p
     assert f"Refused for {allocated.hostname}: The node is allocated; release it first." in body
     assert 'class="warning"' in body
     idle.refresh_from_db()
-    assert idle.state == Node.State.MAINTENANCE and idle.state_reason == "replace PSU"
+    assert idle.state == Node.State.MAINTENANCE
+    assert idle.state_reason == "replace PSU"
     assert Node.objects.get(pk=allocated.pk).state == Node.State.ALLOCATED
     [event] = events("node.maintenance", platform_admin)
-    assert event.target_id == str(idle.pk) and event.details == {"reason": "replace PSU"}
+    assert event.target_id == str(idle.pk)
+    assert event.details == {"reason": "replace PSU"}
 
 
 def test_return_to_service(operator, platform_admin, nodes):
@@ -318,7 +331,8 @@ def test_return_to_service(operator, platform_admin, nodes):
     assert f"Returned to service 1: {broken.hostname}." in body
     assert f"Refused for {fine.hostname}: A node in state available cannot be returned to service." in body
     broken.refresh_from_db()
-    assert broken.state == Node.State.AVAILABLE and broken.state_reason == ""
+    assert broken.state == Node.State.AVAILABLE
+    assert broken.state_reason == ""
     assert [e.target_id for e in events("node.return_to_service", platform_admin)] == [str(broken.pk)]
 
 
@@ -326,7 +340,8 @@ def test_bootstrap_token_is_shown_once_and_enrolls_the_agent(operator, platform_
     settings.AUTO_APPROVE_NODES = False
     node = Node.objects.create(hostname="gpu-fresh", flavor=flavor)
     confirm = act(operator, "allocations.node", "issue_bootstrap_token", [node])
-    assert "GPUAAS_BOOTSTRAP_TOKEN" not in text(confirm) and "Issue tokens" in text(confirm)
+    assert "GPUAAS_BOOTSTRAP_TOKEN" not in text(confirm)
+    assert "Issue tokens" in text(confirm)
     assert not Node.objects.get(pk=node.pk).bootstrap_token_hash
 
     response = operator.post(
@@ -342,26 +357,31 @@ def test_bootstrap_token_is_shown_once_and_enrolls_the_agent(operator, platform_
     [token] = re.findall(r"GPUAAS_BOOTSTRAP_TOKEN=([A-Za-z0-9_-]+)", text(response))
     assert "GPUAAS_NODE=gpu-fresh" in text(response)
     node.refresh_from_db()
-    assert node.bootstrap_token_hash == crypto.hash_secret(token) and token not in node.bootstrap_token_hash
+    assert node.bootstrap_token_hash == crypto.hash_secret(token)
+    assert token not in node.bootstrap_token_hash
     [event] = events("node.bootstrap_token_issue", platform_admin)
-    assert event.target_id == str(node.pk) and token not in json.dumps(event.details)
+    assert event.target_id == str(node.pk)
+    assert token not in json.dumps(event.details)
 
     # Once: not in a message, a cookie, the session, or any later page.
     assert all(token not in morsel.value for morsel in response.cookies.values())
     assert all(token not in str(s.get_decoded()) for s in Session.objects.all())
     for page in (url("allocations.node"), url("allocations.node", "change", node.pk)):
         later = operator.get(page)
-        assert token not in text(later) and node.bootstrap_token_hash not in text(later)
+        assert token not in text(later)
+        assert node.bootstrap_token_hash not in text(later)
 
     enrollment = {"hostname": "gpu-fresh", "bootstrap_token": token}
     enrolled = api.post("/api/agent/v1/enroll", enrollment, format="json")
     assert enrolled.status_code == 201
-    assert enrolled.json()["node_id"] == str(node.pk) and enrolled.json()["approved"] is False
+    assert enrolled.json()["node_id"] == str(node.pk)
+    assert enrolled.json()["approved"] is False
     again = api.post("/api/agent/v1/enroll", enrollment, format="json")
     assert again.status_code == 401  # spent, and the refusal is audited (as a count per minute)
     audit.summarise_denied(now=time.time() + 120)
     [refused] = AuditEvent.objects.filter(action="node.enroll", outcome=audit.DENIED)
-    assert refused.target_id == "gpu-fresh" and token not in json.dumps(refused.details)
+    assert refused.target_id == "gpu-fresh"
+    assert token not in json.dumps(refused.details)
 
 
 # --- Allocations -----------------------------------------------------------------------------
@@ -388,7 +408,8 @@ def test_retry_failed_release_step(
     assert Node.objects.get(pk=allocation.node_id).state == Node.State.AVAILABLE
     assert not allocation.steps.filter(status=AllocationStep.Status.FAILED).exists()
     [event] = events("allocation.retry_step", platform_admin)
-    assert event.target_id == str(allocation.pk) and event.details == {"steps": ["network_detach"]}
+    assert event.target_id == str(allocation.pk)
+    assert event.details == {"steps": ["network_detach"]}
 
     nothing = act(operator, "allocations.allocation", "retry_failed_step", [allocation])
     assert f"Refused for {label}: No failed step to retry." in text(nothing)
@@ -401,7 +422,8 @@ def test_fail_allocation_with_a_reason(
     allocation = allocate(allocator, project, django_capture_on_commit_callbacks, execute=False)  # PENDING
     assert allocation.state == Allocation.State.PENDING
     page = act(operator, "allocations.allocation", "fail_allocation", [allocation])
-    assert 'name="reason"' in text(page) and str(allocation.pk)[:8] in text(page)
+    assert 'name="reason"' in text(page)
+    assert str(allocation.pk)[:8] in text(page)
 
     with django_capture_on_commit_callbacks(execute=True):
         response = act(
@@ -418,7 +440,8 @@ def test_fail_allocation_with_a_reason(
     assert allocation.failure_reason == "failed by operator: rack power work"
     assert Node.objects.get(pk=allocation.node_id).state == Node.State.AVAILABLE
     [event] = events("allocation.fail", platform_admin)
-    assert event.target_id == str(allocation.pk) and event.details == {"reason": "rack power work"}
+    assert event.target_id == str(allocation.pk)
+    assert event.details == {"reason": "rack power work"}
 
 
 def test_failing_an_active_allocation_is_a_warning(operator, world):
@@ -441,7 +464,8 @@ def test_release_as_the_operator(operator, platform_admin, world, django_capture
     assert allocation.state == Allocation.State.RELEASED
     assert Node.objects.get(pk=allocation.node_id).state == Node.State.AVAILABLE
     [event] = events("allocation.release", platform_admin)
-    assert event.target_id == str(allocation.pk) and event.project_id == allocation.project_id
+    assert event.target_id == str(allocation.pk)
+    assert event.project_id == allocation.project_id
 
     again = act(operator, "allocations.allocation", "release", [allocation])
     assert "Already released or releasing:" in text(again)
@@ -486,7 +510,8 @@ def test_replay_a_dead_letter(operator, platform_admin, receiver, tenant, django
         attempts=1,
     )
     dead_letters = text(operator.get(url("webhooks.delivery") + "?status=dead"))
-    assert str(dead.event_id) in dead_letters and str(delivered.event_id) not in dead_letters
+    assert str(dead.event_id) in dead_letters
+    assert str(delivered.event_id) not in dead_letters
     assert "Dead letters" in dead_letters
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -494,15 +519,18 @@ def test_replay_a_dead_letter(operator, platform_admin, receiver, tenant, django
     assert f"Replayed 1: {webhooks.STATE_CHANGE} {dead.event_id}." in text(response)
     assert "1 selected delivery(ies) are not dead letters" in text(response)
     dead.refresh_from_db()
-    assert dead.status == Delivery.Status.DELIVERED and dead.attempts == 1
+    assert dead.status == Delivery.Status.DELIVERED
+    assert dead.attempts == 1
     [request] = receiver.requests
     assert request["body"] == body.encode()
     assert request["verified"]  # signed with its timestamp (X-GPUaaS-Timestamp)
     [event] = events("webhook.replay", platform_admin)
-    assert event.target_id == str(dead.pk) and event.tenant_id == tenant.pk
+    assert event.target_id == str(dead.pk)
+    assert event.tenant_id == tenant.pk
 
     page = text(operator.get(url("webhooks.delivery", "change", dead.pk)))
-    assert "&quot;state&quot;: &quot;ACTIVE&quot;" in page and SECRET not in page
+    assert "&quot;state&quot;: &quot;ACTIVE&quot;" in page
+    assert SECRET not in page
 
 
 # --- VRF pool --------------------------------------------------------------------------------
@@ -511,7 +539,8 @@ def test_replay_a_dead_letter(operator, platform_admin, receiver, tenant, django
 def test_load_vrfs_into_the_pool(operator, platform_admin, ready_tenant):
     assert Vrf.objects.count() == 4  # vrf-0001..0004, VNIs 50001.., VLANs 1000..1015
     listing = text(operator.get(url("networking.vrf")))
-    assert "3 free VRFs in the pool." in listing and url("networking.vrf", "load") in listing
+    assert "3 free VRFs in the pool." in listing
+    assert url("networking.vrf", "load") in listing
     assert "vrf-0001" in text(operator.get(url("networking.vrf") + "?assigned=assigned"))
     assert "vrf-0001" not in text(operator.get(url("networking.vrf") + "?assigned=free"))
 
@@ -524,7 +553,8 @@ def test_load_vrfs_into_the_pool(operator, platform_admin, ready_tenant):
     response = operator.post(url("networking.vrf", "load"), range_, follow=True)
     assert "Loaded 8 VRF(s) into the pool; 11 free." in text(response)
     vrf = Vrf.objects.get(name="vrf-0012")
-    assert vrf.vni == 50012 and vrf.tenant is None
+    assert vrf.vni == 50012
+    assert vrf.tenant is None
     assert sorted(vrf.vlans.values_list("vlan_id", flat=True)) == [1044, 1045, 1046, 1047]
     [event] = events("network.pool_load", platform_admin)
     assert event.details == {"prefix": "vrf", "created": 8}
@@ -535,7 +565,8 @@ def test_loading_a_range_that_collides_is_refused_on_the_form(operator, ready_te
     response = operator.post(
         url("networking.vrf", "load"), {"prefix": "other", "count": 2, "first_vni": 50004, "first_vlan": 2000}
     )
-    assert response.status_code == 200 and "VNI(s) already in use: 50004." in text(response)
+    assert response.status_code == 200
+    assert "VNI(s) already in use: 50004." in text(response)
     response = operator.post(
         url("networking.vrf", "load"), {"prefix": "other", "count": 2, "first_vni": 60000, "first_vlan": 1014}
     )
@@ -583,7 +614,8 @@ def test_operators_inject_and_remove_faults(operator, platform_admin):
     )
     assert "A probability is between 0 and 1." in text(bad)
     response = operator.post(url("core.simulatedfault", "delete", injected.pk), {"post": "yes"})
-    assert response.status_code == 302 and not SimulatedFault.objects.exists()
+    assert response.status_code == 302
+    assert not SimulatedFault.objects.exists()
     assert events("admin.simulatedfault.delete", platform_admin)
 
 
@@ -639,7 +671,8 @@ def test_staff_without_a_platform_role_is_refused_and_the_refusals_audited(
         assert "GPUAAS_BOOTSTRAP_TOKEN" not in text(response)
 
     enrolling.refresh_from_db()
-    assert not enrolling.approved and not enrolling.bootstrap_token_hash
+    assert not enrolling.approved
+    assert not enrolling.bootstrap_token_hash
     assert Node.objects.get(pk=idle.pk).state == Node.State.AVAILABLE
     assert Allocation.objects.get(pk=allocation.pk).state == Allocation.State.ACTIVE
     assert Delivery.objects.get(pk=dead.pk).status == Delivery.Status.DEAD

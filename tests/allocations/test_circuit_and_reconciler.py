@@ -21,7 +21,8 @@ def test_open_circuit_holds_steps_without_calling_the_backends(pending_allocatio
     wait = pipeline.advance(allocation.pk)
     assert 1 <= wait <= 30
     allocation.refresh_from_db()
-    assert allocation.state == Allocation.State.PROVISIONING and allocation.step == "network"
+    assert allocation.state == Allocation.State.PROVISIONING
+    assert allocation.step == "network"
     assert simulation.get("ndfc", "port", allocation.node.hostname) is None  # the fabric was not touched
     assert allocation.steps.get(phase="provision", name="network").attempts == 1  # waiting costs no retry
 

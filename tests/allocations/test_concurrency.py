@@ -14,10 +14,10 @@ from apps.core.errors import ApiError, InvalidState
 from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
 from apps.tenancy import quotas
-from tests.allocations.conftest import make_nodes
-from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory
 from tests.support.concurrency import at_once
+from tests.support.fleet import make_nodes
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,7 +53,8 @@ def test_racing_requests_of_many_tenants_never_share_a_node(settings, flavor):
     results = at_once(calls, answers=(ApiError,))
     granted = [r for r in results if isinstance(r, list)]
     refused = [r for r in results if isinstance(r, ApiError)]
-    assert len(granted) == 3 and len(refused) == 1  # 6 nodes, 2 each: all or nothing
+    assert len(granted) == 3
+    assert len(refused) == 1  # 6 nodes, 2 each: all or nothing
     assert refused[0].code == "conflict"
     node_ids = [a.node_id for batch in granted for a in batch]
     assert len(node_ids) == len(set(node_ids)) == 6

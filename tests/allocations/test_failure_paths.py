@@ -9,7 +9,7 @@ from apps.allocations import services
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.core import simulation
 from apps.tenancy import principal as principals
-from tests.allocations.conftest import fault
+from tests.support.fleet import fault
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +68,8 @@ def test_step_failing_for_good_fails_allocation_and_gives_back(
     assert node.state == Node.State.AVAILABLE  # not the hardware's fault: back to the pool
     assert taken(node) == left_behind
     step = allocation.steps.get(phase="provision", name=failed_step)
-    assert step.status == AllocationStep.Status.FAILED and step.attempts == 4
+    assert step.status == AllocationStep.Status.FAILED
+    assert step.attempts == 4
 
 
 def test_agent_that_never_registers_fails_on_its_time_budget(
@@ -79,7 +80,8 @@ def test_agent_that_never_registers_fails_on_its_time_budget(
     settings.PIPELINE_STEP_BUDGETS = {**settings.PIPELINE_STEP_BUDGETS, "agent": 0.3}
     allocation = run_allocation(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.FAILED
-    assert "step agent took" in allocation.failure_reason and "0.3 s budget" in allocation.failure_reason
+    assert "step agent took" in allocation.failure_reason
+    assert "0.3 s budget" in allocation.failure_reason
     assert taken(allocation.node) == {**NOTHING, "machine": "Ready"}
 
 
@@ -103,7 +105,9 @@ def test_transient_failure_is_retried_and_leaves_no_stale_error(
     assert allocation.state == Allocation.State.ACTIVE
     assert allocation.failure_reason == ""
     step = allocation.steps.get(phase="provision", name="os_deploy")
-    assert step.attempts == 3 and step.error == "" and step.status == "succeeded"
+    assert step.attempts == 3
+    assert step.error == ""
+    assert step.status == "succeeded"
 
 
 def test_hardware_fault_parks_node_for_an_operator(

@@ -37,9 +37,11 @@ def test_pipeline_runs_against_maas_and_ndfc_apis_and_the_agent_enrolls(
         [allocation] = services.allocate(caller, project, flavor_name="h100-8x", os_image="ubuntu-22.04")
     drive(allocation, lambda a: a.step == "agent")
     machine = next(m for m in fake_maas.machines.values() if m["hostname"] == allocation.node.hostname)
-    assert machine["status_name"] == "Deployed" and machine["distro_series"] == "ubuntu-22.04"
+    assert machine["status_name"] == "Deployed"
+    assert machine["distro_series"] == "ubuntu-22.04"
     attachment = fake_ndfc.attachments[(allocation.node.switch_serial, allocation.node.switch_port)]
-    assert attachment["vrf"].startswith("vrf-") and attachment["vlan"] > 0
+    assert attachment["vrf"].startswith("vrf-")
+    assert attachment["vlan"] > 0
     assert [op for _, _, op, _ in fake_maas.calls if op][:2] == ["allocate", "deploy"]
 
     # The deployed OS runs cloud-init: its agent enrolls with the bootstrap token, then reports in.
@@ -102,7 +104,8 @@ def test_ndfc_logs_in_again_when_its_session_expires(fake_ndfc, nodes):
     driver.attach(nodes[0], "vrf-1", {"gpu_worker": 1001})
     fake_ndfc.expire_sessions()
     driver.detach(nodes[0], "vrf-1")
-    assert fake_ndfc.logins == 2 and not fake_ndfc.attachments
+    assert fake_ndfc.logins == 2
+    assert not fake_ndfc.attachments
 
 
 def test_ndfc_wrong_password_is_not_retried(settings, fake_ndfc, nodes):
@@ -116,4 +119,5 @@ def test_node_without_switch_port_is_a_hardware_fault(fake_ndfc, nodes):
     nodes[0].switch_serial = ""
     with pytest.raises(DriverError) as raised:
         ndfc.HttpNdfc().attach(nodes[0], "vrf-1", {"gpu_worker": 1001})
-    assert raised.value.hardware and not raised.value.transient
+    assert raised.value.hardware
+    assert not raised.value.transient

@@ -41,14 +41,16 @@ def test_a_step_working_longer_than_the_lease_keeps_it(
     first.join(timeout=20)
 
     network = Allocation.objects.get(pk=allocation.pk).steps.get(phase="provision", name="network")
-    assert network.status == "succeeded" and network.attempts == 1
+    assert network.status == "succeeded"
+    assert network.attempts == 1
     assert fake_ndfc.attachment_requests == 1  # the fabric was asked once
 
 
 def test_a_worker_that_lost_its_lease_cannot_clear_the_next_holders(pending_allocation):
     allocation = pending_allocation
     stalled = Lease.take(allocation.pk)
-    assert stalled is not None and Lease.take(allocation.pk) is None
+    assert stalled is not None
+    assert Lease.take(allocation.pk) is None
 
     # The first holder stalls past its lease; another worker takes over.
     Allocation.objects.filter(pk=allocation.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
@@ -57,7 +59,9 @@ def test_a_worker_that_lost_its_lease_cannot_clear_the_next_holders(pending_allo
 
     stalled.give_back(next_check_in=None)  # what the stalled worker does when it wakes
     held = Allocation.objects.get(pk=allocation.pk).lease_until
-    assert held is not None and held > timezone.now()  # still the new holder's
-    assert not stalled._renew() and stalled.lost
+    assert held is not None
+    assert held > timezone.now()  # still the new holder's
+    assert not stalled._renew()
+    assert stalled.lost
     current.give_back(next_check_in=None)
     assert Allocation.objects.get(pk=allocation.pk).lease_until is None

@@ -35,9 +35,12 @@ def test_allocate_provisions_to_active_and_release_returns_node(
     node_id = body["node_id"]
 
     status = api.get(f"/api/baremetal-manager/{node_id}/status", HTTP_AUTHORIZATION=f"Bearer {token}").json()
-    assert status["state"] == "ACTIVE" and status["progress"] == 100
-    assert status["tenant_id"] == "acme" and status["project_id"] == project.project_id
-    assert status["allocation_id"] == body["allocation_id"] and status["failure_reason"] == ""
+    assert status["state"] == "ACTIVE"
+    assert status["progress"] == 100
+    assert status["tenant_id"] == "acme"
+    assert status["project_id"] == project.project_id
+    assert status["allocation_id"] == body["allocation_id"]
+    assert status["failure_reason"] == ""
     node = Node.objects.get(pk=node_id)
     assert node.state == Node.State.ALLOCATED
     assert simulation.get("maas", "machine", node.hostname).state["status"] == "Deployed"

@@ -12,7 +12,8 @@ from websockets.exceptions import InvalidStatus
 
 from apps.allocations import services
 from apps.tenancy import principal as principals
-from tests.conftest import member, session_cookie
+from tests.support.members import member
+from tests.support.pages import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,9 +28,9 @@ async def receive_until(ws, state, limit=50):
     raise AssertionError(f"never saw {state}: {seen}")
 
 
-def test_watcher_sees_progress_until_active(portal_server, allocator, project, nodes):
-    url = f"ws://127.0.0.1:{portal_server.port}/ws/projects/{project.pk}/allocations/"
-    headers = {"Cookie": session_cookie(allocator), "Origin": portal_server.url}
+def test_watcher_sees_progress_until_active(portal, allocator, project, nodes):
+    url = f"ws://127.0.0.1:{portal.port}/ws/projects/{project.pk}/allocations/"
+    headers = {"Cookie": session_cookie(allocator), "Origin": portal.url}
     caller = principals.for_user(allocator)
 
     async def scenario():
@@ -46,14 +47,15 @@ def test_watcher_sees_progress_until_active(portal_server, allocator, project, n
 
     seen = asyncio.run(scenario())
     progress = [message["progress"] for message in seen]
-    assert progress == sorted(progress) and progress[-1] == 100
+    assert progress == sorted(progress)
+    assert progress[-1] == 100
     assert {"network", "os_deploy"} <= {message["step"] for message in seen}
 
 
 @pytest.mark.parametrize("who", ["anonymous", "other_tenant", "foreign_origin"])
-def test_socket_is_refused_outside_scope(portal_server, project, other_tenant_project, who):
-    url = f"ws://127.0.0.1:{portal_server.port}/ws/projects/{project.pk}/allocations/"
-    headers = {"Origin": portal_server.url}
+def test_socket_is_refused_outside_scope(portal, project, other_tenant_project, who):
+    url = f"ws://127.0.0.1:{portal.port}/ws/projects/{project.pk}/allocations/"
+    headers = {"Origin": portal.url}
     if who == "other_tenant":
         headers["Cookie"] = session_cookie(member("tenant_admin", tenant=other_tenant_project.tenant))
     if who == "foreign_origin":

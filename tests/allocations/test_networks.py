@@ -11,8 +11,8 @@ from apps.networking import services as networking
 from apps.networking.models import Vrf
 from apps.storage import services as storage
 from apps.tenancy import quotas
-from tests.allocations.conftest import make_nodes
 from tests.allocations.test_lifecycle_api import allocate
+from tests.support.fleet import make_nodes
 
 pytestmark = pytest.mark.django_db
 

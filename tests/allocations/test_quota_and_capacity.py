@@ -8,7 +8,7 @@ import pytest
 from apps.allocations.models import Allocation, Node
 from apps.core.models import AuditEvent
 from apps.tenancy import quotas
-from tests.allocations.conftest import make_nodes
+from tests.support.fleet import make_nodes
 
 pytestmark = pytest.mark.django_db
 
@@ -97,13 +97,15 @@ def test_dry_run_itemizes_quota_and_capacity_without_taking(
     response = allocate(api, ccp_admin_token(), project, count=3, dry_run=True)
     assert response.status_code == 200
     plan = response.json()
-    assert plan["dry_run"] is True and plan["allowed"] is False
+    assert plan["dry_run"] is True
+    assert plan["allowed"] is False
     assert plan["quota"]["gpus"] == {"used": 0, "limit": 20, "requested": 24, "after": 24}
     assert plan["free_nodes"] == 4
     assert "Quota exceeded for gpus" in plan["reason"]
     assert not Allocation.objects.exists()
     ok = allocate(api, ccp_admin_token(), project, count=2, dry_run=True).json()
-    assert ok["allowed"] is True and ok["reason"] == ""
+    assert ok["allowed"] is True
+    assert ok["reason"] == ""
 
 
 def test_no_free_node_answers_conflict_and_count_is_all_or_nothing(api, ccp_admin_token, project, nodes):
@@ -119,7 +121,8 @@ def test_count_above_one_answers_a_list(api, ccp_admin_token, project, nodes):
     response = allocate(api, ccp_admin_token(), project, count=3)
     assert response.status_code == 202
     rows = response.json()["allocations"]
-    assert len(rows) == 3 and len({row["node_id"] for row in rows}) == 3
+    assert len(rows) == 3
+    assert len({row["node_id"] for row in rows}) == 3
     assert all(row["state"] == "PENDING" for row in rows)
 
 
@@ -143,5 +146,6 @@ def test_bad_input_lists_every_field(api, ccp_admin_token, project, nodes):
 def test_flavors_list_counts_free_nodes(api, ccp_admin_token, nodes, small_flavor):
     rows = api.get("/api/baremetal-manager/flavors", HTTP_AUTHORIZATION=f"Bearer {ccp_admin_token()}").json()
     by_name = {row["name"]: row for row in rows["results"]}
-    assert by_name["h100-8x"]["available"] == 4 and by_name["h100-8x"]["gpus_per_node"] == 8
+    assert by_name["h100-8x"]["available"] == 4
+    assert by_name["h100-8x"]["gpus_per_node"] == 8
     assert by_name["h100-1x"]["available"] == 0

@@ -94,7 +94,8 @@ def test_killed_worker_mid_deploy_resumes_on_another_within_a_minute(
         if first.poll() is None:
             first.kill()
     allocation.refresh_from_db()
-    assert allocation.state == Allocation.State.PROVISIONING and allocation.step == "os_deploy"
+    assert allocation.state == Allocation.State.PROVISIONING
+    assert allocation.step == "os_deploy"
 
     # The replacement runs beat too, as production's single beat process would.
     second = start_worker("second", "--beat", "--schedule", str(tmp_path / "beat-schedule"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -14,18 +13,13 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.catalog import services
-from apps.catalog.models import App, AppVersion
+from apps.catalog.models import AppVersion
 from apps.core.models import AuditEvent
-from tests.factories import UserFactory
+from tests.factories import AppFactory, AppVersionFactory, UserFactory, shipped_manifest
 
 pytestmark = pytest.mark.django_db
 
-SHIPPED = Path(__file__).resolve().parents[2] / "apps" / "catalog" / "shipped"
 ADD_URL = reverse("admin:catalog_appversion_add")
-
-
-def _manifest() -> dict:
-    return json.loads((SHIPPED / "jupyterlab.json").read_text())
 
 
 def _change_url(version: AppVersion) -> str:
@@ -40,7 +34,7 @@ def _signed_in(user) -> Client:
 
 @pytest.fixture
 def app(db):
-    return App.objects.create(slug="jupyterlab", name="JupyterLab", entitled_to_all=True)
+    return AppFactory(slug="jupyterlab", name="JupyterLab")
 
 
 @pytest.fixture
@@ -50,16 +44,19 @@ def operator(db):
 
 @pytest.fixture
 def published(app):
-    return services.publish_version(None, app, version="1.0.0", manifest=_manifest())
+    return services.publish_version(None, app, version="1.0.0", manifest=shipped_manifest("jupyterlab"))
 
 
 def test_an_operator_publishes_a_new_version(operator, app):
     response = operator.post(
-        ADD_URL, {"app": app.pk, "version": "2.0.0", "manifest": json.dumps(_manifest())}, follow=True
+        ADD_URL,
+        {"app": app.pk, "version": "2.0.0", "manifest": json.dumps(shipped_manifest("jupyterlab"))},
+        follow=True,
     )
     assert response.status_code == 200
     version = AppVersion.objects.get(app=app, version="2.0.0")
-    assert version.status == "published" and version.artifacts.count() == 1
+    assert version.status == "published"
+    assert version.artifacts.count() == 1
     assert AuditEvent.objects.filter(action="catalog.publish", target_id=str(version.pk)).exists()
 
 
@@ -67,9 +64,11 @@ def test_an_operator_publishes_a_new_version(operator, app):
 def test_a_published_version_is_shown_read_only_and_saving_it_changes_nothing(operator, published, status):
     AppVersion.objects.filter(pk=published.pk).update(status=status)
     page = operator.get(_change_url(published)).content.decode()
-    assert 'name="manifest"' not in page and 'name="version"' not in page and 'name="app"' not in page
+    assert 'name="manifest"' not in page
+    assert 'name="version"' not in page
+    assert 'name="app"' not in page
 
-    changed = copy.deepcopy(_manifest())
+    changed = copy.deepcopy(shipped_manifest("jupyterlab"))
     changed["summary"] = "Edited after publishing"
     response = operator.post(
         _change_url(published),
@@ -78,25 +77,31 @@ def test_a_published_version_is_shown_read_only_and_saving_it_changes_nothing(op
     )
     assert response.status_code == 200
     published.refresh_from_db()
-    assert (published.version, published.status, published.manifest) == ("1.0.0", status, _manifest())
+    assert (published.version, published.status, published.manifest) == (
+        "1.0.0",
+        status,
+        shipped_manifest("jupyterlab"),
+    )
     assert not AppVersion.objects.filter(version="9.9.9").exists()
     assert AuditEvent.objects.filter(action="catalog.publish").count() == 1  # the fixture's only
 
 
 def test_a_draft_can_still_be_edited_and_is_published_on_save(operator, app):
-    draft = AppVersion.objects.create(app=app, version="3.0.0", manifest=_manifest())
+    draft = AppVersionFactory(app=app, version="3.0.0")
     page = operator.get(_change_url(draft)).content.decode()
-    assert 'name="manifest"' in page and 'name="version"' not in page
-    edited = copy.deepcopy(_manifest())
+    assert 'name="manifest"' in page
+    assert 'name="version"' not in page
+    edited = copy.deepcopy(shipped_manifest("jupyterlab"))
     edited["summary"] = "Ready"
     response = operator.post(_change_url(draft), {"manifest": json.dumps(edited)}, follow=True)
     assert response.status_code == 200
     draft.refresh_from_db()
-    assert draft.status == "published" and draft.manifest["summary"] == "Ready"
+    assert draft.status == "published"
+    assert draft.manifest["summary"] == "Ready"
 
 
 def test_adding_a_version_that_exists_is_a_form_error(operator, published):
-    changed = copy.deepcopy(_manifest())
+    changed = copy.deepcopy(shipped_manifest("jupyterlab"))
     changed["summary"] = "Another manifest under the same version"
     response = operator.post(
         ADD_URL, {"app": published.app_id, "version": "1.0.0", "manifest": json.dumps(changed)}
@@ -104,7 +109,7 @@ def test_adding_a_version_that_exists_is_a_form_error(operator, published):
     assert response.status_code == 200
     assert b"already exists" in response.content
     published.refresh_from_db()
-    assert published.manifest == _manifest()
+    assert published.manifest == shipped_manifest("jupyterlab")
 
 
 def test_staff_without_a_platform_role_sees_the_refusal_on_the_form(app):
@@ -113,7 +118,7 @@ def test_staff_without_a_platform_role_sees_the_refusal_on_the_form(app):
         *Permission.objects.filter(codename__in=["add_appversion", "change_appversion", "view_appversion"])
     )
     response = _signed_in(staff).post(
-        ADD_URL, {"app": app.pk, "version": "2.0.0", "manifest": json.dumps(_manifest())}
+        ADD_URL, {"app": app.pk, "version": "2.0.0", "manifest": json.dumps(shipped_manifest("jupyterlab"))}
     )
     assert response.status_code == 200
     assert b"Publishing an app version needs a platform role." in response.content

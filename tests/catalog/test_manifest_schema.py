@@ -4,29 +4,22 @@ reported with its path, and publishing refuses an invalid manifest with all of t
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
 import pytest
 
 from apps.catalog import manifests, services
-from apps.catalog.models import App, AppVersion
+from apps.catalog.models import AppVersion
 from apps.core.errors import ValidationFailed
-
-SHIPPED = Path(__file__).resolve().parents[2] / "apps" / "catalog" / "shipped"
-
-
-def shipped(name: str) -> dict:
-    return json.loads((SHIPPED / f"{name}.json").read_text())
+from tests.factories import AppFactory, shipped_manifest
 
 
 @pytest.mark.parametrize("name", ["jupyterlab", "vllm-openai", "netdata"])
 def test_shipped_manifests_are_valid(name):
-    assert manifests.validate(shipped(name)) == []
+    assert manifests.validate(shipped_manifest(name)) == []
 
 
 def broken(change) -> dict:
-    manifest = copy.deepcopy(shipped("jupyterlab"))
+    manifest = copy.deepcopy(shipped_manifest("jupyterlab"))
     change(manifest)
     return manifest
 
@@ -81,7 +74,7 @@ def test_each_kind_of_invalid_manifest_is_reported(case):
 
 @pytest.mark.django_db
 def test_publishing_an_invalid_manifest_lists_every_error_and_publishes_nothing():
-    app = App.objects.create(slug="broken", name="Broken")
+    app = AppFactory(slug="broken", entitled_to_all=False)
 
     def two_mistakes(m):
         m["artifacts"][0]["digest"] = "latest"
@@ -105,15 +98,17 @@ def test_publishing_an_invalid_manifest_lists_every_error_and_publishes_nothing(
     ],
 )
 def test_launch_parameters_are_checked_against_the_manifest(values, errors):
-    cleaned, found = manifests.clean_parameters(shipped("jupyterlab"), values)
+    cleaned, found = manifests.clean_parameters(shipped_manifest("jupyterlab"), values)
     assert found == errors
     if not errors:
         assert cleaned == {"default_path": "/lab", "idle_minutes": 60}
 
 
 def test_choice_and_boolean_parameters():
-    manifest = shipped("vllm-openai")
+    manifest = shipped_manifest("vllm-openai")
     cleaned, errors = manifests.clean_parameters(manifest, {"tensor_parallel": 2, "chat_ui": False})
-    assert errors == {} and cleaned["tensor_parallel"] == 2 and cleaned["chat_ui"] is False
+    assert errors == {}
+    assert cleaned["tensor_parallel"] == 2
+    assert cleaned["chat_ui"] is False
     _, errors = manifests.clean_parameters(manifest, {"tensor_parallel": 3, "chat_ui": "yes"})
     assert set(errors) == {"tensor_parallel", "chat_ui"}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import member
 from tests.factories import UserFactory
+from tests.support.members import member
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,11 +33,13 @@ def check(**variables: str) -> subprocess.CompletedProcess:
 
 def test_production_without_an_apps_domain_does_not_start():
     refused = check()
-    assert refused.returncode != 0 and "GPUAAS_APPS_DOMAIN: required in production" in refused.stderr
+    assert refused.returncode != 0
+    assert "GPUAAS_APPS_DOMAIN: required in production" in refused.stderr
     assert check(GPUAAS_APPS_DOMAIN="apps.example.com").returncode == 0
     assert check(GPUAAS_PATH_ROUTES="accept-risk").returncode == 0
     wrong = check(GPUAAS_PATH_ROUTES="yes")
-    assert wrong.returncode != 0 and "GPUAAS_PATH_ROUTES: the only value is accept-risk" in wrong.stderr
+    assert wrong.returncode != 0
+    assert "GPUAAS_PATH_ROUTES: the only value is accept-risk" in wrong.stderr
 
 
 @pytest.mark.django_db
@@ -56,4 +58,5 @@ def test_tenant_users_are_not_shown_the_operators_warning(client, settings, tena
     settings.PATH_ROUTES_RISK_ACCEPTED = True
     client.force_login(member("tenant_admin", tenant=tenant))
     page = client.get("/")
-    assert page.status_code == 200 and 'id="path-routes-warning"' not in page.content.decode()
+    assert page.status_code == 200
+    assert 'id="path-routes-warning"' not in page.content.decode()

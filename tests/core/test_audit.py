@@ -12,7 +12,7 @@ from apps.core.models import AppendOnlyError, AuditEvent
 from apps.tenancy import principal as principals
 from apps.tenancy import services
 from apps.tenancy.models import Membership, ServiceAccount
-from tests.conftest import member
+from tests.support.members import member
 from tests.support.world import INTEGRATION_NAME, INTEGRATION_ROLE
 
 pytestmark = pytest.mark.django_db
@@ -251,7 +251,9 @@ def w(tenant, project, other_project, other_tenant_project, tenant_admin, projec
     }
 
 
-@pytest.mark.parametrize("action,perform,status", ACTIONS, ids=[a[1].__name__.strip("_") for a in ACTIONS])
+@pytest.mark.parametrize(
+    ("action", "perform", "status"), ACTIONS, ids=[a[1].__name__.strip("_") for a in ACTIONS]
+)
 def test_each_privileged_action_writes_one_complete_event(api, w, action, perform, status):
     response, expected = perform(api, w)
     last = _request.since
@@ -277,7 +279,8 @@ def test_events_outside_a_request_name_the_platform_and_get_their_own_correlatio
     )
     event = AuditEvent.objects.get(action="member.add", target_id=str(membership.pk))
     assert (event.actor, event.actor_type, event.tenant_id) == (tenant_admin.username, "user", tenant.pk)
-    assert event.correlation_id and event.source_ip is None
+    assert event.correlation_id
+    assert event.source_ip is None
 
     issued = services.create_platform_service_account(None, name="ccp", role="platform_integration")
     created = AuditEvent.objects.get(action="service_account.create", target_id=str(issued.account.pk))
@@ -294,4 +297,5 @@ def test_audit_details_never_hold_secrets(api, project, project_admin):
     account = ServiceAccount.objects.get(pk=body["id"])
     for event in AuditEvent.objects.all():
         dumped = str(event.details) + event.target_id
-        assert body["client_secret"] not in dumped and account.secret_hash not in dumped
+        assert body["client_secret"] not in dumped
+        assert account.secret_hash not in dumped

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.conftest import member
+from tests.support.members import member
 from tests.support.servers import ThreadedUvicorn
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +18,8 @@ DEEP = "[" * 5000 + "]" * 5000
 def assert_envelope(response, status: int, code: str) -> dict:
     assert response.status_code == status, response.content
     error = response.json()["error"]
-    assert error["code"] == code and error["correlation_id"]
+    assert error["code"] == code
+    assert error["correlation_id"]
     return error
 
 

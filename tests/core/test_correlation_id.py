@@ -61,13 +61,16 @@ def test_a_valid_caller_id_is_echoed(api, value):
 def test_an_invalid_caller_id_is_replaced(api, value):
     response = api.get("/healthz", HTTP_X_CORRELATION_ID=value)
     echoed = response["X-Correlation-ID"]
-    assert echoed != value and VALID.match(echoed)
+    assert echoed != value
+    assert VALID.match(echoed)
 
 
 @pytest.mark.django_db
 def test_each_request_without_an_id_gets_a_fresh_one(api):
     first, second = api.get("/healthz")["X-Correlation-ID"], api.get("/healthz")["X-Correlation-ID"]
-    assert VALID.match(first) and VALID.match(second) and first != second
+    assert VALID.match(first)
+    assert VALID.match(second)
+    assert first != second
 
 
 @pytest.mark.django_db
@@ -79,7 +82,7 @@ def test_the_id_does_not_leak_past_its_request(api):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    "path,status,code",
+    ("path", "status", "code"),
     [("/api/v1/no-such-endpoint", 404, "not_found"), ("/api/v1/projects", 401, "unauthenticated")],
 )
 def test_the_error_envelope_carries_the_id(api, path, status, code):
@@ -104,7 +107,8 @@ def test_denied_and_validation_errors_carry_it_in_envelope_and_audit(api, projec
         format="json",
         HTTP_X_CORRELATION_ID="denied-0001",
     )
-    assert denied.status_code == 403 and denied.json()["error"]["correlation_id"] == "denied-0001"
+    assert denied.status_code == 403
+    assert denied.json()["error"]["correlation_id"] == "denied-0001"
     assert AuditEvent.objects.get(outcome="denied").correlation_id == "denied-0001"
 
 
@@ -139,7 +143,8 @@ def test_log_lines_of_a_request_carry_its_id(api, tenant, tenant_admin, json_lin
     assert response.status_code == 201
     lines = json_lines()
     audit_lines = [line for line in lines if line["logger"] == "gpuaas.audit"]
-    assert audit_lines and all(line["correlation_id"] == "logged-0001" for line in audit_lines)
+    assert audit_lines
+    assert all(line["correlation_id"] == "logged-0001" for line in audit_lines)
     assert any("project.create" in line["message"] for line in audit_lines)
 
 
@@ -240,4 +245,5 @@ def test_tasks_published_outside_a_request_get_ids_of_their_own(celery_worker):
         return events if len(events) == 2 else None
 
     ids = {event.correlation_id for event in _wait_for(both_active)}
-    assert len(ids) == 2 and all(VALID.match(value) for value in ids)
+    assert len(ids) == 2
+    assert all(VALID.match(value) for value in ids)

@@ -62,8 +62,10 @@ def test_repeats_are_summarised_once_per_source_and_client(api):
         ("sa-guess", "198.51.100.7"),
     }
     flood = rows["sa-guess", "203.0.113.9"]
-    assert flood.details["count"] == 5 and flood.details["reason"] == "bad client credentials"
-    assert flood.actor == "anonymous" and flood.details["from"] < flood.details["to"]
+    assert flood.details["count"] == 5
+    assert flood.details["reason"] == "bad client credentials"
+    assert flood.actor == "anonymous"
+    assert flood.details["from"] < flood.details["to"]
     assert flood.details["first_correlation_id"]
     assert rows["sa-other", "203.0.113.9"].details["count"] == 1
     # Summarised once: the next run (another beat, a retry) writes nothing again.
@@ -92,7 +94,8 @@ def test_made_up_client_ids_beyond_the_bound_share_one_row(api, monkeypatch):
     assert len(rows) == 4
     assert sum(row.details["count"] for row in rows) == 10
     [shared] = [row for row in rows if row.target_id == "*"]
-    assert shared.details["count"] == 7 and shared.source_ip is None
+    assert shared.details["count"] == 7
+    assert shared.source_ip is None
 
 
 def test_bad_bootstrap_tokens_are_counted_too(api, db):
@@ -104,4 +107,5 @@ def test_bad_bootstrap_tokens_are_counted_too(api, db):
     assert not denied("node.enroll").exists()
     audit.summarise_denied(now=later())
     [row] = denied("node.enroll")
-    assert row.target_id == "gpu-x" and row.details["count"] == 3
+    assert row.target_id == "gpu-x"
+    assert row.details["count"] == 3

@@ -9,7 +9,8 @@ def assert_envelope(response, status, code):
     assert set(body) == {"error"}
     assert body["error"]["code"] == code
     assert body["error"]["correlation_id"] == response["X-Correlation-ID"]
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert isinstance(body["error"]["message"], str)
+    assert body["error"]["message"]
     assert isinstance(body["error"]["details"], dict)
     return body["error"]
 
@@ -28,7 +29,8 @@ def test_validation_errors_map_fields_to_messages(api, ccp_issuer):
     token = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
     response = api.post("/api/tenants", {"name": "x"}, format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
     error = assert_envelope(response, 400, "validation_error")
-    assert "tenant_id" in error["details"] and "realm_name" in error["details"]
+    assert "tenant_id" in error["details"]
+    assert "realm_name" in error["details"]
 
 
 def test_unhandled_exception_answers_internal_error_without_trace(api, monkeypatch, ccp_issuer):
@@ -47,4 +49,5 @@ def test_unhandled_exception_answers_internal_error_without_trace(api, monkeypat
         HTTP_AUTHORIZATION=f"Bearer {token}",
     )
     assert_envelope(response, 500, "internal_error")
-    assert b"secret-table-name" not in response.content and b"Traceback" not in response.content
+    assert b"secret-table-name" not in response.content
+    assert b"Traceback" not in response.content

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import ClassVar
 
 import pytest
 from django.core.cache import cache
@@ -18,9 +19,9 @@ from apps.core.tasks import purge_idempotency_records
 from apps.tenancy import principal as principals
 from apps.tenancy.api.base import BaseAPIView
 from apps.tenancy.models import Project, ServiceAccount, Tenant
-from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory
 from tests.support.concurrency import at_once
+from tests.support.members import member
 from tests.support.world import INTEGRATION_ROLE
 
 BODY = {"project_id": "cell-7", "name": "Cell 7"}
@@ -64,7 +65,8 @@ def test_same_key_on_another_path_is_an_idempotency_conflict(api, project, tenan
     response = api.post(
         f"/api/v1/projects/{project.pk}/service-accounts", BODY, format="json", HTTP_IDEMPOTENCY_KEY="k-1"
     )
-    assert response.status_code == 409 and response.json()["error"]["code"] == "idempotency_conflict"
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "idempotency_conflict"
 
 
 @pytest.mark.django_db
@@ -75,7 +77,8 @@ def test_keys_are_per_principal(api, tenant, tenant_admin):
     colleague.force_login(member("tenant_admin", tenant=tenant))
     # Same key and body from someone else is a request of its own: the project exists, so 200.
     theirs = post_project(colleague, "shared-key")
-    assert theirs.status_code == 200 and "Idempotent-Replayed" not in theirs
+    assert theirs.status_code == 200
+    assert "Idempotent-Replayed" not in theirs
     # ... and a different body under the same key is no conflict for them either.
     other = post_project(colleague, "shared-key-2", {"project_id": "cell-8", "name": "Cell 8"})
     assert other.status_code == 201
@@ -94,7 +97,8 @@ def test_invalid_keys_are_refused(api, tenant, tenant_admin, key):
     response = post_project(api, key)
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["code"] == "validation_error" and "Idempotency-Key" in error["details"]
+    assert error["code"] == "validation_error"
+    assert "Idempotency-Key" in error["details"]
     assert not Project.objects.filter(project_id="cell-7").exists()
     assert not IdempotencyRecord.objects.exists()
 
@@ -114,7 +118,8 @@ def test_validation_errors_are_replayed(api, tenant, tenant_admin):
     first = post_project(api, "k-bad", bad)
     assert first.status_code == 400
     second = post_project(api, "k-bad", bad)
-    assert second.status_code == 400 and second["Idempotent-Replayed"] == "true"
+    assert second.status_code == 400
+    assert second["Idempotent-Replayed"] == "true"
     assert second.json() == first.json()
     # The key is spent on that request: a corrected body needs a new key.
     assert post_project(api, "k-bad").status_code == 409
@@ -127,7 +132,8 @@ def test_a_refusal_is_replayed_and_audited_once(api, project, viewer):
     first = api.post(url, {"name": "ci", "role": "viewer"}, format="json", HTTP_IDEMPOTENCY_KEY="k")
     assert first.status_code == 403
     second = api.post(url, {"name": "ci", "role": "viewer"}, format="json", HTTP_IDEMPOTENCY_KEY="k")
-    assert second.status_code == 403 and second["Idempotent-Replayed"] == "true"
+    assert second.status_code == 403
+    assert second["Idempotent-Replayed"] == "true"
     assert AuditEvent.objects.filter(outcome="denied").count() == 1
 
 
@@ -140,7 +146,8 @@ def test_a_replayed_service_account_secret_is_not_stored_in_the_clear(api, proje
     stored = IdempotencyRecord.objects.get()
     assert secret not in str(stored.response_body)
     replayed = api.post(url, {"name": "ci", "role": "viewer"}, format="json", HTTP_IDEMPOTENCY_KEY="sa-1")
-    assert replayed.json()["client_secret"] == secret and replayed.json() == first.json()
+    assert replayed.json()["client_secret"] == secret
+    assert replayed.json() == first.json()
 
 
 @pytest.mark.django_db
@@ -151,7 +158,8 @@ def test_onboarding_with_a_key_onboards_once(api, ccp_issuer, django_capture_on_
         first = api.post("/api/tenants", body, format="json", HTTP_IDEMPOTENCY_KEY="onboard-newco")
         second = api.post("/api/tenants", body, format="json", HTTP_IDEMPOTENCY_KEY="onboard-newco")
     assert (first.status_code, second.status_code) == (201, 201)
-    assert second.json() == first.json() and second["Idempotent-Replayed"] == "true"
+    assert second.json() == first.json()
+    assert second["Idempotent-Replayed"] == "true"
     assert Tenant.objects.filter(tenant_id="newco").count() == 1
     assert len(callbacks) == 1  # provisioning enqueued once
 
@@ -162,7 +170,7 @@ def test_onboarding_with_a_key_onboards_once(api, ccp_issuer, django_capture_on_
 class FlakyView(BaseAPIView):
     """A creating POST whose first answers are transient failures."""
 
-    answers: list = []
+    answers: ClassVar[list] = []  # what each call answers, shared by the view's instances
     calls = 0
 
     @idempotent
@@ -206,7 +214,8 @@ def test_transient_answers_are_not_stored(flaky, transient):
     assert not IdempotencyRecord.objects.exists()
 
     retried = flaky(201)
-    assert retried.status_code == 201 and "Idempotent-Replayed" not in retried
+    assert retried.status_code == 201
+    assert "Idempotent-Replayed" not in retried
     assert flaky(201)["Idempotent-Replayed"] == "true"
     assert FlakyView.calls == 2
     assert Project.objects.filter(project_id__startswith="flaky-").count() == 1
@@ -226,7 +235,8 @@ def test_a_throttled_request_is_not_stored_and_may_be_retried(api, tenant, tenan
     api.force_login(tenant_admin)
     assert api.get("/api/v1/projects").status_code == 200  # spends the minute's only request
     throttled = post_project(api, "k-throttled")
-    assert throttled.status_code == 429 and throttled["Retry-After"]
+    assert throttled.status_code == 429
+    assert throttled["Retry-After"]
     assert not IdempotencyRecord.objects.exists()
     cache.clear()  # the next window
     assert post_project(api, "k-throttled").status_code == 201
@@ -317,4 +327,5 @@ def test_a_purged_key_may_be_used_again(api, tenant, tenant_admin):
     IdempotencyRecord.objects.update(created_at=timezone.now() - idempotency.RETENTION - timedelta(hours=1))
     idempotency.purge_expired()
     again = post_project(api, "reused", {"project_id": "cell-8", "name": "Cell 8"})
-    assert again.status_code == 201 and "Idempotent-Replayed" not in again
+    assert again.status_code == 201
+    assert "Idempotent-Replayed" not in again

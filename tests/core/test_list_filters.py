@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.conftest import member
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize(
-    "path,query,param",
+    ("path", "query", "param"),
     [
         ("/api/v1/projects/{project}/allocations", {"state": "SLEEPING"}, "state"),
         ("/api/v1/projects/{project}/app-instances", {"state": "sleeping"}, "state"),
@@ -30,7 +30,8 @@ def test_an_invalid_filter_value_is_a_400_in_the_envelope(api, project, path, qu
 
     assert response.status_code == 400, response.content
     error = response.json()["error"]
-    assert error["code"] == "validation_error" and error["correlation_id"]
+    assert error["code"] == "validation_error"
+    assert error["correlation_id"]
     assert list(error["details"]) == [param]
 
 
@@ -51,7 +52,8 @@ def test_the_schema_lists_the_filters_with_their_values(client):
 
     audit = params("/api/v1/audit")
     assert {"action", "outcome", "actor", "project", "from", "to"} <= set(audit)
-    assert audit["from"]["format"] == "date-time" and audit["project"]["format"] == "uuid"
+    assert audit["from"]["format"] == "date-time"
+    assert audit["project"]["format"] == "uuid"
     assert set(params("/api/v1/projects/{project_pk}/allocations")["state"]["enum"]) >= {"PENDING", "ACTIVE"}
     assert "running" in params("/api/v1/projects/{project_pk}/app-instances")["state"]["enum"]
 
@@ -67,6 +69,7 @@ def test_a_portal_list_given_a_value_no_filter_takes_shows_everything(
 
     assert response.status_code == 200
     table = response.content.decode().split('id="project-table"', 1)[1]
-    assert project.name in table and other_tenant_project.name in table
+    assert project.name in table
+    assert other_tenant_project.name in table
     for page in ("allocations", "instances"):
         assert client.get(f"/projects/{project.pk}/{page}/", {"state": "sleeping"}).status_code == 200

@@ -54,4 +54,5 @@ def test_a_platform_operator_session_opens_it(platform_admin):
 @pytest.mark.parametrize("address", ["127.0.0.1", "::1", "::ffff:127.0.0.1"])
 def test_loopback_scrapes_need_nothing(client, address):
     response = client.get("/metrics", REMOTE_ADDR=address)
-    assert response.status_code == 200 and b"gpuaas_http_requests_total" in response.content
+    assert response.status_code == 200
+    assert b"gpuaas_http_requests_total" in response.content

@@ -10,13 +10,14 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from tests.conftest import member, session_cookie
+from tests.support.members import member
+from tests.support.pages import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def outcome(portal_server, project, origin: str | None) -> int | str:
-    url = f"ws://127.0.0.1:{portal_server.port}/ws/projects/{project.pk}/allocations/"
+def outcome(portal, project, origin: str | None) -> int | str:
+    url = f"ws://127.0.0.1:{portal.port}/ws/projects/{project.pk}/allocations/"
     headers = {"Cookie": session_cookie(member("tenant_admin", tenant=project.tenant))}
     if origin is not None:
         headers["Origin"] = origin
@@ -37,14 +38,14 @@ def apps_domain(settings):
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, ".localhost", ".apps.localhost"]
 
 
-def test_the_portals_own_origin_opens_the_socket(portal_server, project, apps_domain):
-    assert outcome(portal_server, project, portal_server.url) == "open"
+def test_the_portals_own_origin_opens_the_socket(portal, project, apps_domain):
+    assert outcome(portal, project, portal.url) == "open"
 
 
-def test_the_configured_issuer_origin_opens_the_socket(portal_server, project, settings):
+def test_the_configured_issuer_origin_opens_the_socket(portal, project, settings):
     # Behind a proxy that rewrites Host, the platform's public origin still matches.
     settings.ISSUER = "https://gpuaas.example.com"
-    assert outcome(portal_server, project, "https://gpuaas.example.com") == "open"
+    assert outcome(portal, project, "https://gpuaas.example.com") == "open"
 
 
 @pytest.mark.parametrize(
@@ -59,11 +60,11 @@ def test_the_configured_issuer_origin_opens_the_socket(portal_server, project, s
         None,
     ],
 )
-def test_any_other_origin_is_refused(portal_server, project, apps_domain, origin):
-    given = origin.format(port=portal_server.port) if origin else None
-    assert outcome(portal_server, project, given) == 403
+def test_any_other_origin_is_refused(portal, project, apps_domain, origin):
+    given = origin.format(port=portal.port) if origin else None
+    assert outcome(portal, project, given) == 403
 
 
-def test_the_apps_domain_is_refused_even_as_the_issuer_host(portal_server, project, settings):
+def test_the_apps_domain_is_refused_even_as_the_issuer_host(portal, project, settings):
     settings.APPS_DOMAIN = "127.0.0.1"  # misconfigured: the portal inside the apps domain
-    assert outcome(portal_server, project, portal_server.url) == 403
+    assert outcome(portal, project, portal.url) == 403

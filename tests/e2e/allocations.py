@@ -4,27 +4,14 @@ pipeline would broadcast from the test thread, where Playwright's event loop for
 from __future__ import annotations
 
 from apps.allocations.models import Allocation, Node
-from apps.catalog.models import Flavor
+from tests.factories import AllocationFactory, FlavorFactory, NodeFactory
 
 
 def active_allocation_on(project, hostname: str, requested_by: str, *, enrolled: bool) -> Allocation:
     """``enrolled``: an agent counts as enrolled from this machine (the test plays its
     part); otherwise a real agent enrolls for the node."""
-    flavor = Flavor.objects.create(
-        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
-    )
     agent = {"credential_hash": "0" * 64, "agent_address": "127.0.0.1"} if enrolled else {}
-    node = Node.objects.create(
-        hostname=hostname, flavor=flavor, state=Node.State.ALLOCATED, approved=True, **agent
+    node = NodeFactory(
+        hostname=hostname, flavor=FlavorFactory(name="h100-8x"), state=Node.State.ALLOCATED, **agent
     )
-    return Allocation.objects.create(
-        node=node,
-        tenant=project.tenant,
-        project=project,
-        flavor=flavor,
-        gpus=8,
-        os_image="ubuntu-22.04",
-        requested_by=requested_by,
-        state=Allocation.State.ACTIVE,
-        progress=100,
-    )
+    return AllocationFactory(node=node, project=project, requested_by=requested_by)

@@ -20,7 +20,7 @@ from apps.tenancy.auth import oidc
 
 PROVIDER_DIR = Path(__file__).parent / "oidc_provider"
 CLIENT_ID = "gpuaas-portal"
-CLIENT_SECRET = "portal-client-secret-for-tests"  # noqa: S105 - a throwaway test secret
+CLIENT_SECRET = "portal-client-secret-for-tests"
 READY_PREFIX = "oidc-provider ready "
 
 

@@ -25,14 +25,13 @@ from django.db import connection
 
 from apps.allocations import services
 from apps.allocations.models import Allocation, Node
-from apps.catalog.models import Flavor
 from apps.networking import services as networking
 from apps.storage import services as storage
 from apps.tenancy import principal as principals
 from apps.tenancy import quotas
 from apps.tenancy.models import Membership
 from gpuaas.celery import app as celery_app
-from tests.factories import ProjectFactory, TenantFactory, UserFactory
+from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory, UserFactory
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 
@@ -82,11 +81,9 @@ def world(db):
     networking.assign_tenant_network(tenant)
     storage.provision_tenant_storage(tenant)
     quotas.set_quota(tenant, {"gpus": 16, "nodes": 8})  # two 8-GPU nodes at most
-    flavor = Flavor.objects.create(
-        name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
-    )
+    flavor = FlavorFactory(name="h100-8x")
     for i in range(3):
-        Node.objects.create(hostname=f"gpu-{i:03d}", flavor=flavor, state=Node.State.AVAILABLE, approved=True)
+        NodeFactory(hostname=f"gpu-{i:03d}", flavor=flavor)
     alice = UserFactory(username="alice")
     Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
     return project
@@ -179,7 +176,9 @@ def test_allocate_and_release_live(world, worker, portal, page):
     assert page.locator("#allocation-detail a.btn-danger").count() == 0  # nothing left to release
 
     allocation.refresh_from_db()
-    assert allocation.state == Allocation.State.RELEASED and allocation.erase_disk and allocation.drain
+    assert allocation.state == Allocation.State.RELEASED
+    assert allocation.erase_disk
+    assert allocation.drain
     assert Node.objects.get(pk=allocation.node_id).state == Node.State.AVAILABLE
     assert page.js_errors == []
 

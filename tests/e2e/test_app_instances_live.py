@@ -13,7 +13,6 @@ launch form with an inline error and the running instance's page.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -23,16 +22,14 @@ import pytest
 from django.db import connection
 
 from apps.allocations.models import Node
-from apps.catalog import services as catalog
-from apps.catalog.models import App
 from apps.runtime import agents
 from apps.runtime.models import AppInstance
 from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
-from tests.factories import ProjectFactory, TenantFactory, UserFactory
+from tests.factories import ProjectFactory, TenantFactory, UserFactory, shipped_manifest
+from tests.support.catalog import publish
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
-SHIPPED = Path(__file__).resolve().parents[2] / "apps" / "catalog" / "shipped"
 
 # Records each state the badge shows, on every change of the detail (through
 # DevTools, not subject to the CSP).
@@ -56,9 +53,7 @@ def world(db):
     project = ProjectFactory(tenant=tenant, project_id="training", name="Training")
     active_allocation_on(project, "gpu-000", "alice", enrolled=True)
     for slug, name in (("jupyterlab", "JupyterLab"), ("vllm-openai", "vLLM OpenAI server")):
-        manifest = json.loads((SHIPPED / f"{slug}.json").read_text())
-        app = App.objects.create(slug=slug, name=name, summary=manifest["summary"], entitled_to_all=True)
-        catalog.publish_version(None, app, version="1.0.0", manifest=manifest)
+        publish(slug, name=name, summary=shipped_manifest(slug)["summary"])
     alice = UserFactory(username="alice")
     Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
     return project

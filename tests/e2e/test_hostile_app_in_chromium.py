@@ -11,18 +11,7 @@ import pytest
 
 from apps.proxy import sessions
 from tests.e2e.allocations import active_allocation_on
-from tests.proxy.conftest import (  # noqa: F401 - the proxy's fixtures
-    data_plane,
-    launch,
-    login_session,
-    nginx,
-    nginx_with,
-    open_session,
-    owner,
-    proxy_server,
-    route_url,
-    upstream,
-)
+from tests.support.proxy import login_session, open_session, route_url
 
 # The nginx plane joins with its Lua rewrite (issue 16): it does not refuse service
 # workers or drop Clear-Site-Data yet.
@@ -42,11 +31,11 @@ REGISTER = """async (scope) => {
 
 
 @pytest.fixture
-def active_allocation(project, owner):  # noqa: F811
+def active_allocation(project, owner):
     return active_allocation_on(project, "gpu-hostile-001", owner.username, enrolled=True)
 
 
-def signed_in(page, data_plane, owner, launch):  # noqa: F811
+def signed_in(page, data_plane, owner, launch):
     """A running app, and a browser signed in to the portal with the app opened."""
     with ThreadPoolExecutor(1) as pool:  # launching broadcasts: not from Playwright's thread
         instance = pool.submit(launch).result()
@@ -63,7 +52,7 @@ def signed_in(page, data_plane, owner, launch):  # noqa: F811
     return instance
 
 
-def test_an_app_cannot_install_a_service_worker_on_the_portals_origin(page, data_plane, owner, launch):  # noqa: F811
+def test_an_app_cannot_install_a_service_worker_on_the_portals_origin(page, data_plane, owner, launch):
     instance = signed_in(page, data_plane, owner, launch)
     page.goto(route_url(instance, "page.html"))
     assert page.title() == "an app"
@@ -72,7 +61,7 @@ def test_an_app_cannot_install_a_service_worker_on_the_portals_origin(page, data
     assert page.evaluate(REGISTER, urlsplit(route_url(instance)).path) == "refused"
 
 
-def test_an_app_cannot_clear_the_portals_cookies(page, data_plane, owner, launch):  # noqa: F811
+def test_an_app_cannot_clear_the_portals_cookies(page, data_plane, owner, launch):
     instance = signed_in(page, data_plane, owner, launch)
     page.goto(route_url(instance, "powerful-headers"))
     assert "sessionid" in {cookie["name"] for cookie in page.context.cookies()}

@@ -29,10 +29,9 @@ import pytest
 from apps.allocations.models import Node
 from apps.runtime import selectors
 from apps.runtime.models import AppInstance
-from tests.conftest import member
 from tests.e2e.allocations import active_allocation_on
-from tests.runtime.agent_fixtures import node_agent, wait_for  # noqa: F401 - the real agent
-from tests.runtime.conftest import jupyterlab  # noqa: F401
+from tests.support.agent import wait_for
+from tests.support.members import member
 from tests.support.nginx import Nginx
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
@@ -88,15 +87,16 @@ def variant(request, settings, portal):
     if plane == "nginx":
         settings.PROXY_AUTH_SECRET = NGINX_SECRET
         front = Nginx(f"127.0.0.1:{portal.port}", NGINX_SECRET, apps_domain=apps_domain).start()
-        request.addfinalizer(front.stop)
     settings.ISSUER = front.url.replace("127.0.0.1", host)
     settings.CSRF_TRUSTED_ORIGINS = [settings.ISSUER]
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, ".example.com"]
     settings.APPS_DOMAIN = apps_domain
-    return plane, mode, ui_mode, front
+    yield plane, mode, ui_mode, front
+    if front is not portal:
+        front.stop()
 
 
-def launch_jupyterlab(api, allocator, project, allocation) -> AppInstance:  # noqa: F811
+def launch_jupyterlab(api, allocator, project, allocation) -> AppInstance:
     """Through the API, in a thread of its own: Playwright's event loop in the test
     thread forbids the synchronous channel-layer sends a launch makes."""
     node = allocation.node
@@ -139,15 +139,16 @@ def test_jupyterlab_through_the_proxy_runs_a_notebook(
     allocator,
     project,
     active_allocation,
-    jupyterlab,  # noqa: F811
-    node_agent,  # noqa: F811
+    jupyterlab,
+    node_agent,
 ):
     plane, route_mode, ui_mode, front = variant
     instance = launch_jupyterlab(api, allocator, project, active_allocation)
     route = instance.proxy_routes.get()
     assert (route.mode, route.status, instance.ui_mode) == (route_mode, "active", ui_mode)
     token = selectors.runtime_secret(instance, "token")
-    assert token and len(token) >= 16
+    assert token
+    assert len(token) >= 16
     base = settings.ISSUER
 
     allocator.set_password("pw")
@@ -186,7 +187,8 @@ def test_jupyterlab_through_the_proxy_runs_a_notebook(
 
     cookies = page.context.cookies()
     route_cookies = [c for c in cookies if c["name"] == "_gpuaas_route"]
-    assert route_cookies and all(c["httpOnly"] and c["sameSite"] == "Lax" for c in route_cookies)
+    assert route_cookies
+    assert all(c["httpOnly"] and c["sameSite"] == "Lax" for c in route_cookies)
     seen = "\n".join([*record.seen, repr(cookies), app_frame.content(), app_frame.url])
     assert token not in seen
     # The page config Jupyter writes into /lab was served, with its token masked.

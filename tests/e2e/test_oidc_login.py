@@ -86,7 +86,8 @@ def test_login_uses_pkce_and_maps_claims_to_memberships(portal, idp, page):
     assert len(query["code_challenge"][0]) == 43  # base64url SHA-256, never the verifier itself
     # The provider requires PKCE and checks the verifier at the token endpoint:
     # reaching the dashboard means the portal sent the matching one.
-    assert query["state"] and query["nonce"]
+    assert query["state"]
+    assert query["nonce"]
     user = identity_user(idp, "alice")
     assert (user.username, user.email, user.has_usable_password()) == ("alice", "alice@acme.test", False)
     membership = Membership.objects.get(user=user)

@@ -66,7 +66,8 @@ def test_no_two_tenants_share_a_vrf_and_empty_pool_waits_for_capacity(
     with django_capture_on_commit_callbacks(execute=True):
         call_command("load_vrf_pool", count=2, first_vni=50001, first_vlan=1000, prefix="vrf")
     second = api.get("/api/tenants/globex", **integration).json()
-    assert second["status"] == "active" and second["status_reason"] == ""
+    assert second["status"] == "active"
+    assert second["status_reason"] == ""
     assert second["network"]["vrf"] != first["network"]["vrf"]
 
 
@@ -78,18 +79,22 @@ def test_vpc_api_is_idempotent_and_answers_503_when_pool_is_empty(
     body = {"tenant_id": "acme", "vpc_id": "vpc-1"}
     first = api.post("/api/network-manager/vpc", body, format="json", **integration)
     assert first.status_code == 201
-    assert first.json()["vpc_id"] == "vpc-1" and len(first.json()["vlans"]) == 4
+    assert first.json()["vpc_id"] == "vpc-1"
+    assert len(first.json()["vlans"]) == 4
     again = api.post("/api/network-manager/vpc", body, format="json", **integration)
-    assert again.status_code == 200 and again.json()["name"] == first.json()["name"]
+    assert again.status_code == 200
+    assert again.json()["name"] == first.json()["name"]
     second_vpc = api.post(
         "/api/network-manager/vpc", {"tenant_id": "acme", "vpc_id": "vpc-2"}, format="json", **integration
     )
-    assert second_vpc.status_code == 201 and second_vpc.json()["name"] != first.json()["name"]
+    assert second_vpc.status_code == 201
+    assert second_vpc.json()["name"] != first.json()["name"]
     exhausted = api.post(
         "/api/network-manager/vpc", {"tenant_id": "acme", "vpc_id": "vpc-3"}, format="json", **integration
     )
     assert exhausted.status_code == 503
-    assert exhausted.json()["error"]["code"] == "unavailable" and int(exhausted["Retry-After"]) > 0
+    assert exhausted.json()["error"]["code"] == "unavailable"
+    assert int(exhausted["Retry-After"]) > 0
 
 
 def test_deleting_a_tenant_returns_its_vrfs(api, integration, django_capture_on_commit_callbacks):
@@ -100,7 +105,8 @@ def test_deleting_a_tenant_returns_its_vrfs(api, integration, django_capture_on_
     )
     Tenant.objects.get(tenant_id="acme").delete()
     vrf = Vrf.objects.get()
-    assert vrf.tenant is None and vrf.vpc_id == ""
+    assert vrf.tenant is None
+    assert vrf.vpc_id == ""
 
 
 def test_storage_api_is_idempotent_per_tenant(api, integration, django_capture_on_commit_callbacks):

@@ -65,9 +65,11 @@ def test_health_checks_use_the_probe_endpoints(compose):
 
 def test_dockerfile_runs_as_non_root_and_serves_on_all_interfaces():
     text = (DOCKER / "Dockerfile").read_text()
-    assert text.startswith("#") and "FROM python:3.11-slim" in text
+    assert text.startswith("#")
+    assert "FROM python:3.11-slim" in text
     assert re.search(r"^USER gpuaas$", text, re.M)
-    assert "collectstatic" in text and "pip install" in text
+    assert "collectstatic" in text
+    assert "pip install" in text
     assert 'CMD ["serve", "--host", "0.0.0.0", "--port", "8000"]' in text
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.runtime.agent_fixtures import wait_for
+from tests.support.agent import wait_for
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,11 +85,14 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
         )
 
         usage = client.get(f"/tenants/{project['tenant_id']}/usage/")
-        assert usage.status_code == 200 and "Usage and charges" in usage.text
+        assert usage.status_code == 200
+        assert "Usage and charges" in usage.text
         period = datetime.now(UTC).strftime("%Y-%m")
         bill = client.get("/api/metering/export/csv", params={"tenant_id": "demo", "period": period})
-        assert bill.status_code == 200 and bill.headers["content-type"].startswith("text/csv"), bill.text
-        assert "demo,demo," in bill.text and "node_hours,h100-1x" in bill.text
+        assert bill.status_code == 200, bill.text
+        assert bill.headers["content-type"].startswith("text/csv"), bill.text
+        assert "demo,demo," in bill.text
+        assert "node_hours,h100-1x" in bill.text
     finally:
         if instance_url is not None:  # its JupyterLab outlives the agent otherwise
             client.delete(instance_url, headers=csrf)

@@ -1,17 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
-from tests.conftest import member
-
-HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from tests.support.members import member
+from tests.support.pages import client_for
 
 
 @pytest.fixture

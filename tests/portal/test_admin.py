@@ -90,13 +90,15 @@ def test_change_pages_render_without_secrets(operator, world, account, project):
     ):
         body = operator.get(url).content
         assert account.secret_hash.encode() not in body
-        assert b"PRIVATE-KEY-MATERIAL" not in body and b"IDEMPOTENT-SECRET" not in body
+        assert b"PRIVATE-KEY-MATERIAL" not in body
+        assert b"IDEMPOTENT-SECRET" not in body
 
 
 def test_tenant_page_has_project_and_quota_inlines(operator, world, project):
     body = operator.get(_admin_url("tenancy.tenant", "change", project.tenant.pk)).content.decode()
     assert "cell-1" in body
-    assert 'name="quotas-0-limit"' in body and 'value="64"' in body
+    assert 'name="quotas-0-limit"' in body
+    assert 'value="64"' in body
 
 
 def test_revoke_action_revokes_through_the_service_and_audits(operator, platform_admin, account, project):
@@ -199,7 +201,8 @@ def test_admin_edits_are_audited(operator, platform_admin, project):
     )
     assert response.status_code == 302
     event = AuditEvent.objects.get(action="admin.membership.change")
-    assert event.actor == platform_admin.username and event.outcome == "success"
+    assert event.actor == platform_admin.username
+    assert event.outcome == "success"
     assert event.project_id == project.pk
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import member
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 

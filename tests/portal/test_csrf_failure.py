@@ -9,7 +9,7 @@ from django.middleware.csrf import get_token
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from tests.portal.conftest import HTMX
+from tests.support.pages import HTMX
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,8 @@ def strict_client(user) -> Client:
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
     page = client.get(reverse("dashboard"))  # sets the CSRF cookie, as a browser tab would
-    assert page.status_code == 200 and "csrftoken" in client.cookies
+    assert page.status_code == 200
+    assert "csrftoken" in client.cookies
     return client
 
 
@@ -36,9 +37,12 @@ def test_form_post_with_stale_token_gets_portal_page(tenant_admin, project):
     body = response.content.decode()
     assert response.status_code == 403
     assert response["X-CSRF-Failure"] == "1"
-    assert body.startswith("<!doctype html>") and 'class="topbar"' in body
-    assert "This page is out of date" in body and "reload the page" in body
-    assert "Your role does not allow" not in body and "CSRF verification failed" not in body
+    assert body.startswith("<!doctype html>")
+    assert 'class="topbar"' in body
+    assert "This page is out of date" in body
+    assert "reload the page" in body
+    assert "Your role does not allow" not in body
+    assert "CSRF verification failed" not in body
     assert token not in body
 
 
@@ -55,7 +59,8 @@ def test_missing_cookie_is_marked_too(tenant_admin, project):
     client = Client(enforce_csrf_checks=True)
     client.force_login(tenant_admin)
     response = client.post(reverse("switch_project"), {"project": str(project.pk)}, **HTMX)
-    assert response.status_code == 403 and response["X-CSRF-Failure"] == "1"
+    assert response.status_code == 403
+    assert response["X-CSRF-Failure"] == "1"
 
 
 def test_current_token_still_works(tenant_admin, project):
@@ -65,11 +70,13 @@ def test_current_token_still_works(tenant_admin, project):
     response = client.post(
         reverse("switch_project"), {"project": str(project.pk)}, HTTP_X_CSRFTOKEN=token, **HTMX
     )
-    assert response.status_code == 302 and "X-CSRF-Failure" not in response
+    assert response.status_code == 302
+    assert "X-CSRF-Failure" not in response
 
 
 def test_role_refusal_is_not_marked(outsider, project):
     client = Client()
     client.force_login(outsider)
     response = client.post(reverse("switch_project"), {"project": str(project.pk)}, **HTMX)
-    assert response.status_code in (403, 404) and "X-CSRF-Failure" not in response
+    assert response.status_code in (403, 404)
+    assert "X-CSRF-Failure" not in response

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.portal.conftest import HTMX
+from tests.support.pages import HTMX
 
 
 @pytest.mark.parametrize(
@@ -23,16 +23,19 @@ def test_project_tabs(name, fragment_start, tenant_admin, as_user, project):
     fragment = client.get(url, **HTMX)
     assert page.content.decode().startswith("<!doctype html>")
     body = fragment.content.decode()
-    assert "<html" not in body and "<header" not in body
+    assert "<html" not in body
+    assert "<header" not in body
     assert body.lstrip().startswith(fragment_start)
-    assert "HX-Request" in fragment["Vary"] and "HX-Request" in page["Vary"]
+    assert "HX-Request" in fragment["Vary"]
+    assert "HX-Request" in page["Vary"]
 
 
 def test_audit_results_fragment(tenant_admin, as_user, project):
     client = as_user(tenant_admin)
     assert client.get(reverse("audit_log")).content.decode().startswith("<!doctype html>")
     fragment = client.get(reverse("audit_log") + "?outcome=success", **HTMX).content.decode()
-    assert "<html" not in fragment and 'class="card filters"' not in fragment
+    assert "<html" not in fragment
+    assert 'class="card filters"' not in fragment
     assert 'class="card table-card"' in fragment
 
 
@@ -48,5 +51,7 @@ def test_boosted_and_history_restore_requests_get_full_pages(tenant_admin, as_us
 def test_pages_carry_the_csrf_header_for_htmx_and_no_inline_script_or_style(tenant_admin, as_user, project):
     body = as_user(tenant_admin).get(reverse("project_members", args=[project.pk])).content.decode()
     assert 'hx-headers=\'{"X-CSRFToken": "' in body
-    assert "<script>" not in body and " style=" not in body and " onclick=" not in body
+    assert "<script>" not in body
+    assert " style=" not in body
+    assert " onclick=" not in body
     assert '<script src="/static/js/portal.js" defer></script>' in body

@@ -11,7 +11,6 @@ from websockets.asyncio.client import connect
 
 from apps.runtime import events
 from apps.runtime.models import AppInstance
-from tests.conftest import member, session_cookie
 from tests.portal.test_app_pages import (  # noqa: F401 - fixtures
     admin,
     allocation,
@@ -20,19 +19,21 @@ from tests.portal.test_app_pages import (  # noqa: F401 - fixtures
     launched,
     nodes,
 )
+from tests.support.members import member
+from tests.support.pages import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_viewer_hears_of_shared_instances_only(portal_server, admin, project, allocation, jupyterlab):  # noqa: F811
+def test_a_viewer_hears_of_shared_instances_only(portal, admin, project, allocation, jupyterlab):  # noqa: F811
     private = launched(admin, project, allocation)
     shared = launched(admin, project, allocation)
     AppInstance.objects.filter(pk=shared.pk).update(shared_with_project=True)
     viewer = member("viewer", project=project)
-    url = f"ws://127.0.0.1:{portal_server.port}/ws/projects/{project.pk}/instances/"
+    url = f"ws://127.0.0.1:{portal.port}/ws/projects/{project.pk}/instances/"
 
     async def heard(cookie: str) -> list[dict]:
-        headers = {"Cookie": cookie, "Origin": portal_server.url}
+        headers = {"Cookie": cookie, "Origin": portal.url}
         async with connect(url, additional_headers=headers) as ws:
             await asyncio.sleep(0.2)
             await asyncio.to_thread(events.record, private, "state", "private news", to_state="stopping")

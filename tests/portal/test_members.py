@@ -4,9 +4,9 @@ from django.urls import reverse
 
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership
-from tests.conftest import member
 from tests.factories import UserFactory
-from tests.portal.conftest import HTMX
+from tests.support.members import member
+from tests.support.pages import HTMX
 
 
 def _members_url(project):
@@ -40,14 +40,17 @@ def test_add_member_with_htmx_answers_the_members_section(tenant_admin, as_user,
     assert body.lstrip().startswith('<section id="members"')
     assert newcomer.username in body
     # The success message rides along, swapped out of band into the page's message area.
-    assert 'id="messages"' in body and 'hx-swap-oob="true"' in body and f"Added {newcomer.username}" in body
+    assert 'id="messages"' in body
+    assert 'hx-swap-oob="true"' in body
+    assert f"Added {newcomer.username}" in body
 
 
 def test_unknown_username_is_a_field_error(project_admin, as_user, project):
     response = as_user(project_admin).post(_members_url(project), {"username": "nobody", "role": "viewer"})
     assert response.status_code == 200
     body = response.content.decode()
-    assert 'class="field-error"' in body and "No user with this username in this tenant." in body
+    assert 'class="field-error"' in body
+    assert "No user with this username in this tenant." in body
     assert 'value="nobody"' in body  # what was typed is kept
 
 
@@ -87,7 +90,8 @@ def test_remove_member_asks_for_confirmation_without_js(project_admin, viewer, a
     assert f"Remove {viewer.username}?".encode() in confirm.content
     assert Membership.objects.filter(pk=membership.pk).exists()
     response = client.post(url)
-    assert response.status_code == 302 and response["Location"] == _members_url(project)
+    assert response.status_code == 302
+    assert response["Location"] == _members_url(project)
     assert not Membership.objects.filter(pk=membership.pk).exists()
     assert AuditEvent.objects.filter(
         action="member.remove", actor=project_admin.username, details__user=viewer.username

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.conftest import member
 from tests.factories import UserFactory
+from tests.support.members import member
 
 ROLES = ["tenant_admin", "project_admin", "viewer", "billing_admin", "platform_admin"]
 
@@ -140,9 +140,12 @@ def test_dashboard_shows_tenant_status_quota_and_counts(tenant_admin, as_user, p
     QuotaFactory(tenant=project.tenant, resource="gpus", limit=64)
     member("viewer", project=project)
     body = as_user(tenant_admin).get("/").content.decode()
-    assert "badge-ok" in body and "Active" in body
-    assert "GPUs" in body and "64" in body
-    assert "Cell 1" in body and "Cell 2" in body
+    assert "badge-ok" in body
+    assert "Active" in body
+    assert "GPUs" in body
+    assert "64" in body
+    assert "Cell 1" in body
+    assert "Cell 2" in body
 
 
 def test_quota_hidden_from_project_scoped_roles(viewer, as_user, project):

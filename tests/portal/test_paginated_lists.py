@@ -15,14 +15,6 @@ from apps.runtime.models import InstanceEvent
 from apps.tenancy.models import Membership, ServiceAccount
 from apps.tenancy.principal import for_user
 from tests.factories import UserFactory
-from tests.runtime.conftest import (  # noqa: F401 - fixtures for a launched instance
-    active_allocation,
-    allocator,
-    flavor,
-    jupyterlab,
-    nodes,
-    ready_tenant,
-)
 
 pytestmark = pytest.mark.django_db
 
@@ -56,8 +48,10 @@ def test_project_members_are_paged(as_user, tenant_admin, project):
     client = as_user(tenant_admin)
     first = client.get(_members_url(project)).content.decode()
     second = client.get(_members_url(project) + "?page=2").content.decode()
-    assert "Page 1 of 2 · 30 total" in first and "Page 2 of 2 · 30 total" in second
-    assert len(_member_ids(first)) == 25 and len(_member_ids(second)) == 5
+    assert "Page 1 of 2 · 30 total" in first
+    assert "Page 2 of 2 · 30 total" in second
+    assert len(_member_ids(first)) == 25
+    assert len(_member_ids(second)) == 5
     assert _member_ids(first).isdisjoint(_member_ids(second))
     assert _member_ids(first) | _member_ids(second) == {
         str(pk) for pk in Membership.objects.filter(project=project).values_list("pk", flat=True)
@@ -65,7 +59,8 @@ def test_project_members_are_paged(as_user, tenant_admin, project):
     assert 'hx-get="?page=2" hx-target="#project-members"' in first
 
     fragment = client.get(_members_url(project) + "?page=2", **_htmx("project-members")).content.decode()
-    assert "<html" not in fragment and "Add a member" not in fragment
+    assert "<html" not in fragment
+    assert "Add a member" not in fragment
     assert _member_ids(fragment) == _member_ids(second)
 
 
@@ -76,7 +71,8 @@ def test_tenant_wide_members_page_on_their_own(as_user, tenant_admin, project):
     client = as_user(tenant_admin)
     first = client.get(_members_url(project)).content.decode()
     second = client.get(_members_url(project) + "?tenant_page=2").content.decode()
-    assert len(_tenant_names(first)) == 25 and len(_tenant_names(second)) == 6  # and the tenant admin
+    assert len(_tenant_names(first)) == 25
+    assert len(_tenant_names(second)) == 6  # and the tenant admin
     assert _tenant_names(first).isdisjoint(_tenant_names(second))
     assert _member_ids(first) == _member_ids(second)  # the project's own list stays where it was
     assert 'hx-get="?tenant_page=2" hx-target="#tenant-members"' in first
@@ -84,7 +80,8 @@ def test_tenant_wide_members_page_on_their_own(as_user, tenant_admin, project):
     fragment = client.get(
         _members_url(project) + "?page=1&tenant_page=2", **_htmx("tenant-members")
     ).content.decode()
-    assert "<html" not in fragment and _tenant_names(fragment) == _tenant_names(second)
+    assert "<html" not in fragment
+    assert _tenant_names(fragment) == _tenant_names(second)
     assert 'hx-get="?page=1&amp;tenant_page=1"' in fragment  # the other list's page is kept
 
 
@@ -126,18 +123,20 @@ def test_service_accounts_are_paged_active_first(as_user, project_admin, project
     second = client.get(url + "?page=2").content.decode()
     assert "Page 1 of 2 · 31 total" in first
     assert str(active.pk) in _account_ids(first)  # active accounts lead, whatever their name
-    assert len(_account_ids(first)) == 25 and len(_account_ids(second)) == 6
+    assert len(_account_ids(first)) == 25
+    assert len(_account_ids(second)) == 6
     assert _account_ids(first).isdisjoint(_account_ids(second))
 
     fragment = client.get(url + "?page=2", **_htmx("account-table")).content.decode()
-    assert "<html" not in fragment and "Create a service account" not in fragment
+    assert "<html" not in fragment
+    assert "Create a service account" not in fragment
     assert _account_ids(fragment) == _account_ids(second)
 
     revoke_url = reverse("service_account_revoke", args=[project.pk, active.pk])
     assert f'hx-post="{revoke_url}"' in first
 
 
-def test_instance_events_are_paged(as_user, allocator, project, jupyterlab, active_allocation):  # noqa: F811
+def test_instance_events_are_paged(as_user, allocator, project, jupyterlab, active_allocation):
     operation = runtime.launch(
         for_user(allocator), project, app_slug="jupyterlab", allocation_id=active_allocation.pk
     )
@@ -153,15 +152,18 @@ def test_instance_events_are_paged(as_user, allocator, project, jupyterlab, acti
     def notes(body):
         return set(re.findall(r'<p class="timeline-message">(note \d\d)</p>', body))
 
-    assert len(notes(first)) == 50 and "note 59" in notes(first)  # the newest first
+    assert len(notes(first)) == 50
+    assert "note 59" in notes(first)  # the newest first
     assert notes(second) == {f"note {n:02d}" for n in range(10)}
     launch_event = f"{allocator.username} launched "
-    assert launch_event in second and launch_event not in first
+    assert launch_event in second
+    assert launch_event not in first
     assert "Older events are not shown" not in first
     assert "Page 1 of 2 · 61 total" in first
 
     fragment = client.get(url + "&page=2", **_htmx("instance-detail-body")).content.decode()
-    assert "<html" not in fragment and notes(fragment) == notes(second)
+    assert "<html" not in fragment
+    assert notes(fragment) == notes(second)
     # Live updates fetch the page being shown again, not the first.
     detail = reverse("instance_detail", args=[project.pk, instance.pk])
     assert f'data-refresh-url="{detail}?tab=events&amp;page=2"' in fragment

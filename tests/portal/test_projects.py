@@ -4,9 +4,9 @@ from django.urls import reverse
 
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership, Project
-from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory
-from tests.portal.conftest import HTMX
+from tests.support.members import member
+from tests.support.pages import HTMX
 
 
 def test_tenant_admin_creates_a_project(tenant_admin, as_user, tenant):
@@ -80,9 +80,12 @@ def test_project_list_is_paginated_and_scoped(tenant_admin, as_user, tenant, oth
         ProjectFactory(tenant=tenant, name=f"P{n:02d}")
     client = as_user(tenant_admin)
     first = _table(client.get(reverse("project_list")))
-    assert "Page 1 of 2" in first and ">P00<" in first and ">P29<" not in first
+    assert "Page 1 of 2" in first
+    assert ">P00<" in first
+    assert ">P29<" not in first
     second = _table(client.get(reverse("project_list") + "?page=2"))
-    assert ">P29<" in second and ">P00<" not in second
+    assert ">P29<" in second
+    assert ">P00<" not in second
     assert other_tenant_project.name not in first + second
 
 
@@ -102,7 +105,8 @@ def test_project_list_htmx_pagination_answers_the_table_fragment(tenant_admin, a
         ProjectFactory(tenant=tenant)
     response = as_user(tenant_admin).get(reverse("project_list") + "?page=2", **HTMX)
     body = response.content.decode()
-    assert "<html" not in body and "<table" in body
+    assert "<html" not in body
+    assert "<table" in body
     assert "HX-Request" in response["Vary"]
 
 

@@ -10,7 +10,7 @@ from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership, ServiceAccount
 from apps.tenancy.principal import for_user
 from apps.tenancy.services import create_service_account
-from tests.conftest import member
+from tests.support.members import member
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from apps.portal.forms import ServiceAccountForm
 from apps.tenancy.models import ServiceAccount
 from apps.tenancy.principal import for_user
 from apps.tenancy.services import create_service_account
-from tests.portal.conftest import HTMX
+from tests.support.pages import HTMX
 
 
 def _url(project):
@@ -32,7 +32,8 @@ def _secret_in(body: str, account: ServiceAccount) -> str | None:
 def test_plain_form_shows_the_secret_once_after_the_redirect(project_admin, as_user, project):
     client = as_user(project_admin)
     response = client.post(_url(project), {"name": "ci", "role": "viewer", "limit": ""})
-    assert response.status_code == 302 and response["Location"] == _url(project)
+    assert response.status_code == 302
+    assert response["Location"] == _url(project)
     account = ServiceAccount.objects.get(project=project, name="ci")
 
     shown = client.get(response["Location"])
@@ -79,7 +80,8 @@ def test_htmx_create_answers_the_section_with_the_secret(project_admin, as_user,
 def test_create_form_shows_field_errors(project_admin, as_user, project):
     response = as_user(project_admin).post(_url(project), {"name": "", "role": "owner"}, **HTMX)
     body = response.content.decode()
-    assert "This field is required." in body and "Select a valid choice" in body
+    assert "This field is required." in body
+    assert "Select a valid choice" in body
     assert not ServiceAccount.objects.exists()
 
 
@@ -102,8 +104,11 @@ def test_list_shows_active_and_revoked(project_admin, as_user, project):
     body = as_user(project_admin).get(_url(project)).content.decode()
     active_row = body.split(f'id="account-{active.pk}"', 1)[1].split("</tr>", 1)[0]
     gone_row = body.split(f'id="account-{gone.pk}"', 1)[1].split("</tr>", 1)[0]
-    assert "badge-ok" in active_row and "Revoke</a>" in active_row
-    assert "badge-muted" in gone_row and "Revoked" in gone_row and "Revoke</a>" not in gone_row
+    assert "badge-ok" in active_row
+    assert "Revoke</a>" in active_row
+    assert "badge-muted" in gone_row
+    assert "Revoked" in gone_row
+    assert "Revoke</a>" not in gone_row
     assert body.index("active-one") < body.index("gone-one")
 
 
@@ -112,10 +117,12 @@ def test_revoke_with_confirmation_without_js(project_admin, as_user, project):
     url = reverse("service_account_revoke", args=[project.pk, account.pk])
     client = as_user(project_admin)
     confirm = client.get(url)
-    assert confirm.status_code == 200 and b"Revoke ci?" in confirm.content
+    assert confirm.status_code == 200
+    assert b"Revoke ci?" in confirm.content
     assert ServiceAccount.objects.get(pk=account.pk).is_active
     response = client.post(url)
-    assert response.status_code == 302 and response["Location"] == _url(project)
+    assert response.status_code == 302
+    assert response["Location"] == _url(project)
     assert not ServiceAccount.objects.get(pk=account.pk).is_active
     assert (
         AuditEvent.objects.filter(

@@ -9,24 +9,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from apps.catalog.models import Flavor
 from apps.core.models import AuditEvent
-from tests.allocations.conftest import made_allocation, make_nodes
-from tests.conftest import member
+from tests.factories import FlavorFactory
+from tests.support.fleet import made_allocation, make_nodes
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def october(project):
-    flavor = Flavor.objects.create(
-        name="h100-8x",
-        gpu_model="H100",
-        gpus_per_node=8,
-        cpu_cores=112,
-        memory_gb=2048,
-        rate_per_node_hour="10.5",
-    )
+    flavor = FlavorFactory(name="h100-8x", rate_per_node_hour="10.5")
     start = datetime(2026, 10, 3, tzinfo=UTC)
     made_allocation(project, make_nodes(flavor, 1)[0], flavor, start, start + timedelta(hours=10))
     return project
@@ -39,7 +32,9 @@ def test_a_billing_admin_sees_the_months_charges_and_downloads_them(as_user, bil
     page = client.get("/tenants/acme/usage/", {"month": "2026-10"})
     assert page.status_code == 200
     text = page.content.decode()
-    assert "Node-hours" in text and "h100-8x" in text and "10.00 hours" in text
+    assert "Node-hours" in text
+    assert "h100-8x" in text
+    assert "10.00 hours" in text
     assert "105.00" in text  # 10 node-hours at 10.5
     download = client.get("/tenants/acme/usage/", {"month": "2026-10", "format": "csv"})
     assert download["Content-Disposition"] == 'attachment; filename="gpuaas-acme-2026-10.csv"'
@@ -55,7 +50,8 @@ def test_an_empty_month_says_so_and_a_bad_month_is_explained(as_user, billing_ad
     client = as_user(billing_admin)
     assert "No usage in 2026-09." in client.get("/tenants/acme/usage/", {"month": "2026-09"}).content.decode()
     bad = client.get("/tenants/acme/usage/", {"month": "September"})
-    assert bad.status_code == 400 and "Choose a month as YYYY-MM." in bad.content.decode()
+    assert bad.status_code == 400
+    assert "Choose a month as YYYY-MM." in bad.content.decode()
 
 
 def test_project_roles_and_other_tenants_do_not_see_the_tenants_charges(as_user, project, outsider, october):

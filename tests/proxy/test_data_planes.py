@@ -30,8 +30,9 @@ from apps.runtime import services as runtime
 from apps.runtime.selectors import runtime_secret
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
-from tests.conftest import member
-from tests.proxy.conftest import (
+from tests.support.catalog import publish
+from tests.support.members import member
+from tests.support.proxy import (
     APPS_DOMAIN,
     browser,
     eventually,
@@ -41,7 +42,6 @@ from tests.proxy.conftest import (
     memory_growth,
     open_session,
     proxied_manifest,
-    publish_manifest,
     refused_status,
     route_url,
     ws_url,
@@ -96,8 +96,10 @@ def test_bridge_header_reaches_the_app_and_its_token_never_reaches_the_browser(d
             # be a bomb) but refused; a response header that carries the secret is dropped.
             compressed = client.get(route_url(instance, "lab-gzip"), headers={"Accept-Encoding": "gzip"})
             leaky_headers = client.get(route_url(instance, "headers"))
-            assert compressed.status_code == 502 and "cannot be shown" in compressed.text
-            assert "x-echo-token" not in leaky_headers.headers and leaky_headers.headers["x-fine"] == "ok"
+            assert compressed.status_code == 502
+            assert "cannot be shown" in compressed.text
+            assert "x-echo-token" not in leaky_headers.headers
+            assert leaky_headers.headers["x-fine"] == "ok"
             seen += [compressed, leaky_headers]
 
     # The app got "Authorization: token <secret>" and was asked not to compress.
@@ -105,7 +107,9 @@ def test_bridge_header_reaches_the_app_and_its_token_never_reaches_the_browser(d
     assert dict(echo.json()["headers"])["accept-encoding"] == "identity"
     # JupyterLab's page config reaches the browser with its token masked, though the
     # token straddles the app's small writes, and the page keeps its length.
-    assert lab.status_code == 200 and masked in lab.text and "JupyterLab" in lab.text
+    assert lab.status_code == 200
+    assert masked in lab.text
+    assert "JupyterLab" in lab.text
     assert lab.headers["content-length"] == str(len(lab.content))
     for response in seen:
         assert secret not in everything_seen(response)
@@ -153,14 +157,18 @@ def test_a_part_of_a_page_comes_masked_and_never_holds_a_piece_of_the_token(data
         held = range(max(first, at), min(last, at + len(secret) - 1) + 1)
         assert all(response.content[i - first] == ord("x") for i in held)
     assert secret.encode() not in whole
-    assert past_the_end.status_code == 416 and past_the_end.headers["content-range"] == f"bytes */{size}"
+    assert past_the_end.status_code == 416
+    assert past_the_end.headers["content-range"] == f"bytes */{size}"
     for response in (several, backwards):  # several parts, or none: the whole page
-        assert response.status_code == 200 and response.content == whole
+        assert response.status_code == 200
+        assert response.content == whole
     margin = len(secret) - 1
     assert ignored.status_code == 200
     assert dict(ignored.json()["headers"])["range"] == f"bytes={100 - margin}-{109 + margin}"
-    assert wrong.status_code == 502 and b"abcd" not in wrong.content
-    assert kept.status_code == 206 and kept.text == "<!doctype html>"
+    assert wrong.status_code == 502
+    assert b"abcd" not in wrong.content
+    assert kept.status_code == 206
+    assert kept.text == "<!doctype html>"
 
 
 # --- request and response headers ---------------------------------------------------------
@@ -235,7 +243,8 @@ def test_hop_by_hop_response_headers_are_dropped_and_framing_follows_the_route(d
     app_csp = {"asgi": "default-src 'self'; ", "nginx": ""}[data_plane.kind]
 
     headers, no_csp = pages[embedded.pk]
-    assert "keep-alive" not in headers.headers and headers.headers["x-fine"] == "ok"
+    assert "keep-alive" not in headers.headers
+    assert headers.headers["x-fine"] == "ok"
     if data_plane.kind == "asgi":
         assert "x-hop" not in headers.headers
         assert headers.headers["content-security-policy"] == f"{app_csp}frame-ancestors {data_plane.url}"
@@ -301,14 +310,17 @@ def test_subdomain_routes_rewrite_onto_their_own_origin(settings, data_plane, la
         absolute = client.get("/sub/redirect?to=absolute", headers=headers)
         cookies = client.get("/cookies", headers=headers)
         portal_host = client.get("/echo")  # the same path on the portal's host is the portal's
-    assert echo.status_code == 200 and echo.json()["path"] == "/echo"
+    assert echo.status_code == 200
+    assert echo.json()["path"] == "/echo"
     assert static.json()["path"] == "/static/app.js"
-    assert app_path.status_code == 200 and app_path.json()["path"] == "/w/notes/today"
+    assert app_path.status_code == 200
+    assert app_path.json()["path"] == "/w/notes/today"
     assert dict(echo.json()["headers"])["x-forwarded-host"] == host
     assert "x-forwarded-prefix" not in dict(echo.json()["headers"])
     assert absolute.headers["location"] == "/sub/landing?from=redirect"
     assert cookies.headers.get_list("set-cookie") == app_cookies(data_plane.kind, "/")  # its own origin
-    assert portal_host.status_code == 404 and "x-forwarded-host" not in portal_host.text
+    assert portal_host.status_code == 404
+    assert "x-forwarded-host" not in portal_host.text
 
 
 # --- streaming ----------------------------------------------------------------------------
@@ -497,7 +509,8 @@ def test_websockets_count_against_the_instance_limit(data_plane, launch, owner):
             return refused.value.response
 
     refused = asyncio.run(scenario())
-    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) > 0
+    assert refused.status_code == 429
+    assert int(refused.headers["Retry-After"]) > 0
 
 
 def test_an_app_that_refuses_the_websocket_refuses_the_browser(data_plane, launch, owner):
@@ -527,7 +540,8 @@ def test_connections_over_the_instance_limit_get_429_with_retry_after(
             chunks = held.iter_raw()  # kept: a dropped iterator closes the connection
             next(chunks)
             refused = client.get(route_url(instance, "echo"), headers={"Accept": "application/json"})
-        assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+        assert refused.status_code == 429
+        assert int(refused.headers["retry-after"]) > 0
         assert refused.json()["error"]["code"] == "rate_limited"
         # The held connection is given back once the browser leaves.
         assert eventually(lambda: client.get(route_url(instance, "echo")).status_code == 200)
@@ -544,7 +558,8 @@ def test_the_user_limit_counts_one_persons_connections(data_plane, launch, owner
         chunks = held.iter_raw()  # kept: a dropped iterator closes the connection
         next(chunks)
         busy = mine.get(route_url(instance, "echo"))
-        assert busy.status_code == 429 and "Too many connections" in busy.text
+        assert busy.status_code == 429
+        assert "Too many connections" in busy.text
         assert theirs.get(route_url(instance, "echo")).status_code == 200
 
 
@@ -556,7 +571,8 @@ def test_without_a_session_the_browser_is_sent_back_to_the_portal(data_plane, la
     with browser(data_plane) as client, browser(data_plane, "forged") as forger:
         page = client.get(route_url(instance, "echo"))
         forged = forger.get(route_url(instance, "echo"))
-    assert page.status_code == 401 and "Open this app from the portal" in page.text
+    assert page.status_code == 401
+    assert "Open this app from the portal" in page.text
     assert f'href="{data_plane.url}/' in page.text
     assert f'/instances/{instance.pk}/">Back to the portal</a>' in page.text
     assert forged.status_code == 401
@@ -567,7 +583,8 @@ def test_another_tenants_user_is_denied(data_plane, launch, other_tenant_project
     stranger = member("tenant_admin", tenant=other_tenant_project.tenant)
     with browser(data_plane, open_session(data_plane, stranger, instance)) as client:
         page = client.get(route_url(instance, "echo"))
-    assert page.status_code == 403 and "Access denied" in page.text
+    assert page.status_code == 403
+    assert "Access denied" in page.text
 
 
 def test_a_cookie_for_one_route_does_not_open_another(data_plane, launch, owner):
@@ -629,7 +646,8 @@ def test_a_stopped_instance_is_not_reached_and_strangers_do_not_learn_its_state(
             page = client.get(route_url(instance, "echo"))
         else:  # nginx reuses a grant for its cache time (decision 0016)
             page = eventually(lambda: (r := client.get(route_url(instance, "echo"))).status_code == 503 and r)
-        assert page.status_code == 503 and "The app is not running" in page.text
+        assert page.status_code == 503
+        assert "The app is not running" in page.text
         assert "the app is stopping" in page.text or "the app is stopped" in page.text
     with browser(data_plane) as stranger:
         assert stranger.get(route_url(instance, "echo")).status_code == 401
@@ -686,15 +704,17 @@ def test_a_restarted_app_is_sent_its_new_token_within_the_grant_cache_time(
 
 
 def test_a_starting_app_answers_503_with_retry_after(data_plane, owner, project, active_allocation):
-    app = publish_manifest("starting", proxied_manifest())
+    app = publish("starting", proxied_manifest())
     operation = runtime.launch(
         principals.for_user(owner), project, app_slug=app.slug, allocation_id=active_allocation.pk
     )
     instance = operation.instance
     with browser(data_plane, open_session(data_plane, owner, instance)) as client:
         page = client.get(route_url(instance, "echo"))
-    assert page.status_code == 503 and int(page.headers["retry-after"]) > 0
-    assert "The app is starting" in page.text and 'http-equiv="refresh"' in page.text
+    assert page.status_code == 503
+    assert int(page.headers["retry-after"]) > 0
+    assert "The app is starting" in page.text
+    assert 'http-equiv="refresh"' in page.text
 
 
 def test_an_app_that_refuses_connections_is_a_502(data_plane, launch, owner):
@@ -702,7 +722,8 @@ def test_an_app_that_refuses_connections_is_a_502(data_plane, launch, owner):
     with browser(data_plane, open_session(data_plane, owner, instance)) as client:
         page = client.get(route_url(instance, "echo"))
         as_json = client.get(route_url(instance, "echo"), headers={"Accept": "application/json"})
-    assert page.status_code == 502 and "The app is not answering" in page.text
+    assert page.status_code == 502
+    assert "The app is not answering" in page.text
     assert f'/instances/{instance.pk}/">Back to the portal</a>' in page.text
     assert as_json.status_code == 502
     assert set(as_json.json()["error"]) == {"code", "message", "correlation_id", "details"}
@@ -713,14 +734,16 @@ def test_a_route_without_its_slash_is_redirected_before_access_is_checked(data_p
     with browser(data_plane) as client:
         bare = client.get(route_url(instance).rstrip("/") + "?x=1")
         unknown = client.get(f"{data_plane.url}/w/{uuid.uuid4()}/web")
-    assert bare.status_code == 308 and bare.headers["location"].endswith(f"/w/{instance.pk}/web/?x=1")
+    assert bare.status_code == 308
+    assert bare.headers["location"].endswith(f"/w/{instance.pk}/web/?x=1")
     assert unknown.status_code == 404
 
 
 def test_unknown_routes_are_404(data_plane):
     with browser(data_plane) as client:
         missing = client.get(f"{data_plane.url}/w/{uuid.uuid4()}/web/echo")
-        assert missing.status_code == 404 and "No such app" in missing.text
+        assert missing.status_code == 404
+        assert "No such app" in missing.text
         assert client.get(f"{data_plane.url}/w/{uuid.uuid4()}/web/").status_code == 404
         assert client.get(f"{data_plane.url}/w/not-a-uuid/web/").status_code == 404
         assert client.get(f"{data_plane.url}/_gpuaas/nothing").status_code == 404

@@ -12,7 +12,7 @@ import pytest
 
 from apps.proxy import access
 from apps.proxy.dataplane import limits
-from tests.proxy.conftest import browser, open_session, route_url
+from tests.support.proxy import browser, open_session, route_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +28,8 @@ def test_a_burst_of_connections_is_counted_and_given_back_in_full(settings, laun
     url = httpx.URL(route_url(instance))
 
     async def burst(target) -> list:
-        assert target is not None and target.limit_per_instance == target.limit_per_user == 300
+        assert target is not None
+        assert target.limit_per_instance == target.limit_per_user == 300
         url = settings.REDIS_URL
         acquired = await asyncio.gather(*(limits.acquire(url, target, owner.pk) for _ in range(300)))
         held = [count for count, _ in acquired]
@@ -43,7 +44,9 @@ def test_a_burst_of_connections_is_counted_and_given_back_in_full(settings, laun
 
     first, second = asyncio.run(twice())
     # Every one counted, and every count given back: the second burst fits again.
-    assert len(first) == 300 and all(first) and all(second)
+    assert len(first) == 300
+    assert all(first)
+    assert all(second)
 
 
 # --- when the app is not there ----------------------------------------------------------------
@@ -66,7 +69,8 @@ def test_an_app_that_does_not_accept_connections_is_a_504(settings, launch, prox
         instance = launch(port=port)
         with browser(proxy_server, open_session(proxy_server, owner, instance)) as client:
             page = client.get(route_url(instance, "echo"))
-        assert page.status_code == 504 and "did not answer in time" in page.text
+        assert page.status_code == 504
+        assert "did not answer in time" in page.text
     finally:
         for sock in (*fillers, listener):
             sock.close()

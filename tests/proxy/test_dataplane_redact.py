@@ -13,7 +13,8 @@ MASKED = b"x" * len(SECRET)
 def test_a_secret_split_across_chunks_is_masked(size):
     redactor = Redactor((SECRET,))
     out = b"".join(redactor.feed(PAGE[i : i + size]) for i in range(0, len(PAGE), size)) + redactor.flush()
-    assert out == PAGE.replace(SECRET, MASKED) and len(out) == len(PAGE)
+    assert out == PAGE.replace(SECRET, MASKED)
+    assert len(out) == len(PAGE)
 
 
 def test_text_that_cannot_start_a_secret_is_not_held_back():

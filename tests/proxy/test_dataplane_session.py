@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from apps.proxy import sessions
-from tests.proxy.conftest import mint_ticket, route_url
 from tests.proxy.test_dataplane_http import browser
+from tests.support.proxy import mint_ticket, route_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,8 +28,11 @@ def test_a_ticket_becomes_a_route_cookie_and_a_redirect_to_the_entry_path(launch
     assert response.headers["location"] == f"/w/{instance.pk}/web/lab"
     cookie = response.headers["set-cookie"]
     assert cookie.startswith(f"{sessions.COOKIE}=")
-    assert f"Path=/w/{instance.pk}/web/" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
-    assert "Max-Age=" in cookie and "Secure" not in cookie
+    assert f"Path=/w/{instance.pk}/web/" in cookie
+    assert "HttpOnly" in cookie
+    assert "SameSite=Lax" in cookie
+    assert "Max-Age=" in cookie
+    assert "Secure" not in cookie
     with browser(proxy_server, response.cookies[sessions.COOKIE]) as client:
         assert client.get(route_url(instance, "echo")).status_code == 200
 
@@ -63,7 +66,9 @@ def test_a_ticket_works_once(launch, proxy_server, owner):
     ticket = mint_ticket(owner, instance)["ticket"]
     assert exchange(proxy_server, ticket).status_code == 303
     again = exchange(proxy_server, ticket)
-    assert again.status_code == 401 and "already used" in again.text and "set-cookie" not in again.headers
+    assert again.status_code == 401
+    assert "already used" in again.text
+    assert "set-cookie" not in again.headers
 
 
 def test_a_ticket_only_works_on_its_routes_host(settings, launch, proxy_server, owner):
@@ -71,10 +76,12 @@ def test_a_ticket_only_works_on_its_routes_host(settings, launch, proxy_server, 
     instance = launch()
     route = instance.proxy_routes.get()
     wrong = exchange(proxy_server, mint_ticket(owner, instance)["ticket"])  # the portal's host
-    assert wrong.status_code == 401 and "another app" in wrong.text
+    assert wrong.status_code == 401
+    assert "another app" in wrong.text
     right_host = f"{route.slug}.apps.localhost:{proxy_server.port}"
     right = exchange(proxy_server, mint_ticket(owner, instance)["ticket"], headers={"Host": right_host})
-    assert right.status_code == 303 and "Path=/;" in right.headers["set-cookie"]
+    assert right.status_code == 303
+    assert "Path=/;" in right.headers["set-cookie"]
 
 
 def test_an_expired_ticket_is_refused(settings, launch, proxy_server, owner):
@@ -89,7 +96,8 @@ def test_a_ticket_posted_from_another_site_is_refused(launch, proxy_server, owne
     instance = launch()
     ticket = mint_ticket(owner, instance)["ticket"]
     response = exchange(proxy_server, ticket, headers={"Origin": "https://evil.example"})
-    assert response.status_code == 403 and "set-cookie" not in response.headers
+    assert response.status_code == 403
+    assert "set-cookie" not in response.headers
     portal = exchange(
         proxy_server, mint_ticket(owner, instance)["ticket"], headers={"Origin": proxy_server.url}
     )

@@ -17,7 +17,7 @@ from websockets.exceptions import InvalidStatus
 from apps.core.logging import CorrelationIdFilter
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
-from tests.proxy.conftest import (
+from tests.support.proxy import (
     NAVIGATION,
     browser,
     handshake,
@@ -66,7 +66,8 @@ def test_a_refusal_is_the_apis_envelope_for_scripts_and_a_page_with_the_same_cod
     assert "Open this app from the portal" in page.text
     for answer in (script, api):
         error = envelope(answer)
-        assert error["code"] == "unauthenticated" and "Open the app again" in error["message"]
+        assert error["code"] == "unauthenticated"
+        assert "Open the app again" in error["message"]
     # Each request its own id.
     assert len({page.headers["x-correlation-id"], script.headers["x-correlation-id"]}) == 2
 
@@ -115,11 +116,13 @@ def test_a_refused_websocket_gets_the_envelope(data_plane, launch, owner):
             return await refused(cookie), await refused(None)
 
     busy, anonymous = asyncio.run(scenario())
-    assert busy.status_code == 429 and int(busy.headers["Retry-After"]) > 0
+    assert busy.status_code == 429
+    assert int(busy.headers["Retry-After"]) > 0
     assert anonymous.status_code == 401
     for response, code in ((busy, "rate_limited"), (anonymous, "unauthenticated")):
         error = json.loads(response.body)["error"]
-        assert set(error) == ENVELOPE and error["code"] == code
+        assert set(error) == ENVELOPE
+        assert error["code"] == code
         assert error["correlation_id"] == response.headers["X-Correlation-ID"]
 
 
@@ -137,7 +140,8 @@ def test_the_callers_correlation_id_is_kept_and_logged_with_the_refusal(proxy_se
             malformed = client.get(route_url(instance, "echo"), headers={"X-Correlation-ID": "bad id!"})
     finally:
         caplog.handler.removeFilter(correlation_filter)
-    assert page.status_code == 401 and page.headers["x-correlation-id"] == given
+    assert page.status_code == 401
+    assert page.headers["x-correlation-id"] == given
     assert shown(page) == ("unauthenticated", given)
     assert malformed.headers["x-correlation-id"] != "bad id!"
     logged = [r for r in caplog.records if r.name == "gpuaas.proxy.access"]

@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from apps.runtime.selectors import runtime_secret
-from tests.proxy.conftest import (
+from tests.support.proxy import (
     APPS_DOMAIN,
     browser,
     everything_seen,
@@ -39,7 +39,8 @@ def assert_bad_gateway(response) -> None:
     """The proxy's own 502 in the error envelope, nothing of the app's answer."""
     assert response.status_code == 502
     error = response.json()["error"]
-    assert error["code"] == "bad_gateway" and set(error) == {"code", "message", "correlation_id", "details"}
+    assert error["code"] == "bad_gateway"
+    assert set(error) == {"code", "message", "correlation_id", "details"}
 
 
 # --- service workers and site data --------------------------------------------------------
@@ -53,8 +54,10 @@ def test_an_app_cannot_register_a_service_worker(data_plane, launch, owner):
     with browser(data_plane, open_session(data_plane, owner, instance)) as client:
         plain = client.get(route_url(instance, "sw.js"))
         registering = client.get(route_url(instance, "sw.js"), headers={"Service-Worker": "script", **JSON})
-    assert plain.status_code == 200 and "onfetch" in plain.text
-    assert registering.status_code == 403 and "onfetch" not in registering.text
+    assert plain.status_code == 200
+    assert "onfetch" in plain.text
+    assert registering.status_code == 403
+    assert "onfetch" not in registering.text
     assert registering.json()["error"]["code"] == "forbidden"
 
 
@@ -66,7 +69,8 @@ def test_headers_that_reach_past_the_route_or_carry_the_token_are_dropped(data_p
     secret = runtime_secret(instance, "token")
     with browser(data_plane, open_session(data_plane, owner, instance)) as client:
         response = client.get(route_url(instance, "powerful-headers"))
-    assert response.status_code == 200 and response.headers["x-fine"] == "ok"
+    assert response.status_code == 200
+    assert response.headers["x-fine"] == "ok"
     for dropped in ("service-worker-allowed", "clear-site-data", "x-leak"):
         assert dropped not in response.headers
     assert secret not in everything_seen(response)
@@ -190,7 +194,8 @@ def test_the_token_is_masked_in_a_websockets_close_reason(data_plane, launch, ow
             return ws.close_code, ws.close_reason
 
     code, reason = asyncio.run(scenario())
-    assert code == 4001 and reason == "token " + "x" * len(secret)
+    assert code == 4001
+    assert reason == "token " + "x" * len(secret)
 
 
 # --- bounded resources --------------------------------------------------------------------
@@ -208,7 +213,8 @@ def test_a_compressed_body_on_a_masked_route_is_refused_not_inflated(data_plane,
     ):
         status = response.status_code
         body = response.read() if status == 502 else b""
-    assert status == 502 and json.loads(body)["error"]["code"] == "bad_gateway"
+    assert status == 502
+    assert json.loads(body)["error"]["code"] == "bad_gateway"
     assert growth[0] < 100 * MEGABYTE
 
 
@@ -223,7 +229,8 @@ def test_a_compressed_body_on_a_masked_route_is_refused_however_its_coding_is_wr
     if data_plane.kind == "nginx" and codings == "gzip,identity":
         # nginx lets Lua clear only the last of an app's Content-Encoding headers: the
         # one left would make a client decode the envelope, so the 502 is empty.
-        assert response.status_code == 502 and response.content == b""
+        assert response.status_code == 502
+        assert response.content == b""
     else:
         assert_bad_gateway(response)
     assert secret not in everything_seen(response)

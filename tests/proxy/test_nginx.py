@@ -30,8 +30,10 @@ from apps.runtime import services as runtime
 from apps.runtime.selectors import runtime_secret
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
-from tests.conftest import member
-from tests.proxy.conftest import (
+from tests.support.catalog import publish
+from tests.support.members import member
+from tests.support.nginx import CONF_DIR
+from tests.support.proxy import (
     AUTH_SECRET,
     browser,
     eventually,
@@ -39,12 +41,10 @@ from tests.proxy.conftest import (
     login_session,
     open_session,
     proxied_manifest,
-    publish_manifest,
     refused_status,
     route_url,
     ws_url,
 )
-from tests.support.nginx import CONF_DIR
 from tests.support.servers import free_port, reply_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -153,10 +153,12 @@ def test_only_nginx_may_ask_the_auth_endpoint(settings, launch, nginx, proxy_ser
 
     assert ask(nginx.url, AUTH_SECRET).status_code == 404  # an internal location
     refused = ask(proxy_server.url)
-    assert refused.status_code == 403 and "x-gpuaas-upstream" not in refused.headers
+    assert refused.status_code == 403
+    assert "x-gpuaas-upstream" not in refused.headers
     assert ask(proxy_server.url, "guess").status_code == 403
     granted = ask(proxy_server.url, AUTH_SECRET)
-    assert granted.status_code == 204 and granted.headers["x-gpuaas-upstream"]
+    assert granted.status_code == 204
+    assert granted.headers["x-gpuaas-upstream"]
     settings.PROXY_AUTH_SECRET = ""
     assert ask(proxy_server.url, "").status_code == 403
 
@@ -174,7 +176,8 @@ def test_nginx_keeps_a_grant_at_most_three_seconds_and_never_a_refusal(launch, n
     # Two seconds, and one more while nginx asks again in the background: revocation's bound.
     assert granted.status_code == 204
     assert granted.headers["cache-control"] == "max-age=2, stale-while-revalidate=1"
-    assert refused.status_code == 401 and "cache-control" not in refused.headers
+    assert refused.status_code == 401
+    assert "cache-control" not in refused.headers
 
 
 # --- the grants nginx keeps (nginx/gpuaas.lua) -----------------------------------------------
@@ -196,7 +199,7 @@ def test_a_kept_grant_stops_within_three_seconds_of_logout_though_requests_keep_
 
 
 def test_a_refusal_is_not_kept(launch, nginx, owner, project, active_allocation, upstream):
-    app = publish_manifest("starting", proxied_manifest())
+    app = publish("starting", proxied_manifest())
     instance = runtime.launch(
         principals.for_user(owner), project, app_slug=app.slug, allocation_id=active_allocation.pk
     ).instance
@@ -237,7 +240,8 @@ def test_a_portal_that_does_not_answer_means_nothing_is_proxied(launch, nginx, o
     proxy_server.stop()
     with browser(nginx, cookie) as client:
         response = client.get(route_url(instance, "echo"))
-    assert response.status_code == 500 and "echo" not in response.text
+    assert response.status_code == 500
+    assert "echo" not in response.text
 
 
 class _Relay(BaseHTTPRequestHandler):
@@ -290,9 +294,11 @@ def test_a_grant_without_a_header_nginx_needs_proxies_nothing_and_says_why(
         portal.shutdown()
         portal.server_close()
     if missing is None:
-        assert response.status_code == 200 and response.json()["path"].endswith("/echo")
+        assert response.status_code == 200
+        assert response.json()["path"].endswith("/echo")
     else:
-        assert response.status_code == 500 and "echo" not in response.text
+        assert response.status_code == 500
+        assert "echo" not in response.text
         assert f"the portal's grant has no {missing}" in server.output
 
 
@@ -376,7 +382,8 @@ def test_a_range_past_what_nginx_can_count_gets_the_whole_page_masked(launch, ng
             response = client.get(route_url(instance, "lab"), headers={"Range": f"bytes={asked}"})
             assert response.status_code == 200, asked
             assert response.content == whole.content
-    assert secret not in whole.text and "x" * len(secret) in whole.text
+    assert secret not in whole.text
+    assert "x" * len(secret) in whole.text
 
 
 def upstream_named(instance, name: str, port: int) -> None:
@@ -394,7 +401,8 @@ def test_an_app_by_name_is_reached_at_its_addresses_in_turn(launch, nginx, owner
     upstream_named(instance, name, app.port)
     with browser(nginx, open_session(nginx, owner, instance)) as client:
         seen = client.get(route_url(instance, "page"))
-    assert seen.status_code == 200 and seen.json()["host"] == f"{name}:{app.port}"
+    assert seen.status_code == 200
+    assert seen.json()["host"] == f"{name}:{app.port}"
 
 
 def test_an_app_whose_name_does_not_resolve_is_a_502(launch, nginx, owner, names):
@@ -404,7 +412,8 @@ def test_an_app_whose_name_does_not_resolve_is_a_502(launch, nginx, owner, names
     upstream_named(instance, name, 8888)
     with browser(nginx, open_session(nginx, owner, instance)) as client:
         page = client.get(route_url(instance, "echo"))
-    assert page.status_code == 502 and "address cannot be resolved" in page.text
+    assert page.status_code == 502
+    assert "address cannot be resolved" in page.text
 
 
 def test_a_bearer_passthrough_route_sends_the_browsers_authorization(launch, nginx, owner):
@@ -427,10 +436,12 @@ def test_a_route_cookie_sent_alone_reaches_no_app_and_a_lookalike_is_not_one(lau
         return httpx.get(route_url(instance, "echo"), headers={"Cookie": cookies}, trust_env=False)
 
     alone = echo(f"{sessions.COOKIE}={cookie}")
-    assert alone.status_code == 200 and "cookie" not in dict(alone.json()["headers"])
+    assert alone.status_code == 200
+    assert "cookie" not in dict(alone.json()["headers"])
     assert echo(f"x{sessions.COOKIE}={cookie}").status_code == 401
     kept = echo(f"{sessions.COOKIE}={cookie};a=b")
-    assert kept.status_code == 200 and dict(kept.json()["headers"])["cookie"] == "a=b"
+    assert kept.status_code == 200
+    assert dict(kept.json()["headers"])["cookie"] == "a=b"
 
 
 # --- connection limits, counted in Lua -----------------------------------------------------------
@@ -498,9 +509,12 @@ def test_a_limit_that_is_not_a_power_of_two_admits_exactly_that_many(launch, ngi
             hold(held, client, slow(instance))
         assert client.get(route_url(instance, "echo")).status_code == 429
     # The browser's page and the API client's envelope, from the portal as for any refusal.
-    assert page.status_code == 429 and int(page.headers["retry-after"]) > 0
-    assert "Too many connections" in page.text and f"/instances/{instance.pk}/" in page.text
-    assert as_json.status_code == 429 and int(as_json.headers["retry-after"]) > 0
+    assert page.status_code == 429
+    assert int(page.headers["retry-after"]) > 0
+    assert "Too many connections" in page.text
+    assert f"/instances/{instance.pk}/" in page.text
+    assert as_json.status_code == 429
+    assert int(as_json.headers["retry-after"]) > 0
     assert as_json.json()["error"]["code"] == "rate_limited"
 
 

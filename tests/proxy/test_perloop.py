@@ -17,7 +17,8 @@ def test_each_loop_has_its_own_object_and_a_closed_loop_keeps_none():
 
     first, again = asyncio.run(twice())
     second, _ = asyncio.run(twice())
-    assert first is again and first is not second
+    assert first is again
+    assert first is not second
     # The last loop's object (a pool of connections) goes with its loop.
     gone = weakref.ref(second)
     del first, again, second, _

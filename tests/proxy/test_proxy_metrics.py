@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.proxy.conftest import browser, open_session, route_url
+from tests.support.proxy import browser, open_session, route_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

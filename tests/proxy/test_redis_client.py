@@ -14,7 +14,7 @@ from django.conf import settings
 from redis.exceptions import NoPermissionError, ResponseError
 
 from apps.proxy import redis_client
-from tests.proxy.conftest import browser, open_session, route_url
+from tests.support.proxy import browser, open_session, route_url
 from tests.support.servers import free_port
 
 
@@ -87,7 +87,8 @@ def test_an_error_reply_fails_only_its_own_command(url, direct):
     direct.set("gpuaas:test:redis-client:text", "not a number")
     try:
         wrong, right = asyncio.run(run())
-        assert isinstance(wrong, ResponseError) and "not an integer" in str(wrong)
+        assert isinstance(wrong, ResponseError)
+        assert "not an integer" in str(wrong)
         assert right == 1
     finally:
         direct.delete(name, "gpuaas:test:redis-client:text")
@@ -149,5 +150,6 @@ def test_a_request_while_redis_hangs_gets_a_clear_503(settings, stalled, launch,
     }
     with browser(proxy_server, cookie) as client:
         page = client.get(route_url(instance, "echo"))
-    assert page.status_code == 503 and page.headers["retry-after"] == "5"
+    assert page.status_code == 503
+    assert page.headers["retry-after"] == "5"
     assert "cannot check your access" in page.text

@@ -12,22 +12,17 @@ from apps.runtime import services as runtime
 from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
-from tests.conftest import member
 from tests.factories import UserFactory
-from tests.proxy.conftest import (
-    login_session,
-    mint_ticket,
-    proxied_manifest,
-    publish_manifest,
-    start_instance,
-)
+from tests.support.catalog import publish
+from tests.support.members import member
+from tests.support.proxy import login_session, mint_ticket, proxied_manifest, start_instance
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def webapp(db):
-    return publish_manifest("webapp", proxied_manifest())
+    return publish("webapp", proxied_manifest())
 
 
 def launch_api(api, project, allocation, app="webapp"):
@@ -41,7 +36,8 @@ def test_route_is_planned_at_launch_active_while_running_and_removed_on_stop(
     instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     route = ProxyRoute.objects.get(instance=instance)
     assert (route.status, route.upstream_host, route.upstream_port) == ("active", "127.0.0.1", 41000)
-    assert route.public_url == f"http://127.0.0.1:8000/w/{instance.pk}/web/" and route.mode == "path_prefix"
+    assert route.public_url == f"http://127.0.0.1:8000/w/{instance.pk}/web/"
+    assert route.mode == "path_prefix"
     assert route.pool.name == "shared"
     runtime.change(principals.for_user(owner), instance, "stop")
     route.refresh_from_db()
@@ -73,11 +69,13 @@ def test_project_scope_changes_within_the_tenant_policy_and_gets_its_own_pool(
 ):
     api.force_login(owner)
     denied = api.put(f"/api/v1/projects/{project.pk}/proxy", {"scope": "project"}, format="json")
-    assert denied.status_code == 403 and denied.json()["error"]["details"]["allowed_scopes"] == ["shared"]
+    assert denied.status_code == 403
+    assert denied.json()["error"]["details"]["allowed_scopes"] == ["shared"]
     project.tenant.policy = {"proxy.allowed_scopes": ["shared", "project"], "proxy.max_project_pools": 1}
     project.tenant.save()
     allowed = api.put(f"/api/v1/projects/{project.pk}/proxy", {"scope": "project"}, format="json")
-    assert allowed.status_code == 200 and allowed.json()["scope"] == "project"
+    assert allowed.status_code == 200
+    assert allowed.json()["scope"] == "project"
     assert list(
         AuditEvent.objects.filter(action="proxy.scope.change")
         .values_list("outcome", flat=True)
@@ -96,7 +94,7 @@ def test_limits_and_idle_timeout_are_the_lowest_of_manifest_tenant_and_platform(
     settings.PROXY_MAX_CONNECTIONS_PER_USER = 10
     project.tenant.policy = {"proxy.max_connections_per_instance": 50, "proxy.max_idle_timeout_seconds": 600}
     project.tenant.save()
-    app = publish_manifest("limited", proxied_manifest(limits={"per_instance": 80, "per_user": 20}))
+    app = publish("limited", proxied_manifest(limits={"per_instance": 80, "per_user": 20}))
     instance = start_instance(owner, project, active_allocation, app, host="127.0.0.1", port=41000)
     route = ProxyRoute.objects.get(instance=instance)
     assert route.policy["limits"] == {"per_instance": 50, "per_user": 10}
@@ -113,10 +111,13 @@ def test_ui_session_on_a_path_route_sets_the_route_cookie(api, owner, project, a
     assert body["open_url"] == f"http://127.0.0.1:8000/w/{instance.pk}/web/lab"
     assert (body["mode"], body["route_mode"], body["ticket"]) == ("embedded", "path_prefix", None)
     cookie = response.cookies[sessions.COOKIE]
-    assert cookie["path"] == f"/w/{instance.pk}/web/" and cookie["httponly"] and cookie["samesite"] == "Lax"
+    assert cookie["path"] == f"/w/{instance.pk}/web/"
+    assert cookie["httponly"]
+    assert cookie["samesite"] == "Lax"
     # The cookie lives as long as the portal session it hangs on; the answer says until when.
     expires = datetime.fromisoformat(body["expires_at"].replace("Z", "+00:00"))
-    assert expires - timezone.now() > timedelta(hours=1) and int(cookie["max-age"]) > 3600
+    assert expires - timezone.now() > timedelta(hours=1)
+    assert int(cookie["max-age"]) > 3600
     assert AuditEvent.objects.filter(action="proxy.session.issue", target_id=str(instance.pk)).exists()
 
 
@@ -134,7 +135,8 @@ def test_ui_session_on_a_subdomain_route_gives_a_single_use_ticket_for_that_orig
         sessions.exchange(body["ticket"], "127.0.0.1:8000")  # another origin: refused, and spent
     fresh = api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {}, format="json").json()
     exchanged = sessions.exchange(fresh["ticket"], f"{route.slug}.apps.example.test:8000")
-    assert exchanged.cookie_path == "/" and sessions.read_cookie(exchanged.cookie)["r"] == str(route.pk)
+    assert exchanged.cookie_path == "/"
+    assert sessions.read_cookie(exchanged.cookie)["r"] == str(route.pk)
     with pytest.raises(sessions.Unauthenticated):
         sessions.exchange(fresh["ticket"], f"{route.slug}.apps.example.test:8000")
 
@@ -166,7 +168,8 @@ def test_logout_revocation_and_stop_change_the_cached_decision(owner, project, a
     assert decision().allowed
     assert sessions.cached_decision(str(route.pk), str(instance.pk), payload)[0].allowed  # reused
     owner.memberships.all().delete()  # revoked: the membership signal bumps the user's generation
-    assert decision().status in (403, 404) and not decision().allowed
+    assert decision().status in (403, 404)
+    assert not decision().allowed
     sessions.end_platform_session(session.session_key, owner.pk)
     assert decision().status == 401
 
@@ -184,7 +187,8 @@ def test_operator_override_changes_the_exposure_and_is_audited(
     )
     assert ProxyRoute.objects.get(instance=instance).policy["embedded"] is False
     event = AuditEvent.objects.get(action="instance.ui_mode.change")
-    assert event.details["from"] == "embedded" and event.details["to"] == "link_out"
+    assert event.details["from"] == "embedded"
+    assert event.details["to"] == "link_out"
     with pytest.raises(sessions.Forbidden):
         services.set_ui_mode(principals.for_user(owner), instance, "embedded")
 
@@ -199,7 +203,8 @@ def test_idle_instances_are_stopped_with_an_event_saying_why(owner, project, act
     assert idle.cull_idle(now=later) == [idle_one.pk]
     idle_one.refresh_from_db()
     busy.refresh_from_db()
-    assert idle_one.state == "stopping" and busy.state == "running"
+    assert idle_one.state == "stopping"
+    assert busy.state == "running"
     assert idle_one.events.first().message == "stopped after 1 hour without use through the platform proxy"
 
 
@@ -269,7 +274,8 @@ def test_a_platform_operator_opens_a_tenants_app_only_as_a_member(
     operator = UserFactory(is_superuser=True, is_staff=True)
     api.force_login(operator)
     refused = api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {}, format="json")
-    assert refused.status_code == 403 and "only as members" in refused.json()["error"]["message"]
+    assert refused.status_code == 403
+    assert "only as members" in refused.json()["error"]["message"]
     assert AuditEvent.objects.filter(
         action="proxy.session.issue", outcome="denied", target_id=str(instance.pk)
     ).exists()
@@ -290,4 +296,5 @@ def test_a_ui_session_body_that_is_not_an_object_is_a_400(
     instance = start_instance(owner, project, active_allocation, webapp, host="127.0.0.1", port=41000)
     api.force_login(owner)
     response = api.post(f"/api/v1/workloads/{instance.pk}/ui/session", body, content_type="application/json")
-    assert response.status_code == 400 and response.json()["error"]["code"] == "validation_error"
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "validation_error"

@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from apps.core.models import AuditEvent
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
-from tests.proxy.conftest import eventually, handshake, open_session, ws_url
+from tests.support.proxy import eventually, handshake, open_session, ws_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -23,7 +23,7 @@ from websockets.asyncio.client import connect
 
 from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Endpoint
-from tests.runtime.agent_fixtures import wait_for
+from tests.support.agent import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,7 +109,8 @@ def test_jupyterlab_lifecycle_through_a_real_agent(platform, active_allocation, 
     print(f"JupyterLab running {time.monotonic() - began:.1f} s after launch")  # shown with -s
     token = selectors.runtime_secret(AppInstance.objects.get(pk=instance_id), "token")
     endpoint = Endpoint.objects.get(instance_id=instance_id, name="web")
-    assert endpoint.host == "127.0.0.1" and endpoint.port
+    assert endpoint.host == "127.0.0.1"
+    assert endpoint.port
     assert jupyter_status(instance_id, token) == 200
     assert jupyter_status(instance_id) == 403
 
@@ -178,11 +179,13 @@ def test_workloads_outlive_the_agent_and_dead_ones_are_reported(
 
 
 def assert_token_kept_secret(token: str, platform: PlatformApi, agent, instance_id) -> None:
-    assert token and len(token) >= 20
+    assert token
+    assert len(token) >= 20
     assert not any(token.encode() in body for body in platform.answers)
     assert token not in agent.log()
     specs = [json.dumps(task.spec) for task in AgentTask.objects.filter(instance_id=instance_id)]
-    assert specs and not any(token in spec for spec in specs)
+    assert specs
+    assert not any(token in spec for spec in specs)
 
 
 # Run in a JupyterLab kernel: what tenant code tries against the platform on its host.

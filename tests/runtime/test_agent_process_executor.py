@@ -5,6 +5,7 @@ restarted agent, and the ways a start fails."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -69,7 +70,8 @@ def test_start_resolves_ports_and_secrets_and_waits_until_ready(executor, tmp_pa
         ["python", "-c", SERVER, "{{ node.address }}", "{{ port.web }}"], {"APP_TOKEN": "{{ secret.token }}"}
     )
     [endpoint] = executor.start(spec, {"token": "app-token-1"}, "127.0.0.1")
-    assert endpoint["name"] == "web" and endpoint["host"] == "127.0.0.1"
+    assert endpoint["name"] == "web"
+    assert endpoint["host"] == "127.0.0.1"
     work = tmp_path / "instances" / IID / "work"
     environment = json.loads((work / "env.json").read_text())
     assert environment == {
@@ -86,7 +88,9 @@ def test_start_resolves_ports_and_secrets_and_waits_until_ready(executor, tmp_pa
     restarted = ProcessExecutor(tmp_path)  # a new agent on the same state directory adopts it
     assert restarted.running() == [IID]
     restarted.stop({"instance_id": IID})
-    assert not alive(record["pid"]) and restarted.running() == [] and executor.running() == []
+    assert not alive(record["pid"])
+    assert restarted.running() == []
+    assert executor.running() == []
     assert (tmp_path / "instances" / IID / "work").exists()  # stop keeps what it wrote
 
     executor.start(spec, {"token": "app-token-2"}, "127.0.0.1")
@@ -129,7 +133,9 @@ def test_what_cannot_run_here_is_refused_with_a_reason(executor):
     with pytest.raises(TaskFailed, match="refers to secret 'token'"):
         executor.start(process_spec(["python", "{{ secret.token }}"]), {}, "127.0.0.1")
     # An address that is not this machine's (the platform saw the agent through a NAT).
-    with pytest.raises(TaskFailed, match="cannot publish apps on 203.0.113.9, the address the platform sees"):
+    with pytest.raises(
+        TaskFailed, match=re.escape("cannot publish apps on 203.0.113.9, the address the platform sees")
+    ):
         executor.start(process_spec(["python", "-c", SERVER]), {"token": "t"}, "203.0.113.9")
     with pytest.raises(TaskFailed, match="no valid instance id"):
         executor.stop({"instance_id": "../../etc"})

@@ -57,7 +57,7 @@ def report_started(api, credential, task_id, host: str, port: int = 41234):
     [
         "127.0.0.1",  # the platform's own services, from the proxy's point of view
         "::1",
-        "0.0.0.0",  # noqa: S104 - reached as loopback on Linux
+        "0.0.0.0",
         "169.254.169.254",  # cloud metadata
         "10.20.0.8",  # a neighbour on the node's network
         "redis",  # a name, resolved only when the proxy connects
@@ -75,15 +75,18 @@ def test_a_report_naming_another_host_fails_the_launch_and_no_route_appears(
     assert response.status_code == 403, response.content
     error = response.json()["error"]
     assert error["code"] == "forbidden"
-    assert f"web at {host}" in error["message"] and NODE_ADDRESS in error["message"]
+    assert f"web at {host}" in error["message"]
+    assert NODE_ADDRESS in error["message"]
     assert error["details"] == {"endpoints": [{"name": "web", "host": host, "port": 41234}]}
     instance.refresh_from_db()
-    assert instance.state == "failed" and f"web at {host}" in instance.state_reason
+    assert instance.state == "failed"
+    assert f"web at {host}" in instance.state_reason
     assert instance.events.filter(kind="endpoint_refused", to_state="failed").exists()
     endpoint = instance.endpoints.get()
     assert (endpoint.host, endpoint.port) == ("", None)
     route = ProxyRoute.objects.get(instance=instance)
-    assert route.status != "active" and (route.upstream_host, route.upstream_port) == ("", None)
+    assert route.status != "active"
+    assert (route.upstream_host, route.upstream_port) == ("", None)
     assert AgentTask.objects.get(pk=task_id).status == "failed"
     assert Operation.objects.get(instance=instance, kind="launch").state == "failed"
     [event] = AuditEvent.objects.filter(action="agent.endpoint_refused")
@@ -135,4 +138,5 @@ def test_an_agent_enrolled_before_addresses_were_recorded_is_told_to_enroll_agai
     assert response.status_code == 403
     assert "none recorded: enroll its agent again" in response.json()["error"]["message"]
     instance.refresh_from_db()
-    assert instance.state == "failed" and "enroll its agent again" in instance.state_reason
+    assert instance.state == "failed"
+    assert "enroll its agent again" in instance.state_reason

@@ -17,8 +17,8 @@ from apps.runtime.models import AgentTask, Operation
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import Membership, ServiceAccount
 from apps.tenancy.principal import for_user
-from tests.conftest import member
-from tests.proxy.conftest import start_instance
+from tests.support.members import member
+from tests.support.proxy import start_instance
 
 pytestmark = pytest.mark.django_db
 
@@ -91,11 +91,14 @@ def test_removing_a_member_restarts_the_apps_they_could_open_with_a_new_token(
     restart = Operation.objects.get(instance=running, kind="restart")
     assert restart.requested_by == "platform"
     [started_with] = agent_runs(running, port=41003)
-    assert running.state == "running" and started_with == token(running) != old
+    assert running.state == "running"
+    assert started_with == token(running) != old
     assert [r["restarted"] for r in rotations(running)] == [True]
     assert colleague.username in rotations(running)[0]["reason"]
     private.refresh_from_db()
-    assert private.state == "running" and token(private) == private_token and not rotations(private)
+    assert private.state == "running"
+    assert token(private) == private_token
+    assert not rotations(private)
 
 
 @pytest.mark.parametrize("how", ["project", "by_name"])
@@ -111,12 +114,14 @@ def test_unsharing_rotates_the_token_only_when_someone_loses_the_app(
 
     with commits():
         services.share(owner, running, **share)  # shared again: nobody loses anything
-    assert token(running) == old and not rotations(running)
+    assert token(running) == old
+    assert not rotations(running)
 
     with commits():
         services.share(owner, running, **unshare)
     running.refresh_from_db()
-    assert running.state == "starting" and token(running) != old
+    assert running.state == "starting"
+    assert token(running) != old
     assert len(rotations(running)) == 1
 
 
@@ -124,7 +129,8 @@ def test_unsharing_what_nobody_else_opened_restarts_nothing(allocator, running, 
     with commits():
         services.share(for_user(allocator), running, with_project=False)
     running.refresh_from_db()
-    assert running.state == "running" and not rotations(running)
+    assert running.state == "running"
+    assert not rotations(running)
 
 
 def test_a_deactivated_user_takes_no_working_token_along(allocator, project, running, commits):
@@ -134,7 +140,8 @@ def test_a_deactivated_user_takes_no_working_token_along(allocator, project, run
         colleague.is_active = False
         colleague.save()
     running.refresh_from_db()
-    assert running.state == "starting" and token(running) != old
+    assert running.state == "starting"
+    assert token(running) != old
 
 
 def test_a_stopped_app_gets_its_new_token_now_and_no_restart(allocator, project, running, commits):
@@ -145,7 +152,8 @@ def test_a_stopped_app_gets_its_new_token_now_and_no_restart(allocator, project,
     with commits():
         Membership.objects.filter(user=colleague).delete()
     running.refresh_from_db()
-    assert running.state == "stopped" and token(running) != old
+    assert running.state == "stopped"
+    assert token(running) != old
     assert [r["restarted"] for r in rotations(running)] == [False]
     assert not AgentTask.objects.filter(instance=running, status=AgentTask.Status.PENDING).exists()
 
@@ -173,7 +181,8 @@ def test_a_start_that_reports_after_a_restart_began_does_not_move_the_instance(
     assert instance.state == "starting"
 
     [started_with] = agent_runs(instance, port=41001)
-    assert instance.state == "running" and started_with != old
+    assert instance.state == "running"
+    assert started_with != old
     assert instance.endpoints.get().port == 41001
     assert instance.proxy_routes.get().upstream_port == 41001
 
@@ -186,4 +195,5 @@ def test_revoking_a_service_account_restarts_no_app(allocator, project, running,
     with commits():
         tenancy.revoke_service_account(for_user(allocator), ServiceAccount.objects.get(pk=account.pk))
     running.refresh_from_db()
-    assert running.state == "running" and not rotations(running)
+    assert running.state == "running"
+    assert not rotations(running)

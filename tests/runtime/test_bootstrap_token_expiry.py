@@ -51,10 +51,12 @@ def test_an_expired_token_is_refused_with_a_clear_error(api, node):
     response = enroll(api, token)
     assert response.status_code == 401, response.content
     error = response.json()["error"]
-    assert error["code"] == "unauthenticated" and "expired" in error["message"]
+    assert error["code"] == "unauthenticated"
+    assert "expired" in error["message"]
     assert "issue a new one" in error["message"]
     node.refresh_from_db()
-    assert not node.credential_hash and node.enrolled_at is None
+    assert not node.credential_hash
+    assert node.enrolled_at is None
 
 
 def test_an_unexpired_token_enrolls(api, node):

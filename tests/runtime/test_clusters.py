@@ -3,25 +3,23 @@ state; the instance is running when every member runs and failed when one fails.
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 
 from apps.allocations import services as allocations
-from apps.catalog import services as catalog
-from apps.catalog.models import App
 from apps.runtime import agents, services
 from apps.runtime.models import AgentTask, AppInstance, Operation
 from apps.tenancy import principal as principals
-from tests.runtime.conftest import SHIPPED
+from tests.factories import shipped_manifest
+from tests.support.catalog import publish
 
 pytestmark = pytest.mark.django_db
 
 
 def cluster_manifest() -> dict:
     """JupyterLab's manifest as a 2-4 member cluster whose members learn their rank."""
-    manifest = json.loads((SHIPPED / "jupyterlab.json").read_text())
+    manifest = shipped_manifest("jupyterlab")
     manifest["cluster"] = {"min_members": 2, "max_members": 4}
     manifest["execution"]["env"] = {
         **manifest["execution"]["env"],
@@ -34,9 +32,7 @@ def cluster_manifest() -> dict:
 
 @pytest.fixture
 def cluster_app(db):
-    app = App.objects.create(slug="ddp", name="DDP", entitled_to_all=True)
-    catalog.publish_version(None, app, version="1.0.0", manifest=copy.deepcopy(cluster_manifest()))
-    return app
+    return publish("ddp", cluster_manifest(), name="DDP")
 
 
 @pytest.fixture
@@ -105,7 +101,8 @@ def test_the_instance_runs_when_every_member_runs(api, allocator, project, clust
     agent_on(worker)
     instance.refresh_from_db()
     states = dict(instance.members.values_list("node__hostname", "state"))
-    assert instance.state == "starting" and states[worker.node.hostname] == "running"
+    assert instance.state == "starting"
+    assert states[worker.node.hostname] == "running"
     operation.refresh_from_db()
     assert (operation.state, operation.progress) == ("running", 65)
     assert not instance.endpoints.get().port  # only the primary's endpoints count
@@ -113,7 +110,8 @@ def test_the_instance_runs_when_every_member_runs(api, allocator, project, clust
     agent_on(primary)
     instance.refresh_from_db()
     operation.refresh_from_db()
-    assert instance.state == "running" and operation.state == "succeeded"
+    assert instance.state == "running"
+    assert operation.state == "succeeded"
     assert instance.endpoints.get().host == primary.node.agent_address
 
     # Stop reaches every member; the instance is stopped when the last one is.
@@ -148,7 +146,8 @@ def test_a_member_that_stops_running_on_its_node_fails_the_instance(
     agent_on(worker)
     agents.heartbeat(worker.node, running=[])
     instance.refresh_from_db()
-    assert instance.state == "failed" and instance.state_reason.startswith(worker.node.hostname)
+    assert instance.state == "failed"
+    assert instance.state_reason.startswith(worker.node.hostname)
 
 
 @pytest.mark.parametrize(
@@ -171,7 +170,8 @@ def test_single_node_apps_take_one_allocation_and_names_are_not_repeated(
     api.force_login(allocator)
     assert launch(api, project, three_allocations[:2], app="jupyterlab").status_code == 400
     twice = launch(api, project, [three_allocations[0], three_allocations[0]])
-    assert twice.status_code == 400 and "named twice" in json.dumps(twice.json())
+    assert twice.status_code == 400
+    assert "named twice" in json.dumps(twice.json())
 
 
 def test_releasing_one_members_allocation_decommissions_the_instance(

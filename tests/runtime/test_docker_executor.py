@@ -73,7 +73,8 @@ def test_docker_run_for_a_single_container():
 
 def test_docker_run_without_gpus_or_secrets():
     command = run_command(spec("netdata_single_container"), references({"dashboard": 41002}, {}, "fd00::7"))
-    assert "--gpus" not in command and "--env-file" not in command
+    assert "--gpus" not in command
+    assert "--env-file" not in command
     assert command[command.index("--publish") + 1] == "[fd00::7]:41002:19999"
     first = command.index("--env")
     assert command[first : first + 4] == ["--env", "NETDATA_DB_HOURS=24", "--env", "NETDATA_DISABLE_CLOUD=1"]
@@ -217,10 +218,12 @@ def test_executor_runs_the_container_with_its_secret_in_a_removed_env_file(tmp_p
         spec("jupyterlab_single_container"), {"token": "the-app-token"}, "127.0.0.2"
     )
     [(name, host, port)] = [(e["name"], e["host"], e["port"]) for e in endpoints]
-    assert (name, host) == ("web", "127.0.0.2") and port > 1024
+    assert (name, host) == ("web", "127.0.0.2")
+    assert port > 1024
     replace, run = docker.calls()
     assert replace["argv"] == ["rm", "--force", "--volumes", f"gpuaas-{IID}"]
-    assert run["argv"][:3] == ["run", "--detach", "--name"] and f"127.0.0.2:{port}:8888" in run["argv"]
+    assert run["argv"][:3] == ["run", "--detach", "--name"]
+    assert f"127.0.0.2:{port}:8888" in run["argv"]
     assert run["env_file"] == "JUPYTER_TOKEN=the-app-token\n"
     assert "the-app-token" not in json.dumps(run["argv"])
     assert list((tmp_path / "state").iterdir()) == []  # the env file is gone

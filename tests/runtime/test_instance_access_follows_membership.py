@@ -14,8 +14,8 @@ from apps.runtime import services
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import Membership
 from apps.tenancy.principal import Grant, Principal, for_user
-from tests.conftest import member
-from tests.proxy.conftest import login_session, mint_ticket, start_instance
+from tests.support.members import member
+from tests.support.proxy import login_session, mint_ticket, start_instance
 
 pytestmark = pytest.mark.django_db
 
@@ -86,7 +86,8 @@ def test_an_open_ui_session_ends_when_the_owner_leaves_the_project(
     assert decision().allowed
     _remove_from_project(allocator, project, tenant_admin)
     refused = decision()
-    assert not refused.allowed and refused.status == 403
+    assert not refused.allowed
+    assert refused.status == 403
 
 
 def test_an_owner_who_still_views_the_project_keeps_managing_their_instance(

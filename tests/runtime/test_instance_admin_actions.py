@@ -15,7 +15,7 @@ from apps.runtime import agents, services
 from apps.runtime.models import AgentTask
 from apps.tenancy.principal import for_user
 from tests.factories import UserFactory
-from tests.proxy.conftest import start_instance
+from tests.support.proxy import start_instance
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Operation, RuntimeSecret
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Grant, Principal
-from tests.conftest import member
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 
@@ -38,16 +38,19 @@ def test_launch_returns_an_operation_and_the_agent_brings_it_to_running(
     assert response.status_code == 202, response.content
     body = response.json()
     operation = api.get(f"/api/v1/operations/{body['operation_id']}").json()
-    assert operation["state"] == "pending" and operation["kind"] == "launch"
+    assert operation["state"] == "pending"
+    assert operation["kind"] == "launch"
     instance = AppInstance.objects.get(pk=body["instance_id"])
-    assert instance.state == "requested" and instance.parameters == {
+    assert instance.state == "requested"
+    assert instance.parameters == {
         "default_path": "/lab",
         "idle_minutes": 30,
     }
 
     agent_finishes(instance)
     detail = api.get(f"/api/v1/projects/{project.pk}/app-instances/{instance.pk}").json()
-    assert detail["state"] == "running" and detail["ui_mode"] == "embedded"
+    assert detail["state"] == "running"
+    assert detail["ui_mode"] == "embedded"
     assert detail["endpoints"] == [
         {
             "name": "web",
@@ -80,7 +83,8 @@ def test_failed_start_shows_the_reason(api, allocator, project, jupyterlab, acti
     body = launch(api, project, active_allocation).json()
     instance = AppInstance.objects.get(pk=body["instance_id"])
     agent_finishes(instance, succeeded=False, error="jupyter-lab: command not found")
-    assert instance.state == "failed" and instance.state_reason == "jupyter-lab: command not found"
+    assert instance.state == "failed"
+    assert instance.state_reason == "jupyter-lab: command not found"
     assert Operation.objects.get(pk=body["operation_id"]).error == "jupyter-lab: command not found"
 
 
@@ -121,18 +125,20 @@ def test_launches_in_flight_are_bounded(api, settings, allocator, project, jupyt
     assert launch(api, project, active_allocation).status_code == 202
     assert launch(api, project, active_allocation).status_code == 202
     response = launch(api, project, active_allocation)
-    assert response.status_code == 429 and int(response["Retry-After"]) > 0
+    assert response.status_code == 429
+    assert int(response["Retry-After"]) > 0
     assert response.json()["error"]["code"] == "rate_limited"
 
 
 def test_entitlement_is_required(api, allocator, project, active_allocation, db):
-    from tests.runtime.conftest import publish
+    from tests.support.catalog import publish
 
     app = publish("netdata", entitled_to_all=False)
     api.force_login(allocator)
     assert api.get("/api/v1/catalog/apps/netdata").status_code == 404  # not entitled: not even visible
     response = launch(api, project, active_allocation, app="netdata")
-    assert response.status_code == 404 and not AppInstance.objects.exists()
+    assert response.status_code == 404
+    assert not AppInstance.objects.exists()
 
     from apps.catalog import services as catalog
 
@@ -177,7 +183,8 @@ def test_service_account_launches_and_stops_with_its_token(
     )
     assert response.status_code == 202, response.content
     instance = AppInstance.objects.get(pk=response.json()["instance_id"])
-    assert instance.created_by == "sa:ci-bot" and instance.owner is None
+    assert instance.created_by == "sa:ci-bot"
+    assert instance.owner is None
     agent_finishes(instance)
     stop = api.post(f"/api/v1/projects/{project.pk}/app-instances/{instance.pk}/stop", **bearer)
     assert stop.status_code == 202
@@ -217,7 +224,8 @@ def test_no_secret_in_any_response(api, allocator, project, jupyterlab, active_a
     body = launch(api, project, active_allocation).json()
     instance = AppInstance.objects.get(pk=body["instance_id"])
     token = selectors.runtime_secret(instance, "token")
-    assert token and len(token) > 20
+    assert token
+    assert len(token) > 20
     [task] = AgentTask.objects.filter(instance=instance)
     assert token not in str(task.spec)  # the task references the secret, never carries it
     agent_finishes(instance)
@@ -252,4 +260,5 @@ def test_a_claim_the_agent_never_reports_fails_after_the_timeout(
     assert agents.expire_stale_claims() == 0
     assert agents.expire_stale_claims(now=timezone.now() + timedelta(hours=1)) == 1
     instance.refresh_from_db()
-    assert instance.state == "failed" and "never reported back" in instance.state_reason
+    assert instance.state == "failed"
+    assert "never reported back" in instance.state_reason

@@ -56,4 +56,5 @@ def test_the_agent_command_line_runs_without_django():
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert "GPUaaS node agent" in done.stdout and "--bootstrap-token" in done.stdout
+    assert "GPUaaS node agent" in done.stdout
+    assert "--bootstrap-token" in done.stdout

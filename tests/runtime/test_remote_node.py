@@ -12,9 +12,9 @@ import pytest
 
 from apps.runtime import selectors
 from apps.runtime.models import AppInstance, Endpoint
-from tests.proxy.conftest import browser, open_session, route_url
-from tests.runtime.agent_fixtures import running_agent
 from tests.runtime.test_agent_jupyterlab import START_TIMEOUT, PlatformApi
+from tests.support.agent import running_agent
+from tests.support.proxy import browser, open_session, route_url
 from tests.support.servers import ThreadedUvicorn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,7 +51,7 @@ def remote_agent(settings, active_allocation, tmp_path):
 def test_jupyterlab_on_a_remote_node_is_served_through_the_proxy_from_the_nodes_address(
     api, allocator, project, jupyterlab, active_allocation, remote_agent
 ):
-    portal, agent, address = remote_agent
+    portal, _, address = remote_agent
     api.force_login(allocator)
     platform = PlatformApi(api, project)
     instance_id = platform.launch(active_allocation)
@@ -74,6 +74,8 @@ def test_jupyterlab_on_a_remote_node_is_served_through_the_proxy_from_the_nodes_
     with browser(portal, open_session(portal, allocator, instance)) as client:
         lab = client.get(route_url(instance, "lab"))
         api_status = client.get(route_url(instance, "api/status"))
-    assert lab.status_code == 200 and "JupyterLab" in lab.text
+    assert lab.status_code == 200
+    assert "JupyterLab" in lab.text
     assert token not in lab.text
-    assert api_status.status_code == 200 and "started" in api_status.json()
+    assert api_status.status_code == 200
+    assert "started" in api_status.json()

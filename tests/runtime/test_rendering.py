@@ -16,7 +16,7 @@ from apps.catalog.manifests import clean_parameters
 from apps.catalog.models import App, AppVersion
 from apps.runtime import rendering
 from apps.runtime.models import AppInstance
-from tests.runtime.conftest import SHIPPED
+from tests.factories import shipped_manifest
 
 GOLDEN = Path(__file__).parent / "golden"
 INSTANCE_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
@@ -25,7 +25,7 @@ PROJECT_ID = uuid.UUID("66666666-7777-8888-9999-000000000000")
 
 def instance_of(slug: str, parameters: dict) -> AppInstance:
     """An unsaved instance: rendering reads only these fields."""
-    manifest = json.loads((SHIPPED / f"{slug}.json").read_text())
+    manifest = shipped_manifest(slug)
     cleaned, errors = clean_parameters(manifest, parameters)
     assert not errors
     return AppInstance(
@@ -62,14 +62,18 @@ def test_start_spec_matches_golden(name, slug, parameters):
 def test_rendered_tasks_are_safe(slug):
     spec = rendering.start_spec(instance_of(slug, {}))
     text = json.dumps(spec)
-    assert "privileged" not in text and "volumes" not in text and "/var/run/docker.sock" not in text
+    assert "privileged" not in text
+    assert "volumes" not in text
+    assert "/var/run/docker.sock" not in text
     images = (
         [spec["container"]["image"]]
         if "container" in spec
         else [service["image"] for service in spec["compose"]["document"]["services"].values()]
     )
     assert all("@sha256:" in image for image in images)
-    assert "{{ params." not in text and "{{ proxy." not in text and "{{ instance." not in text
+    assert "{{ params." not in text
+    assert "{{ proxy." not in text
+    assert "{{ instance." not in text
     for reference in ("{{ secret.token }}",):
         if spec["secrets"]:
             assert reference in text  # a reference for the agent, never the value

@@ -39,16 +39,19 @@ def test_backend_failure_answers_503_and_the_retry_provisions_once(
     assert failed.status_code == 503, failed.content
     assert int(failed["Retry-After"]) > 0
     error = failed.json()["error"]
-    assert error["code"] == "unavailable" and "backend down" in error["message"]
+    assert error["code"] == "unavailable"
+    assert "backend down" in error["message"]
     assert "Traceback" not in failed.content.decode()
     assert TenantStorage.objects.get(tenant=tenant).status == TenantStorage.Status.PROVISIONING
 
     retried = create_storage(api, integration, tenant)
     assert retried.status_code == 201, retried.content
     assert "Idempotent-Replayed" not in retried
-    assert retried.json()["status"] == "ready" and retried.json()["path"] == "/lustre/acme/"
+    assert retried.json()["status"] == "ready"
+    assert retried.json()["path"] == "/lustre/acme/"
     replayed = create_storage(api, integration, tenant)
-    assert replayed.status_code == 201 and replayed["Idempotent-Replayed"] == "true"
+    assert replayed.status_code == 201
+    assert replayed["Idempotent-Replayed"] == "true"
 
     assert TenantStorage.objects.count() == 1
     assert simulation.get("ddn", "directory", "/lustre/acme/") is not None
@@ -57,7 +60,8 @@ def test_backend_failure_answers_503_and_the_retry_provisions_once(
     failure, success = AuditEvent.objects.filter(action="storage.provision").order_by("occurred_at", "id")
     assert (failure.outcome, failure.details["reason"]) == ("failure", "backend down")
     assert (success.outcome, success.actor, success.actor_type) == ("success", "ccp-sync", "federated")
-    assert failure.actor == "ccp-sync" and success.tenant_id == tenant.pk
+    assert failure.actor == "ccp-sync"
+    assert success.tenant_id == tenant.pk
 
 
 def test_storage_made_by_onboarding_is_audited_as_the_platform_and_answered_as_existing(
@@ -65,7 +69,8 @@ def test_storage_made_by_onboarding_is_audited_as_the_platform_and_answered_as_e
 ):
     services.provision_tenant_storage(tenant)
     response = create_storage(api, integration, tenant)
-    assert response.status_code == 200 and response.json()["status"] == "ready"
+    assert response.status_code == 200
+    assert response.json()["status"] == "ready"
     [event] = AuditEvent.objects.filter(action="storage.provision")
     assert event.actor == "platform"
 
@@ -82,5 +87,6 @@ def test_when_partition_keys_run_out_the_answer_is_503_and_nothing_is_reserved(
         quota_gb=1,
     )
     refused = create_storage(api, integration, tenant)
-    assert refused.status_code == 503 and "no free PKey" in refused.json()["error"]["message"]
+    assert refused.status_code == 503
+    assert "no free PKey" in refused.json()["error"]["message"]
     assert not TenantStorage.objects.filter(tenant=tenant).exists()

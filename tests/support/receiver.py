@@ -11,6 +11,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOLERANCE_SECONDS = 300
+# What the platform and the test receiver (CCP) share to sign and check webhooks.
+WEBHOOK_SECRET = "ccp-shared-secret"
 
 
 def signature_valid(secret: str, headers, body: bytes, *, now: float | None = None) -> bool:

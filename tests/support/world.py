@@ -14,6 +14,7 @@ from apps.tenancy import principal as principals
 from apps.tenancy import services
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
+from tests.support.members import member
 
 INTEGRATION_ROLE = "GPUaaS Platform Integration"
 INTEGRATION_NAME = "ccp-integration"
@@ -29,12 +30,6 @@ CALLERS = (
     "platform_admin",
     "platform_integration",  # CCP
 )
-
-
-def _member(role: str, *, tenant: Tenant, project: Project | None = None, limit: str = ""):
-    user = UserFactory()
-    Membership.objects.create(user=user, tenant=tenant, project=project, role=role, limit=limit)
-    return user
 
 
 @dataclass
@@ -63,11 +58,11 @@ def build_world() -> World:
         other_tenant_project=ProjectFactory(tenant=other_tenant, project_id="g-1", name="Globex 1"),
     )
     world.users = {
-        "tenant_admin": _member("tenant_admin", tenant=tenant),
-        "project_admin": _member("project_admin", tenant=tenant, project=world.project),
-        "viewer": _member("viewer", tenant=tenant, project=world.project),
-        "billing_admin": _member("billing_admin", tenant=tenant),
-        "other_tenant_admin": _member("tenant_admin", tenant=other_tenant),
+        "tenant_admin": member("tenant_admin", tenant=tenant),
+        "project_admin": member("project_admin", tenant=tenant, project=world.project),
+        "viewer": member("viewer", tenant=tenant, project=world.project),
+        "billing_admin": member("billing_admin", tenant=tenant),
+        "other_tenant_admin": member("tenant_admin", tenant=other_tenant),
         "platform_admin": UserFactory(is_superuser=True, is_staff=True),
     }
     operator = principals.for_user(world.users["platform_admin"])
@@ -78,9 +73,9 @@ def build_world() -> World:
     world.target_service_account = services.create_service_account(
         operator, world.project, name="a1-bot", role="viewer"
     ).account
-    target_user = _member("viewer", tenant=tenant, project=world.project)
+    target_user = member("viewer", tenant=tenant, project=world.project)
     world.target_membership = Membership.objects.get(user=target_user)
-    world.candidate = _member("viewer", tenant=tenant, project=world.other_project)
+    world.candidate = member("viewer", tenant=tenant, project=world.other_project)
     return world
 
 

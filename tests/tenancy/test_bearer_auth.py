@@ -27,8 +27,8 @@ from rest_framework.test import APIRequestFactory
 from apps.tenancy.auth.authentication import BearerTokenAuthentication
 from apps.tenancy.models import ServiceAccount, Tenant
 from apps.tenancy.roles import DEFAULT_CCP_ROLE_MAP, Perm
-from tests.conftest import member
 from tests.support.issuer import FakeIssuer
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +48,8 @@ def assert_unauthenticated(response) -> dict:
     assert set(body) == {"error"}
     error = body["error"]
     assert error["code"] == "unauthenticated"
-    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["message"], str)
+    assert error["message"]
     assert error["correlation_id"] == response["X-Correlation-ID"]
     assert response["WWW-Authenticate"].startswith("Bearer ")
     return error
@@ -522,7 +523,8 @@ def test_role_allocation_manage(ccp_issuer, scene, role):
     """No allocation endpoint here: read the principal the real authentication builds from the token."""
     request = Request(APIRequestFactory().get(PROJECTS, **bearer(role_token(ccp_issuer, role))))
     user, principal = BearerTokenAuthentication().authenticate(request)
-    assert user.is_authenticated and principal.kind == "federated"
+    assert user.is_authenticated
+    assert principal.kind == "federated"
     allowed = {
         ccp_id
         for ccp_id, obj in scene.items()

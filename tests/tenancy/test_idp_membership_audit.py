@@ -39,7 +39,8 @@ def test_a_granted_role_is_audited_once(tenant):
         )
     ]
     event = AuditEvent.objects.get(action="member.add")
-    assert event.actor_type == "system" and event.correlation_id
+    assert event.actor_type == "system"
+    assert event.correlation_id
 
 
 def test_a_role_the_claims_no_longer_carry_is_removed_and_audited(project):

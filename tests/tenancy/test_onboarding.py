@@ -47,9 +47,12 @@ def test_onboarding_creates_the_tenant_then_activates_it(ccp, vrf_pool, django_c
     shown = ccp.get("/api/tenants/newco")
     assert shown.status_code == 200
     tenant = shown.json()
-    assert tenant["id"] == created["id"] and tenant["tenant_id"] == "newco"
-    assert tenant["status"] == "active" and tenant["status_reason"] == ""
-    assert tenant["realm_name"] == "newco-realm" and tenant["tier"] == "standard"
+    assert tenant["id"] == created["id"]
+    assert tenant["tenant_id"] == "newco"
+    assert tenant["status"] == "active"
+    assert tenant["status_reason"] == ""
+    assert tenant["realm_name"] == "newco-realm"
+    assert tenant["tier"] == "standard"
     assert [(p["project_id"], p["name"]) for p in tenant["projects"]] == [("default", "Default")]
     assert tenant["quota"] == default_quota()
     assert {"network", "storage"} <= set(tenant)
@@ -87,14 +90,15 @@ def test_onboarding_the_same_tenant_again_returns_it_unchanged(ccp):
     )
     assert again.status_code == 200
     assert again.json()["id"] == first.json()["id"]
-    assert again.json()["name"] == "NewCo" and again.json()["quota"]["gpus"] == 16
+    assert again.json()["name"] == "NewCo"
+    assert again.json()["quota"]["gpus"] == 16
     assert (Tenant.objects.count(), Project.objects.count(), Quota.objects.count()) == counts
     assert AuditEvent.objects.filter(action="tenant.onboard").count() == events
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    "body,field",
+    ("body", "field"),
     [
         (onboard_body(tenant_id="bad id!"), "tenant_id"),
         (onboard_body(tenant_id="x" * 65), "tenant_id"),
@@ -126,7 +130,8 @@ def test_invalid_onboarding_answers_validation_error_with_field_details(ccp, bod
     assert response.status_code == 400, response.content
     error = response.json()["error"]
     assert error["code"] == "validation_error"
-    assert field in error["details"] and error["details"][field]
+    assert field in error["details"]
+    assert error["details"][field]
     assert not Tenant.objects.exists()
 
 
@@ -169,7 +174,8 @@ def test_onboarding_accepts_a_token_naming_the_tenant_being_onboarded(api, ccp_i
 @pytest.mark.django_db
 def test_unknown_tenant_answers_not_found(ccp):
     response = ccp.get("/api/tenants/nobody")
-    assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
     assert (
         ccp.post("/api/tenants/nobody/projects", {"project_id": "p", "name": "P"}, format="json").status_code
         == 404
@@ -181,10 +187,12 @@ def test_adding_a_project_is_idempotent_per_project_id(ccp):
     ccp.post("/api/tenants", onboard_body(), format="json")
     first = ccp.post("/api/tenants/newco/projects", {"project_id": "cell-9", "name": "Cell 9"}, format="json")
     assert first.status_code == 201, first.content
-    assert first.json()["project_id"] == "cell-9" and first.json()["tenant_id"] == "newco"
+    assert first.json()["project_id"] == "cell-9"
+    assert first.json()["tenant_id"] == "newco"
     again = ccp.post("/api/tenants/newco/projects", {"project_id": "cell-9", "name": "Other"}, format="json")
     assert again.status_code == 200
-    assert again.json()["id"] == first.json()["id"] and again.json()["name"] == "Cell 9"
+    assert again.json()["id"] == first.json()["id"]
+    assert again.json()["name"] == "Cell 9"
     assert Project.objects.filter(tenant__tenant_id="newco", project_id="cell-9").count() == 1
     assert AuditEvent.objects.filter(action="project.create", target_id=first.json()["id"]).count() == 1
     listed = ccp.get("/api/tenants/newco").json()["projects"]
@@ -216,8 +224,10 @@ def test_onboarding_audit_events_carry_the_request_correlation_id(ccp, vrf_pool)
 
     onboard = AuditEvent.objects.get(action="tenant.onboard")
     assert (onboard.outcome, onboard.actor_type, onboard.target_type) == ("success", "federated", "tenant")
-    assert onboard.tenant_id == tenant.pk and onboard.target_id == str(tenant.pk)
-    assert onboard.correlation_id == CORRELATION and onboard.source_ip == "10.9.8.7"
+    assert onboard.tenant_id == tenant.pk
+    assert onboard.target_id == str(tenant.pk)
+    assert onboard.correlation_id == CORRELATION
+    assert onboard.source_ip == "10.9.8.7"
     activated = AuditEvent.objects.get(action="tenant.active")
     assert (activated.actor, activated.actor_type) == ("platform", "system")
     assert activated.correlation_id == CORRELATION

@@ -84,7 +84,8 @@ EXPECTED = {
     "sa_revoke": (204, 204, 403, 403, 404, 404, 204, 403),
     "audit_list": (200, 403, 403, 403, 200, 403, 200, 403),
 }
-assert set(EXPECTED) == set(ENDPOINTS) and all(len(row) == len(CALLERS) for row in EXPECTED.values())
+assert set(EXPECTED) == set(ENDPOINTS)
+assert all(len(row) == len(CALLERS) for row in EXPECTED.values())
 
 CASES = [
     pytest.param(endpoint, caller, statuses[i], id=f"{endpoint}-{caller}")
@@ -104,7 +105,7 @@ def _state(world) -> dict:
     }
 
 
-@pytest.mark.parametrize("endpoint,caller,expected", CASES)
+@pytest.mark.parametrize(("endpoint", "caller", "expected"), CASES)
 def test_endpoint_answers_per_scope_and_role(api, world, caller_client, endpoint, caller, expected):
     actor = caller_client(caller)
     method, template, body = ENDPOINTS[endpoint]
@@ -183,7 +184,8 @@ def test_tenant_admins_see_only_their_tenants_audit_events(api, world):
     response = api.get("/api/v1/audit", {"page_size": 500})
     assert response.status_code == 200
     events = response.json()["results"]
-    assert events and {e["tenant"] for e in events} == {str(world.tenant.pk)}
+    assert events
+    assert {e["tenant"] for e in events} == {str(world.tenant.pk)}
     created = Project.objects.get(project_id="cell-3")
     assert any(e["action"] == "project.create" and e["target_id"] == str(created.pk) for e in events)
     assert AuditEvent.objects.exclude(tenant_id=world.tenant.pk).exists()  # there was something to hide
@@ -191,7 +193,8 @@ def test_tenant_admins_see_only_their_tenants_audit_events(api, world):
     api.logout()
     sign_in(api, world, "other_tenant_admin")
     other = api.get("/api/v1/audit", {"page_size": 500}).json()["results"]
-    assert other and {e["tenant"] for e in other} == {str(world.other_tenant.pk)}
+    assert other
+    assert {e["tenant"] for e in other} == {str(world.other_tenant.pk)}
 
     api.logout()
     sign_in(api, world, "platform_admin")
@@ -206,15 +209,18 @@ def test_audit_filters_narrow_the_callers_events(api, world):
     assert response.status_code == 200
     assert [e["action"] for e in response.json()["results"]] == ["project.create"]
     by_project = api.get("/api/v1/audit", {"project": str(world.project.pk)}).json()["results"]
-    assert by_project and {e["project"] for e in by_project} == {str(world.project.pk)}
+    assert by_project
+    assert {e["project"] for e in by_project} == {str(world.project.pk)}
     bad = api.get("/api/v1/audit", {"project": "not-a-uuid"})
-    assert bad.status_code == 400 and "project" in bad.json()["error"]["details"]
+    assert bad.status_code == 400
+    assert "project" in bad.json()["error"]["details"]
     bad_time = api.get("/api/v1/audit", {"from": "yesterday"})
-    assert bad_time.status_code == 400 and "from" in bad_time.json()["error"]["details"]
+    assert bad_time.status_code == 400
+    assert "from" in bad_time.json()["error"]["details"]
 
 
 @pytest.mark.parametrize(
-    "ccp_role,project_claim,expected",
+    ("ccp_role", "project_claim", "expected"),
     [
         ("Cell Administrator", "cell-2", 404),  # a project role acts only on its own project
         ("Cell Viewer", "cell-1", 200),

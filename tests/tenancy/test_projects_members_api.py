@@ -8,8 +8,8 @@ import pytest
 
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership, Project, ServiceAccount
-from tests.conftest import member
 from tests.factories import UserFactory
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +46,9 @@ def test_tenant_admin_creates_a_project_in_their_only_tenant(api, tenant, tenant
     assert api.get(f"/api/v1/projects/{body['id']}").json()["id"] == body["id"]
 
     again = api.post("/api/v1/projects", {"project_id": "cell-7", "name": "Renamed"}, format="json")
-    assert again.status_code == 200 and again.json()["id"] == body["id"] and again.json()["name"] == "Cell 7"
+    assert again.status_code == 200
+    assert again.json()["id"] == body["id"]
+    assert again.json()["name"] == "Cell 7"
     assert Project.objects.filter(tenant=tenant, project_id="cell-7").count() == 1
     assert AuditEvent.objects.filter(action="project.create", target_id=body["id"]).count() == 1
 
@@ -56,13 +58,15 @@ def test_a_caller_of_several_tenants_must_name_the_tenant(api, tenant, other_ten
     Membership.objects.create(user=user, tenant=other_tenant_project.tenant, role="tenant_admin")
     api.force_login(user)
     response = api.post("/api/v1/projects", {"project_id": "x", "name": "X"}, format="json")
-    assert response.status_code == 400 and "tenant" in response.json()["error"]["details"]
+    assert response.status_code == 400
+    assert "tenant" in response.json()["error"]["details"]
     named = api.post(
         "/api/v1/projects",
         {"tenant": str(other_tenant_project.tenant.pk), "project_id": "x", "name": "X"},
         format="json",
     )
-    assert named.status_code == 201 and named.json()["tenant_id"] == "globex"
+    assert named.status_code == 201
+    assert named.json()["tenant_id"] == "globex"
 
 
 def test_project_create_validates_the_body(api, tenant_admin):
@@ -75,7 +79,8 @@ def test_project_create_validates_the_body(api, tenant_admin):
 def test_unknown_project_answers_not_found(api, tenant_admin):
     api.force_login(tenant_admin)
     response = api.get("/api/v1/projects/3f1b6c8e-0000-4000-8000-000000000000/members")
-    assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
 
 
 # --- members -----------------------------------------------------------------
@@ -113,7 +118,8 @@ def test_project_admin_adds_a_member_of_the_tenant(api, project, other_project, 
     assert event.details == {"user": colleague.username, "role": "viewer"}
 
     twice = api.post(members_url(project), {"username": colleague.username, "role": "viewer"}, format="json")
-    assert twice.status_code == 409 and twice.json()["error"]["code"] == "conflict"
+    assert twice.status_code == 409
+    assert twice.json()["error"]["code"] == "conflict"
 
 
 def test_project_admin_cannot_bring_in_an_outsider_but_tenant_admin_can(
@@ -122,7 +128,8 @@ def test_project_admin_cannot_bring_in_an_outsider_but_tenant_admin_can(
     outsider = UserFactory()
     api.force_login(project_admin)
     refused = api.post(members_url(project), {"username": outsider.username, "role": "viewer"}, format="json")
-    assert refused.status_code == 400 and "username" in refused.json()["error"]["details"]
+    assert refused.status_code == 400
+    assert "username" in refused.json()["error"]["details"]
     api.force_login(tenant_admin)
     added = api.post(members_url(project), {"username": outsider.username, "role": "viewer"}, format="json")
     assert added.status_code == 201
@@ -144,7 +151,7 @@ def test_a_project_admin_cannot_tell_an_outsider_from_an_unknown_username(
 
 
 @pytest.mark.parametrize(
-    "body,field",
+    ("body", "field"),
     [
         ({"username": "nobody-at-all", "role": "viewer"}, "username"),
         ({"username": "x", "role": "tenant_admin"}, "role"),
@@ -166,7 +173,8 @@ def test_removing_a_member(api, project, project_admin, viewer):
     assert api.delete(f"{members_url(project)}/{membership.pk}").status_code == 204
     assert not Membership.objects.filter(pk=membership.pk).exists()
     event = AuditEvent.objects.get(action="member.remove")
-    assert event.target_id == str(membership.pk) and event.details == {
+    assert event.target_id == str(membership.pk)
+    assert event.details == {
         "user": viewer.username,
         "role": "viewer",
     }
@@ -191,7 +199,7 @@ def container_admin(project):
     return member("project_admin", project=project, limit="kubernetes")
 
 
-@pytest.mark.parametrize("limit,expected", [("", 400), ("compute", 400), ("kubernetes", 201)])
+@pytest.mark.parametrize(("limit", "expected"), [("", 400), ("compute", 400), ("kubernetes", 201)])
 def test_limited_admin_cannot_add_a_less_limited_admin(
     api, project, other_project, container_admin, limit, expected
 ):
@@ -208,7 +216,7 @@ def test_limited_admin_cannot_add_a_less_limited_admin(
         assert not Membership.objects.filter(user=colleague, project=project).exists()
 
 
-@pytest.mark.parametrize("limit,expected", [("", 400), ("kubernetes", 201)])
+@pytest.mark.parametrize(("limit", "expected"), [("", 400), ("kubernetes", 201)])
 def test_limited_admin_cannot_mint_a_less_limited_service_account(
     api, project, container_admin, limit, expected
 ):
@@ -233,17 +241,21 @@ def test_service_account_secret_is_shown_once_and_its_token_works(api, project, 
     created = api.post(accounts_url(project), {"name": "ci", "role": "viewer"}, format="json")
     assert created.status_code == 201, created.content
     body = created.json()
-    assert body["client_secret"] and body["client_id"].startswith("sa-") and body["active"] is True
+    assert body["client_secret"]
+    assert body["client_id"].startswith("sa-")
+    assert body["active"] is True
     assert body["created_by"] == project_admin.username
     account = ServiceAccount.objects.get(pk=body["id"])
     assert body["client_secret"] not in account.secret_hash
 
     listed = api.get(accounts_url(project)).json()["results"]
-    assert [a["id"] for a in listed] == [body["id"]] and "client_secret" not in listed[0]
+    assert [a["id"] for a in listed] == [body["id"]]
+    assert "client_secret" not in listed[0]
     assert "client_secret" not in api.get(f"{accounts_url(project)}/{body['id']}").json()
 
     token = request_token(api, body["client_id"], body["client_secret"])
-    assert token.status_code == 200 and token.json()["token_type"] == "Bearer"
+    assert token.status_code == 200
+    assert token.json()["token_type"] == "Bearer"
     bot = type(api)()
     bot.credentials(HTTP_AUTHORIZATION=f"Bearer {token.json()['access_token']}")
     assert bot.get(f"/api/v1/projects/{project.pk}").status_code == 200
@@ -262,7 +274,8 @@ def test_revoking_a_service_account_stops_its_token_at_once(api, project, projec
     assert api.delete(f"{accounts_url(project)}/{body['id']}").status_code == 204
     assert bot.get(f"/api/v1/projects/{project.pk}").status_code == 401
     shown = api.get(f"{accounts_url(project)}/{body['id']}").json()
-    assert shown["active"] is False and shown["revoked_at"]
+    assert shown["active"] is False
+    assert shown["revoked_at"]
     # Revoking again changes nothing and writes no second event.
     assert api.delete(f"{accounts_url(project)}/{body['id']}").status_code == 204
     assert AuditEvent.objects.filter(action="service_account.revoke", target_id=body["id"]).count() == 1

@@ -14,7 +14,7 @@ from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
 from apps.tenancy import services
 from apps.tenancy.models import Membership, ServiceAccount
-from tests.conftest import member
+from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
 

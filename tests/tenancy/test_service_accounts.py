@@ -45,7 +45,8 @@ def access_token(api, credentials: dict) -> str:
 def assert_unauthenticated(response) -> dict:
     assert response.status_code == 401, response.content
     body = response.json()
-    assert set(body) == {"error"} and body["error"]["code"] == "unauthenticated"
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == "unauthenticated"
     assert body["error"]["correlation_id"] == response["X-Correlation-ID"]
     assert response["WWW-Authenticate"].startswith("Bearer ")
     return body["error"]
@@ -113,7 +114,8 @@ def test_token_endpoint_issues_short_lived_rs256_token(api, sa):
 
 def test_jwks_publishes_a_key_before_any_token_is_issued(api, db):
     keys = api.get("/.well-known/jwks.json").json()["keys"]
-    assert keys and all(key["kty"] == "RSA" and key["kid"] for key in keys)
+    assert keys
+    assert all(key["kty"] == "RSA" and key["kid"] for key in keys)
 
 
 def test_credentials_in_the_query_string_are_not_accepted(api, sa):
@@ -134,7 +136,8 @@ def test_wrong_secret_is_rejected_and_audited(api, sa):
     assert sa["client_secret"] not in json.dumps(error)
     audit.summarise_denied(now=time.time() + 120)  # refusals are audited as a count per minute
     event = AuditEvent.objects.get(action="auth.token", outcome=AuditEvent.Outcome.DENIED)
-    assert event.target_id == sa["client_id"] and event.details["count"] == 1
+    assert event.target_id == sa["client_id"]
+    assert event.details["count"] == 1
     assert event.details["first_correlation_id"] == response["X-Correlation-ID"]
     assert sa["client_secret"] not in json.dumps(event.details)
 
@@ -177,7 +180,8 @@ def test_token_works_only_within_the_service_account_project(
 
 def test_secret_is_stored_hashed(sa):
     account = ServiceAccount.objects.get(client_id=sa["client_id"])
-    assert account.secret_hash and account.secret_hash != sa["client_secret"]
+    assert account.secret_hash
+    assert account.secret_hash != sa["client_secret"]
     columns = [field.attname for field in ServiceAccount._meta.concrete_fields]
     row = ServiceAccount.objects.filter(pk=account.pk).values_list(*columns).get()
     assert not any(sa["client_secret"] in str(value) for value in row)
@@ -199,7 +203,8 @@ def test_secret_is_shown_once(api, tenant_admin, sa, project):
 def test_command_creates_platform_integration_account(api, db):
     credentials = run_command("--name", "ccp", "--platform-role", "platform_integration")
     account = ServiceAccount.objects.get(client_id=credentials["client_id"])
-    assert account.role == "platform_integration" and account.project is None
+    assert account.role == "platform_integration"
+    assert account.project is None
     token = access_token(api, credentials)
     response = api.post(
         "/api/tenants",
@@ -254,7 +259,8 @@ def test_revocation_via_api_stops_issued_tokens_and_new_ones(api, tenant_admin, 
     deleted = api.delete(f"{PROJECTS}/{project.pk}/service-accounts/{sa['id']}")
     assert deleted.status_code == 204, deleted.content
     detail = api.get(f"{PROJECTS}/{project.pk}/service-accounts/{sa['id']}").json()
-    assert detail["active"] is False and detail["revoked_at"]
+    assert detail["active"] is False
+    assert detail["revoked_at"]
     api.logout()
 
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))  # issued before, still unexpired

@@ -45,7 +45,8 @@ def test_an_issuer_without_audience_stops_start_up(tmp_path):
     result = manage(production_env(tmp_path, GPUAAS_TRUSTED_ISSUERS=json.dumps([entry])), "check")
     assert result.returncode != 0
     last_line = result.stderr.strip().splitlines()[-1]
-    assert "ImproperlyConfigured" in last_line and "GPUAAS_TRUSTED_ISSUERS" in last_line
+    assert "ImproperlyConfigured" in last_line
+    assert "GPUAAS_TRUSTED_ISSUERS" in last_line
     assert "audience" in last_line
 
 
@@ -64,7 +65,8 @@ def test_inconsistent_issuer_limits_are_refused(extra, said):
     entry = {"issuer": "https://sso.example.com/realms/ccp", "jwks_uri": JWKS, **extra}
     with pytest.raises(ImproperlyConfigured) as refused:
         issuer_config.parse([entry])
-    assert "GPUAAS_TRUSTED_ISSUERS" in str(refused.value) and said in str(refused.value)
+    assert "GPUAAS_TRUSTED_ISSUERS" in str(refused.value)
+    assert said in str(refused.value)
 
 
 def test_an_issuer_not_trusted_for_platform_roles_cannot_onboard_tenants(api, issuer_with, tenant):
@@ -103,7 +105,8 @@ def test_an_issuer_limited_to_roles_grants_only_those(api, issuer_with, project)
         {"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer", "Cell Administrator"]}
     )
     listed = api.get(PROJECTS, **bearer(token))
-    assert listed.status_code == 200 and [p["project_id"] for p in listed.json()["results"]] == ["cell-1"]
+    assert listed.status_code == 200
+    assert [p["project_id"] for p in listed.json()["results"]] == ["cell-1"]
     created = api.post(
         f"{PROJECTS}/{project.pk}/service-accounts",
         {"name": "bot", "role": "viewer"},

@@ -11,8 +11,7 @@ import pytest
 
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
-from tests.conftest import WEBHOOK_SECRET
-from tests.support.receiver import TOLERANCE_SECONDS, signature_valid
+from tests.support.receiver import TOLERANCE_SECONDS, WEBHOOK_SECRET, signature_valid
 
 pytestmark = pytest.mark.django_db
 SECRET = WEBHOOK_SECRET

@@ -54,7 +54,7 @@ def nav_current(context, section: str) -> str:
     """``aria-current="page"`` on the navigation entry of the page being shown."""
     match = getattr(context.get("request"), "resolver_match", None)
     if match is not None and SECTIONS.get(match.url_name) == section:
-        return mark_safe('aria-current="page"')  # noqa: S308 - a constant
+        return mark_safe('aria-current="page"')  # a constant
     return ""
 
 

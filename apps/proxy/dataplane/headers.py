@@ -74,17 +74,17 @@ class Inbound:
     """What the proxy needs from a browser request, read in one pass over its headers."""
 
     __slots__ = (
-        "host",
-        "route_cookie",
-        "origin",
         "accept",
-        "secure",
-        "length",
-        "chunked",
-        "subprotocols",
         "asked",
-        "service_worker",
+        "chunked",
         "headers",
+        "host",
+        "length",
+        "origin",
+        "route_cookie",
+        "secure",
+        "service_worker",
+        "subprotocols",
     )
 
     def __init__(self, scope: dict, target: Target | None, host: str):

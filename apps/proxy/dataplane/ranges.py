@@ -67,7 +67,7 @@ class Cut:
     """The asked part of the app's widened one: its headers, then its bytes, fed in
     the order they come."""
 
-    __slots__ = ("first", "last", "total", "skip", "keep")
+    __slots__ = ("first", "keep", "last", "skip", "total")
 
     def __init__(self, want: Asked, content_range: bytes | None):
         match = _CONTENT_RANGE.fullmatch(content_range or b"")

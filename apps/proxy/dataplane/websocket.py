@@ -149,12 +149,12 @@ class _Socket:
     watcher, totals for the audit trail."""
 
     __slots__ = (
-        "from_browser",
-        "from_app",
-        "bytes_from_browser",
         "bytes_from_app",
-        "closed_by",
+        "bytes_from_browser",
         "close_code",
+        "closed_by",
+        "from_app",
+        "from_browser",
     )
 
     def __init__(self):

@@ -126,25 +126,46 @@ def federated_principal(request, issuer: trusted_issuers.Issuer, claims: dict) -
     ``project_id`` the project, ``roles`` the platform roles, each within what the
     issuer is trusted for (its ``tenants``, ``roles`` and ``platform_roles``)."""
     domain_id = claims.get("domain_id")
-    project_claim = claims.get("project_id")
     tenant = project = None
-    if domain_id and not issuer.may_act_for(str(domain_id)):
-        _reject("Token issuer is not trusted for this tenant.", f"{issuer.issuer} for {domain_id!r}")
     if domain_id:
-        if project_claim:
-            project = (
-                Project.objects.select_related("tenant")
-                .filter(tenant__tenant_id=str(domain_id), project_id=str(project_claim))
-                .first()
-            )
-            tenant = project.tenant if project else None
-        if tenant is None:
-            tenant = Tenant.objects.filter(tenant_id=str(domain_id)).first()
-        if tenant is None and not _allows_unknown_tenant(request):
-            _reject("Token names an unknown tenant (domain_id).", f"unknown domain_id {domain_id!r}")
+        tenant, project = _claimed_scope(request, issuer, domain_id, claims.get("project_id"))
+    grants = _granted(issuer, claims.get("roles") or [], tenant, project)
+    subject = str(claims.get("sub"))
+    return Principal(
+        kind="federated",
+        key=f"jwt:{issuer.issuer}:{subject}",
+        name=claims.get("preferred_username")
+        or f"{claims.get('azp') or claims.get('client_id') or 'ccp'}:{subject}",
+        grants=grants,
+        claims=claims,
+    )
+
+
+def _claimed_scope(request, issuer: trusted_issuers.Issuer, domain_id, project_claim):
+    """The tenant ``domain_id`` names and, when ``project_claim`` names one of its
+    projects, that project; refused outside the tenants the issuer is trusted for."""
+    if not issuer.may_act_for(str(domain_id)):
+        _reject("Token issuer is not trusted for this tenant.", f"{issuer.issuer} for {domain_id!r}")
+    tenant = project = None
+    if project_claim:
+        project = (
+            Project.objects.select_related("tenant")
+            .filter(tenant__tenant_id=str(domain_id), project_id=str(project_claim))
+            .first()
+        )
+        tenant = project.tenant if project else None
+    if tenant is None:
+        tenant = Tenant.objects.filter(tenant_id=str(domain_id)).first()
+    if tenant is None and not _allows_unknown_tenant(request):
+        _reject("Token names an unknown tenant (domain_id).", f"unknown domain_id {domain_id!r}")
+    return tenant, project
+
+
+def _granted(issuer: trusted_issuers.Issuer, roles, tenant, project) -> list[Grant]:
+    """The grants of the CCP ``roles`` claim that the issuer may give, each scoped to
+    the platform, the tenant or the project as its role is."""
     role_map = ccp_role_map()
     grants = []
-    roles = claims.get("roles") or []
     for role_name in roles if isinstance(roles, list) else []:
         if not isinstance(role_name, str):
             continue  # a list or object in the claim must not break the lookup
@@ -163,15 +184,7 @@ def federated_principal(request, issuer: trusted_issuers.Issuer, claims: dict) -
             grants.append(Grant(role, tenant.id, None, limit))
         elif project is not None:
             grants.append(Grant(role, tenant.id, project.id, limit))
-    subject = str(claims.get("sub"))
-    return Principal(
-        kind="federated",
-        key=f"jwt:{issuer.issuer}:{subject}",
-        name=claims.get("preferred_username")
-        or f"{claims.get('azp') or claims.get('client_id') or 'ccp'}:{subject}",
-        grants=grants,
-        claims=claims,
-    )
+    return grants
 
 
 def _allows_unknown_tenant(request) -> bool:

@@ -14,7 +14,7 @@ from apps.allocations import services
 from apps.tenancy import principal as principals
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
-from tests.conftest import WEBHOOK_SECRET
+from tests.support.receiver import WEBHOOK_SECRET
 
 pytestmark = pytest.mark.django_db
 SECRET = WEBHOOK_SECRET
@@ -38,9 +38,12 @@ def test_active_and_released_are_delivered_signed(
     first, second = (json.loads(r["body"]) for r in receiver.requests)
     assert (first["state"], first["previous_state"]) == ("ACTIVE", "PROVISIONING")
     assert (second["state"], second["previous_state"]) == ("RELEASED", "RELEASING")
-    assert first["node_id"] == str(allocation.node_id) and first["allocation_id"] == str(allocation.pk)
-    assert first["tenant_id"] == "acme" and first["project_id"] == project.project_id
-    assert first["failure_reason"] is None and first["occurred_at"].endswith("Z")
+    assert first["node_id"] == str(allocation.node_id)
+    assert first["allocation_id"] == str(allocation.pk)
+    assert first["tenant_id"] == "acme"
+    assert first["project_id"] == project.project_id
+    assert first["failure_reason"] is None
+    assert first["occurred_at"].endswith("Z")
     headers = receiver.requests[0]["headers"]
     body = receiver.requests[0]["body"]
     # The contract's signature of the body, and the timestamped one for replay checks.
@@ -57,13 +60,14 @@ def test_active_and_released_are_delivered_signed(
 def test_failed_state_carries_reason(
     receiver, allocator, project, nodes, settings, django_capture_on_commit_callbacks
 ):
-    from tests.allocations.conftest import fault
+    from tests.support.fleet import fault
 
     settings.PIPELINE_BACKOFF_SECONDS = (0.0, 0.0)
     fault("ndfc", "attach", message="no route to leaf", remaining=None)
     allocate(allocator, project, django_capture_on_commit_callbacks)
     [payload] = [json.loads(r["body"]) for r in receiver.requests]
-    assert payload["state"] == "FAILED" and "no route to leaf" in payload["failure_reason"]
+    assert payload["state"] == "FAILED"
+    assert "no route to leaf" in payload["failure_reason"]
 
 
 def test_receiver_failing_then_succeeding_gets_it_with_the_same_event_id(
@@ -72,16 +76,20 @@ def test_receiver_failing_then_succeeding_gets_it_with_the_same_event_id(
     receiver.fail_first = 2
     allocate(allocator, project, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
-    assert delivery.status == Delivery.Status.PENDING and delivery.attempts == 1
+    assert delivery.status == Delivery.Status.PENDING
+    assert delivery.attempts == 1
     waits = []
     for _ in range(2):
         waits.append((delivery.next_attempt_at - timezone.now()).total_seconds())
         Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
         delivery = webhooks.attempt(delivery.pk)
-    assert delivery.status == Delivery.Status.DELIVERED and delivery.attempts == 3
-    assert 1.5 < waits[0] <= 2.0 and 3.5 < waits[1] <= 4.0  # exponential backoff from 2 s
+    assert delivery.status == Delivery.Status.DELIVERED
+    assert delivery.attempts == 3
+    assert 1.5 < waits[0] <= 2.0
+    assert 3.5 < waits[1] <= 4.0  # exponential backoff from 2 s
     bodies = {r["body"] for r in receiver.requests}
-    assert len(receiver.requests) == 3 and len(bodies) == 1  # the same signed bytes each time
+    assert len(receiver.requests) == 3
+    assert len(bodies) == 1  # the same signed bytes each time
 
 
 def test_dead_letter_after_last_retry_and_operator_replay(
@@ -93,7 +101,8 @@ def test_dead_letter_after_last_retry_and_operator_replay(
     while delivery.status == Delivery.Status.PENDING:
         Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
         delivery = webhooks.attempt(delivery.pk)
-    assert delivery.status == Delivery.Status.DEAD and delivery.attempts == 6  # first try + 5 retries
+    assert delivery.status == Delivery.Status.DEAD
+    assert delivery.attempts == 6  # first try + 5 retries
     assert "answered 500" in delivery.last_error
 
     receiver.fail_first = 0

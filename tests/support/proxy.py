@@ -1,17 +1,10 @@
-"""A running app instance whose proxy route points at a local upstream.
-
-The instance goes through the real runtime: launched by a project admin, its
-start task claimed and reported by "the agent" (the test) with the upstream's
-host and port, so the route is planned, activated and resolved exactly as in
-production.
-"""
+"""Talking to app instances through the platform proxy: launching one whose route leads
+to a given upstream, the launcher's ticket and route cookie, and clients of a route."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
-import json
 import socket
 import subprocess
 import sys
@@ -29,39 +22,26 @@ from django.contrib.sessions.backends.db import SessionStore
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from apps.catalog import services as catalog
 from apps.catalog.models import App
 from apps.proxy import access, sessions
 from apps.runtime import agents
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
-from tests.runtime.conftest import (  # noqa: F401 - fixtures the proxy tests share with the runtime's
-    SHIPPED,
-    active_allocation,
-    allocator,
-    flavor,
-    nodes,
-    ready_tenant,
-)
-from tests.support.nginx import CONF_DIR, Nginx
+from tests.factories import shipped_manifest
+from tests.support.nginx import Nginx
 from tests.support.servers import ThreadedUvicorn, free_port
 
+ROOT = Path(__file__).resolve().parents[2]
 AUTH_SECRET = "nginx-and-portal-share-this"
 APPS_DOMAIN = "apps.localhost"
 
 
 def proxied_manifest(**proxy) -> dict:
     """JupyterLab's manifest with its web endpoint's proxy block changed by ``proxy``."""
-    manifest = json.loads((SHIPPED / "jupyterlab.json").read_text())
+    manifest = shipped_manifest("jupyterlab")
     endpoint = manifest["endpoints"][0]
     endpoint["proxy"] = {**endpoint["proxy"], **proxy}
     return manifest
-
-
-def publish_manifest(slug: str, manifest: dict) -> App:
-    app = App.objects.create(slug=slug, name=slug.title(), entitled_to_all=True)
-    catalog.publish_version(None, app, version="1.0.0", manifest=copy.deepcopy(manifest))
-    return app
 
 
 def login_session(user) -> SessionStore:
@@ -96,20 +76,32 @@ def mint_ticket(user, instance, session=None, endpoint: str = "web") -> dict:
     return sessions.mint(principals.for_user(user), instance, endpoint, session or login_session(user))
 
 
-@pytest.fixture
-def owner(project):
-    from tests.conftest import member
-
-    return member("project_admin", project=project)
-
-
-# --- the data plane through real sockets ---------------------------------------------
-
-
 @dataclass
 class Upstream:
+    """The test app of ``tests.support.upstream``, in its own process."""
+
     host: str
     port: int
+    process: subprocess.Popen | None = None
+
+    @classmethod
+    def start(cls) -> Upstream:
+        port = free_port()
+        process = subprocess.Popen([sys.executable, "-m", "tests.support.upstream", str(port)], cwd=ROOT)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return cls("127.0.0.1", port, process)
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    process.kill()
+                    raise RuntimeError("the test upstream did not start") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.process.kill()  # streams a test left open would hold up a graceful stop
+        self.process.wait(timeout=10)
 
     @property
     def url(self) -> str:
@@ -118,64 +110,6 @@ class Upstream:
     def get(self, path: str, **params) -> dict:
         """A direct request (not through the proxy), to read what the app saw."""
         return httpx.get(f"{self.url}/{path}", params=params, timeout=10, trust_env=False).json()
-
-
-@pytest.fixture(scope="session")
-def upstream():
-    """The test app of ``tests.support.upstream``, in its own process."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.upstream", str(port)], cwd=Path(__file__).resolve().parents[2]
-    )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise RuntimeError("the test upstream did not start") from None
-            time.sleep(0.05)
-    yield Upstream("127.0.0.1", port)
-    process.kill()  # streams a test left open would hold up a graceful stop
-    process.wait(timeout=10)
-
-
-@pytest.fixture
-def proxy_server(settings):
-    """The portal's ASGI application under uvicorn; the issuer is its address, so
-    routes are planned on it."""
-    server = ThreadedUvicorn().start()
-    settings.ISSUER = server.url
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def nginx_with(settings, proxy_server):
-    """``nginx_with(portal=..., conf_dir=..., edit=...)``: nginx (docker/nginx.conf,
-    its text changed by ``edit``) in front of the portal, or of another address, with
-    docker/nginx/ or a copy; routes are planned on its address."""
-    started = []
-
-    def start(*, portal: str | None = None, conf_dir: Path = CONF_DIR, **options) -> Nginx:
-        settings.PROXY_AUTH_SECRET = AUTH_SECRET
-        portal = portal or f"127.0.0.1:{proxy_server.port}"
-        server = Nginx(portal, AUTH_SECRET, apps_domain=APPS_DOMAIN, conf_dir=conf_dir, **options).start()
-        started.append(server)
-        settings.ISSUER = server.url
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-
-
-@pytest.fixture
-def nginx(nginx_with):
-    """nginx (docker/nginx.conf) in front of the portal; routes are planned on its address."""
-    return nginx_with()
 
 
 @dataclass
@@ -222,31 +156,6 @@ def memory_growth(data_plane: DataPlane) -> Iterator[list[int]]:
         done.set()
         sampler.join()
         growth[0] = max(growth[0], data_plane.rss() - baseline)
-
-
-@pytest.fixture(params=["asgi", "nginx"])
-def data_plane(request, proxy_server) -> DataPlane:
-    """Each data plane in turn, for what both must do (docs/decisions/0016: where they differ)."""
-    server = proxy_server if request.param == "asgi" else request.getfixturevalue("nginx")
-    return DataPlane(request.param, server)
-
-
-@pytest.fixture
-def launch(request, owner, project, upstream, proxy_server):
-    """``launch(**proxy)``: a running instance of a JupyterLab-like app (its proxy
-    block changed by ``proxy``) whose route leads to the test upstream."""
-    allocation = request.getfixturevalue("active_allocation")
-    made = []
-
-    def launch(*, host: str | None = None, port: int | None = None, manifest: dict | None = None, **proxy):
-        app = publish_manifest(f"webapp-{len(made)}", manifest or proxied_manifest(**proxy))
-        instance = start_instance(
-            owner, project, allocation, app, host=host or upstream.host, port=port or upstream.port
-        )
-        made.append(instance)
-        return instance
-
-    return launch
 
 
 def route_url(instance, path: str = "") -> str:

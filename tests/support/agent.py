@@ -11,11 +11,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from apps.allocations import nodes
 from node_agent.executors.process import ProcessExecutor
-from tests.support.servers import ThreadedUvicorn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,13 +64,6 @@ class AgentProcess:
         return self.log_path.read_text()
 
 
-@pytest.fixture
-def portal():
-    server = ThreadedUvicorn().start()
-    yield server
-    server.stop()
-
-
 @contextlib.contextmanager
 def running_agent(url: str, node, tmp_path: Path) -> Iterator[AgentProcess]:
     """An agent for ``node`` that reaches the portal at ``url``, started with a fresh
@@ -89,13 +79,6 @@ def running_agent(url: str, node, tmp_path: Path) -> Iterator[AgentProcess]:
         leftovers = ProcessExecutor(agent.state_dir, stop_grace=2)
         for instance_id in leftovers.running():
             leftovers.remove({"instance_id": instance_id})
-
-
-@pytest.fixture
-def node_agent(portal, active_allocation, tmp_path):
-    """An enrolled agent for the allocation's node, started (see ``running_agent``)."""
-    with running_agent(portal.url, active_allocation.node, tmp_path) as agent:
-        yield agent
 
 
 def wait_for(predicate, *, timeout: float = 60.0, what: str = "condition"):

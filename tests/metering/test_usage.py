@@ -15,8 +15,8 @@ from apps.allocations.models import Allocation
 from apps.core.models import AuditEvent
 from apps.metering.models import Rate
 from apps.storage.models import TenantStorage
-from tests.allocations.conftest import made_allocation, make_nodes
 from tests.factories import ProjectFactory, TenantFactory
+from tests.support.fleet import made_allocation, make_nodes
 
 pytestmark = pytest.mark.django_db
 
@@ -123,7 +123,8 @@ def test_a_bad_window_is_refused_with_the_field_named(api, ccp_issuer, october, 
     response = get_usage(api, token, **query)
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["code"] == "validation_error" and field in error["details"]
+    assert error["code"] == "validation_error"
+    assert field in error["details"]
     assert error["correlation_id"]
 
 
@@ -171,7 +172,8 @@ def test_the_billing_export_prices_each_project_and_resource(api, ccp_issuer, oc
 def test_the_billing_export_wants_a_month_and_a_tenant_in_scope(api, ccp_issuer, october):
     integration = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
     bad = export(api, integration, tenant_id="acme", period="October")
-    assert bad.status_code == 400 and "period" in bad.json()["error"]["details"]
+    assert bad.status_code == 400
+    assert "period" in bad.json()["error"]["details"]
     billing = ccp_issuer.token({"domain_id": "globex", "roles": ["Tenant Billing Admin"]})
     assert export(api, billing, tenant_id="acme", period="2026-10").status_code == 404
     assert not AuditEvent.objects.filter(action="billing.export").exists()
