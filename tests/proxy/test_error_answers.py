@@ -17,13 +17,13 @@ from websockets.exceptions import InvalidStatus
 from apps.core.logging import CorrelationIdFilter
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
+from tests.support.catalog import publish
 from tests.support.proxy import (
     NAVIGATION,
     browser,
     handshake,
     open_session,
     proxied_manifest,
-    publish_manifest,
     route_url,
     ws_url,
 )
@@ -75,7 +75,7 @@ def test_a_refusal_is_the_apis_envelope_for_scripts_and_a_page_with_the_same_cod
 def test_the_codes_are_the_apis(data_plane, launch, owner, project, active_allocation):
     gone, stopped = launch(port=free_port()), launch()
     runtime.change(principals.for_user(owner), stopped, "stop")
-    app = publish_manifest("starting", proxied_manifest())
+    app = publish("starting", proxied_manifest())
     starting = runtime.launch(  # last: launch() reports every task of the node done
         principals.for_user(owner), project, app_slug=app.slug, allocation_id=active_allocation.pk
     ).instance
