@@ -12,10 +12,10 @@ from rest_framework.test import APIClient
 
 from apps.allocations import services as allocations
 from apps.core import correlation
-from apps.metering import services as metering
 from apps.networking import services as networking
 from apps.storage import services as storage
 from apps.tenancy import principal as principals
+from apps.tenancy import quotas
 from apps.tenancy.auth import platform_tokens, trusted_issuers
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.agent import running_agent
@@ -155,7 +155,7 @@ def ready_tenant(tenant):
     networking.load_pool(prefix="vrf", count=4, first_vni=50001, first_vlan=1000)
     networking.assign_tenant_network(tenant)
     storage.provision_tenant_storage(tenant)
-    metering.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
+    quotas.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
     return tenant
 
 
