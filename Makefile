@@ -73,8 +73,8 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 # schemathesis against /api/schema/ longer than the smoke: every role gets the coverage
-# phase and FUZZ_EXAMPLES generated cases per operation (about 15 minutes on two cores).
-FUZZ_EXAMPLES ?= 100
+# phase and FUZZ_EXAMPLES generated cases per operation (about 20 minutes on two cores).
+FUZZ_EXAMPLES ?= 50
 fuzz: install services sandbox
 	GPUAAS_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) GPUAAS_FUZZ_COVERAGE=all \
 		$(PY) -m pytest -n auto -p no:cacheprovider -m fuzz tests/core/test_api_fuzz.py

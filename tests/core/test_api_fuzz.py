@@ -15,7 +15,7 @@ check (an ``os_image`` from settings, an existing username, quota keys).
 The smoke (``make test``) is deterministic: the seed is fixed, each operation gets
 ``GPUAAS_FUZZ_EXAMPLES`` (3) generated cases for every role, and one role also gets
 the coverage phase (every boundary and malformed value of each parameter, about
-2,000 requests). ``make fuzz`` runs 100 cases and the coverage phase for every role.
+2,000 requests). ``make fuzz`` runs 50 cases and the coverage phase for every role.
 """
 
 from __future__ import annotations
@@ -283,6 +283,9 @@ CHECKS = (
 )
 
 
+CHECKED = {"enabled": False, **{name: {"enabled": True} for name in CHECKS}}
+
+
 @pytest.fixture
 def api_schema(fuzz_world, role):
     config = SchemathesisConfig.from_dict(
@@ -293,7 +296,17 @@ def api_schema(fuzz_world, role):
                 "stateful": {"enabled": False},
                 "coverage": {"enabled": {"all"} == COVERAGE_ROLES or role in COVERAGE_ROLES},
             },
-            "checks": {"enabled": False, **{name: {"enabled": True} for name in CHECKS}},
+            "checks": CHECKED,
+            "operations": [
+                {
+                    # The contract's answer once the fuzz has used up the world's VRF pool.
+                    "include-path": "/api/network-manager/vpc",
+                    "checks": {
+                        **CHECKED,
+                        "not_a_server_error": {"expected-statuses": ["2xx", "3xx", "4xx", 503]},
+                    },
+                }
+            ],
         }
     )
     return schemathesis.openapi.from_wsgi("/api/schema/", WSGIHandler(), config=config)
