@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check install services sandbox browser nginx node-deps bench-tools lint e2e bench clean
+.PHONY: run test check install services sandbox browser nginx node-deps bench-tools lint e2e bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,12 +57,13 @@ test: install services sandbox browser nginx node-deps bench-tools
 	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
 	$(PY) -m pytest -n 2 -p no:cacheprovider tests/e2e
 
-# The fast inner loop: lint, the layers (lint-imports) and every test but the browser, nginx and benchmark smoke ones.
+# The fast inner loop: lint, the layers (lint-imports) and every test but the browser, nginx
+# and benchmark smoke ones; the API fuzz smoke without its coverage phase.
 check: install services sandbox
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" \
+	GPUAAS_FUZZ_COVERAGE=none $(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" \
 		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
 		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
 		--ignore=tests/ops/test_make_run_path.py
@@ -72,6 +73,13 @@ e2e: install services browser node-deps
 
 lint: install
 	$(VENV)/bin/ruff check .
+
+# schemathesis against /api/schema/ longer than the smoke: every role gets the coverage
+# phase and FUZZ_EXAMPLES generated cases per operation (about 20 minutes on two cores).
+FUZZ_EXAMPLES ?= 50
+fuzz: install services sandbox
+	GPUAAS_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) GPUAAS_FUZZ_COVERAGE=all \
+		$(PY) -m pytest -n auto -p no:cacheprovider -m fuzz tests/core/test_api_fuzz.py
 
 bench: install services nginx bench-tools
 	$(PY) benchmarks/api_auth.py

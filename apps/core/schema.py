@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -58,6 +59,22 @@ ERROR_SCHEMA = {
     },
 }
 
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
+
+
+def error_response(description: str) -> OpenApiResponse:
+    """A status only some operations answer (422, 503), documented with ``extend_schema``
+    in the envelope that ``add_error_responses`` declares."""
+    return OpenApiResponse(response=ERROR_REF, description=description)
+
+
+QUOTA_EXCEEDED = error_response(
+    "The request would pass the tenant's quota (`quota_exceeded`; details: resource, limit, used, requested)."
+)
+UNAVAILABLE = error_response(
+    "A backend cannot serve it now (`unavailable`); retry after `Retry-After` seconds."
+)
+
 _COMMON = {
     "400": "Validation error (`validation_error`, details map field to messages).",
     "401": "Missing, malformed, expired, badly signed or untrusted token (`unauthenticated`).",
@@ -73,7 +90,7 @@ _WRITE = {
 
 def add_error_responses(result, generator, request, public):
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
-    ref = {"$ref": "#/components/schemas/Error"}
+    ref = ERROR_REF
     for path_item in result.get("paths", {}).values():
         for method, operation in path_item.items():
             if method not in {"get", "post", "put", "patch", "delete"}:

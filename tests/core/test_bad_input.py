@@ -1,6 +1,7 @@
 """Bad input gets a 4xx in the error envelope, never a 500: JSON nested 5,000 levels
-deep, a body that is not a JSON object, a quota past what the database keeps, and a
-body larger than the API takes (413 before Django reads it)."""
+deep, a body that is not a JSON object, a quota past what the database keeps, a
+body larger than the API takes (413 before Django reads it), and a method an
+endpoint does not serve. tests/core/test_api_fuzz.py tries much more."""
 
 from __future__ import annotations
 
@@ -67,3 +68,11 @@ def test_a_body_larger_than_the_api_takes_is_a_413_before_it_is_read(settings):
     for response in (declared, streamed):
         error = assert_envelope(response, 413, "payload_too_large")
         assert error["details"] == {"limit": settings.DATA_UPLOAD_MAX_MEMORY_SIZE}
+
+
+@pytest.mark.parametrize("method", ["post", "delete", "trace"])
+def test_the_task_long_poll_answers_only_get(api, method):
+    """Any other method used to claim the node's tasks like a GET (found by the fuzz)."""
+    response = getattr(api, method)("/api/agent/v1/tasks", HTTP_AUTHORIZATION="Node some-credential")
+    assert_envelope(response, 405, "method_not_allowed")
+    assert response["Allow"] == "GET"

@@ -13,6 +13,7 @@ from apps.allocations.filters import AllocationFilter
 from apps.allocations.models import Allocation, Node
 from apps.catalog.models import Flavor
 from apps.core.idempotency import idempotent
+from apps.core.schema import QUOTA_EXCEEDED
 from apps.tenancy import policy
 from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
 from apps.tenancy.api.views import ProjectScopedMixin
@@ -41,7 +42,7 @@ class FlavorListView(BaseListAPIView):
 class AllocateView(BaseAPIView):
     @extend_schema(
         request=s.AllocateSerializer,
-        responses={202: s.AllocationStatusSerializer, 200: s.AllocationPlanSerializer},
+        responses={202: s.AllocationStatusSerializer, 200: s.AllocationPlanSerializer, 422: QUOTA_EXCEEDED},
         summary="Allocate bare-metal GPU node(s) to a project (CCP)",
     )
     @idempotent
@@ -75,7 +76,7 @@ class ProjectAllocationListView(ProjectScopedMixin, BaseListAPIView):
 
     @extend_schema(
         request=s.ProjectAllocateSerializer,
-        responses={202: s.AllocationStatusSerializer, 200: s.AllocationPlanSerializer},
+        responses={202: s.AllocationStatusSerializer, 200: s.AllocationPlanSerializer, 422: QUOTA_EXCEEDED},
         summary="Allocate node(s) to this project",
     )
     @idempotent

@@ -5,6 +5,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.core.idempotency import idempotent
+from apps.core.schema import UNAVAILABLE
 from apps.networking import services
 from apps.networking.models import Vlan, Vrf
 from apps.tenancy import policy
@@ -37,7 +38,7 @@ class VrfSerializer(serializers.ModelSerializer):
 class VpcView(BaseAPIView):
     @extend_schema(
         request=VpcRequestSerializer,
-        responses={201: VrfSerializer, 200: VrfSerializer},
+        responses={201: VrfSerializer, 200: VrfSerializer, 503: UNAVAILABLE},
         summary="A tenant VRF with its 4 VLANs for a CCP VPC (idempotent per vpc_id)",
     )
     @idempotent

@@ -84,23 +84,30 @@ def _first_proxied(instance) -> str:
     return route.endpoint_name
 
 
+ProxyScopeState = inline_serializer(
+    "ProxyScopeState",
+    {
+        "scope": serializers.CharField(),
+        "allowed_scopes": serializers.ListField(child=serializers.CharField()),
+    },
+)
+
+
 class ProjectProxyView(ProjectScopedMixin, BaseAPIView):
     @extend_schema(
         request=inline_serializer("ProxyScope", {"scope": serializers.CharField()}),
-        responses={
-            200: inline_serializer(
-                "ProxyScopeState",
-                {"scope": serializers.CharField(), "allowed_scopes": serializers.ListField()},
-            )
-        },
-        summary="The proxy scope of the project's new app routes, within the tenant's policy",
+        responses={200: ProxyScopeState},
+        summary="Set the proxy scope of the project's new app routes, within the tenant's policy",
     )
     def put(self, request, project_pk):
         project = self.project(Perm.PROJECT_VIEW)
         services.set_project_scope(self.principal, project, request.data.get("scope"))
         return self.get(request, project_pk)
 
-    @extend_schema(exclude=True)
+    @extend_schema(
+        responses={200: ProxyScopeState},
+        summary="The proxy scope of the project's new app routes and the scopes the tenant allows",
+    )
     def get(self, request, project_pk):
         project = self.project(Perm.PROJECT_VIEW)
         return Response(

@@ -219,6 +219,10 @@ async def fetch_tasks(request):
     """``GET /api/agent/v1/tasks?wait=25``: pending tasks, waiting up to ``wait``
     seconds for one to appear (woken through the channel layer, so a new task
     reaches the agent at once). Async, so a waiting agent holds no thread."""
+    if request.method != "GET":  # a plain view answers every method; only GET may claim tasks
+        response = error_json(405, "method_not_allowed", f'Method "{request.method}" not allowed.')
+        response["Allow"] = "GET"
+        return response
     scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
     try:
         if scheme != NodeCredentialAuthentication.keyword:

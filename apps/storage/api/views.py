@@ -5,6 +5,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.core.idempotency import idempotent
+from apps.core.schema import UNAVAILABLE
 from apps.storage import services
 from apps.storage.models import TenantStorage
 from apps.tenancy import policy
@@ -30,7 +31,7 @@ class TenantStorageSerializer(serializers.ModelSerializer):
 class TenantStorageView(BaseAPIView):
     @extend_schema(
         request=TenantStorageRequestSerializer,
-        responses={201: TenantStorageSerializer, 200: TenantStorageSerializer},
+        responses={201: TenantStorageSerializer, 200: TenantStorageSerializer, 503: UNAVAILABLE},
         summary="Tenant Lustre directory, NodeMap and PKey (idempotent per tenant)",
     )
     @idempotent

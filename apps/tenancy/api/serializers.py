@@ -172,8 +172,9 @@ class TokenSerializer(serializers.Serializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    tenant = serializers.UUIDField(source="tenant_id", read_only=True)
-    project = serializers.UUIDField(source="project_id", read_only=True)
+    # Null on platform-wide events (a platform service account, a tenant onboarding).
+    tenant = serializers.UUIDField(source="tenant_id", read_only=True, allow_null=True)
+    project = serializers.UUIDField(source="project_id", read_only=True, allow_null=True)
 
     class Meta:
         model = AuditEvent
