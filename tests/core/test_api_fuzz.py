@@ -39,21 +39,21 @@ from apps.allocations import services as allocations
 from apps.allocations.models import Node
 from apps.catalog.models import Flavor
 from apps.core import crypto
-from apps.metering import services as metering
 from apps.networking import services as networking
 from apps.runtime import services as runtime
 from apps.runtime.models import AgentTask
 from apps.storage import services as storage
 from apps.tenancy import principal as principals
+from apps.tenancy import quotas
 from apps.tenancy import services as tenancy
 from apps.tenancy.auth import platform_tokens
 from apps.tenancy.models import Membership
 from apps.tenancy.roles import Role
-from tests.allocations.conftest import make_nodes
-from tests.conftest import member
 from tests.factories import ProjectFactory, TenantFactory
-from tests.runtime.conftest import publish
+from tests.support.catalog import publish
+from tests.support.fleet import make_nodes
 from tests.support.issuer import FakeIssuer
+from tests.support.members import member
 
 pytestmark = [pytest.mark.django_db, pytest.mark.fuzz]
 
@@ -119,7 +119,7 @@ def _build_world(issuer: FakeIssuer, capture) -> FuzzWorld:
     networking.load_pool(prefix="vrf", count=4, first_vni=50001, first_vlan=1000)
     networking.assign_tenant_network(tenant)
     storage.provision_tenant_storage(tenant)
-    metering.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
+    quotas.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
     flavor = Flavor.objects.create(
         name="h100-8x", gpu_model="H100", gpus_per_node=8, cpu_cores=112, memory_gb=2048
     )
