@@ -61,3 +61,8 @@ urlpatterns = [
     path("oidc/", include("apps.tenancy.auth.oidc_urls")),
     path("", include("apps.portal.urls")),
 ]
+
+handler400 = "apps.core.error_pages.bad_request"
+handler403 = "apps.core.error_pages.permission_denied"
+handler404 = "apps.core.error_pages.page_not_found"
+handler500 = "apps.core.error_pages.server_error"

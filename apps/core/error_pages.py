@@ -1,0 +1,34 @@
+"""The portal's error pages: Django's own, with the database connection they open
+handed back.
+
+Under ASGI, Django 5.2 renders an error page on the event loop's default executor, not
+on the request's own thread (Django ticket #36027, fixed after 5.2). The page's context
+processors read ``request.user``, which opens a pooled connection in that executor
+thread; ``request_finished`` closes only the request thread's, so each executor thread
+kept one for good, and an in-process server's stopped threads took theirs with them
+(the pool ran dry). A connection inside a transaction (a test's) is left alone."""
+
+from __future__ import annotations
+
+import functools
+
+from django.db import connection
+from django.views import defaults
+
+
+def _handing_back_the_connection(view):
+    @functools.wraps(view)
+    def handler(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        finally:
+            if not connection.in_atomic_block:
+                connection.close()
+
+    return handler
+
+
+bad_request = _handing_back_the_connection(defaults.bad_request)
+permission_denied = _handing_back_the_connection(defaults.permission_denied)
+page_not_found = _handing_back_the_connection(defaults.page_not_found)
+server_error = _handing_back_the_connection(defaults.server_error)
