@@ -13,12 +13,7 @@ from apps.proxy import sessions
 from tests.e2e.allocations import active_allocation_on
 from tests.support.proxy import login_session, open_session, route_url
 
-# The nginx plane joins with its Lua rewrite (issue 16): it does not refuse service
-# workers or drop Clear-Site-Data yet.
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.parametrize("data_plane", ["asgi"], indirect=True),
-]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 REGISTER = """async (scope) => {
     try {
