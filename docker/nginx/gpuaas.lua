@@ -373,34 +373,46 @@ local function ask()
     return FORMAT .. "\n" .. (now() + max_age) .. "\n" .. concat(values, "\n"), 204, max_age, stale
 end
 
+-- The platform's error envelope (apps.core.errors) for a refusal of nginx's own that
+-- no page from the portal can show: before any grant, or once the app has answered.
+-- The correlation id is nginx's $request_id, which its log and the portal's have too.
+local function envelope(code, message)
+    ngx.header["X-Correlation-ID"] = var.request_id
+    return '{"error": {"code": "' .. code .. '", "message": "' .. message .. '", "correlation_id": "'
+        .. var.request_id .. '", "details": {}}}'
+end
+
+local function answer(status, code, message)
+    ngx.status = status
+    ngx.header["Content-Type"] = "application/json"
+    ngx.header["Cache-Control"] = "no-store"
+    if status == 503 then
+        ngx.header["Retry-After"] = "5"
+    end
+    ngx.print(envelope(code, message))
+    return exit(ngx.HTTP_OK)
+end
+
+-- The portal refused (its page says why, through the location's error_page), or could
+-- not decide: nothing is proxied, as the portal's own proxy answers when it cannot
+-- check access (apps.proxy.dataplane.pages.UNCHECKED).
 local function refuse(status)
     if status == 401 or status == 403 then
-        return exit(status)  -- the location's error_page asks the portal for the page
+        return exit(status)
     end
-    return exit(500)  -- ask() said why, in the error log
+    return answer(503, "unavailable", "The platform cannot check your access to this app right now.")
 end
 
 local function unparsable()
     ngx.log(ngx.ERR, "the portal's grant does not parse: nothing is proxied")
-    return exit(500)
-end
-
--- The platform's error envelope (apps.core.errors) for a refusal of nginx's own that
--- no error_page can show: before any grant, or once the app has answered.
-local function envelope(code, message)
-    return '{"error": {"code": "' .. code .. '", "message": "' .. message .. '", "correlation_id": "'
-        .. var.request_id .. '", "details": {}}}'
+    return refuse(500)
 end
 
 -- A service worker's script: a route's page could install one for the whole origin
 -- (the portal's, on a path_prefix route) and answer in its place after logout. Not a
 -- page from the portal: the refusal does not depend on who asks.
 local function refuse_service_worker()
-    ngx.status = 403
-    ngx.header["Content-Type"] = "application/json"
-    ngx.header["Cache-Control"] = "no-store"
-    ngx.print(envelope("forbidden", "Service worker scripts are not served on app routes."))
-    return exit(ngx.HTTP_OK)
+    return answer(403, "forbidden", "Service worker scripts are not served on app routes.")
 end
 
 -- rewrite_by_lua of an app route (app.conf).

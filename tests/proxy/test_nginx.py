@@ -240,8 +240,10 @@ def test_a_portal_that_does_not_answer_means_nothing_is_proxied(launch, nginx, o
     proxy_server.stop()
     with browser(nginx, cookie) as client:
         response = client.get(route_url(instance, "echo"))
-    assert response.status_code == 500
-    assert "echo" not in response.text
+    assert response.status_code == 503
+    assert int(response.headers["retry-after"]) > 0
+    assert response.json()["error"]["code"] == "unavailable"
+    assert response.json()["error"]["correlation_id"] == response.headers["x-correlation-id"]
 
 
 class _Relay(BaseHTTPRequestHandler):
@@ -297,8 +299,8 @@ def test_a_grant_without_a_header_nginx_needs_proxies_nothing_and_says_why(
         assert response.status_code == 200
         assert response.json()["path"].endswith("/echo")
     else:
-        assert response.status_code == 500
-        assert "echo" not in response.text
+        assert response.status_code == 503
+        assert response.json()["error"]["code"] == "unavailable"
         assert f"the portal's grant has no {missing}" in server.output
 
 
