@@ -141,31 +141,53 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+# The grant nginx proxies with (the 204's headers), in the order docker/nginx/gpuaas.lua
+# stores them (its HEADERS): the first five become its $g_* variables. One definition,
+# which tests/proxy/test_grant_contract.py holds gpuaas.lua to.
+GRANT_HEADERS = (
+    "x-gpuaas-upstream",
+    "x-gpuaas-public-prefix",
+    "x-gpuaas-rewrite-from",
+    "x-gpuaas-forwarded-prefix",
+    "x-gpuaas-frame-ancestors",
+    "x-gpuaas-upstream-prefix",
+    "x-gpuaas-authorization",
+    "x-gpuaas-passthrough",
+    "x-gpuaas-upstream-addr",
+    "x-gpuaas-instance",
+    "x-gpuaas-instance-limit",
+    "x-gpuaas-user",
+    "x-gpuaas-user-limit",
+    "x-gpuaas-redact",
+)
+
+
 def _grant(target: Target, user_id, bridge: str, addresses: str) -> list[tuple[str, str]]:
     # A route keeps the limits it was planned with; a hard limit lowered since still caps them.
     per_instance = min(target.limit_per_instance, settings.PROXY_MAX_CONNECTIONS_PER_INSTANCE)
     per_user = min(target.limit_per_user, settings.PROXY_MAX_CONNECTIONS_PER_USER)
     host, port = target.upstream
     path_mode = target.mode == "path_prefix"
-    return [
-        ("x-gpuaas-upstream", f"{_bracketed(host)}:{port}"),
-        ("x-gpuaas-upstream-addr", addresses),
-        ("x-gpuaas-public-prefix", target.public_prefix),
-        ("x-gpuaas-upstream-prefix", target.upstream_prefix),
+    values = {
+        "x-gpuaas-upstream": f"{_bracketed(host)}:{port}",
+        "x-gpuaas-public-prefix": target.public_prefix,
         # Redirects and cookie paths the app emits under this prefix move under the
         # public one (only a path_prefix route on an app that does not know its base
         # path changes anything: "/" becomes "/w/{iid}/{ep}/").
-        ("x-gpuaas-rewrite-from", target.upstream_prefix if path_mode else "/"),
-        ("x-gpuaas-forwarded-prefix", target.public_prefix.rstrip("/")),
-        ("x-gpuaas-authorization", bridge),
-        ("x-gpuaas-passthrough", "1" if target.auth == "bearer_passthrough" else ""),
-        ("x-gpuaas-redact", target.redact[0].decode() if target.redact else ""),
-        ("x-gpuaas-frame-ancestors", target.frame_ancestors),
-        ("x-gpuaas-instance", target.instance_id),
-        ("x-gpuaas-instance-limit", str(per_instance)),
-        ("x-gpuaas-user", str(user_id)),
-        ("x-gpuaas-user-limit", str(per_user)),
-    ]
+        "x-gpuaas-rewrite-from": target.upstream_prefix if path_mode else "/",
+        "x-gpuaas-forwarded-prefix": target.public_prefix.rstrip("/"),
+        "x-gpuaas-frame-ancestors": target.frame_ancestors,
+        "x-gpuaas-upstream-prefix": target.upstream_prefix,
+        "x-gpuaas-authorization": bridge,
+        "x-gpuaas-passthrough": "1" if target.auth == "bearer_passthrough" else "",
+        "x-gpuaas-upstream-addr": addresses,
+        "x-gpuaas-instance": target.instance_id,
+        "x-gpuaas-instance-limit": str(per_instance),
+        "x-gpuaas-user": str(user_id),
+        "x-gpuaas-user-limit": str(per_user),
+        "x-gpuaas-redact": target.redact[0].decode() if target.redact else "",
+    }
+    return [(name, values[name]) for name in GRANT_HEADERS]
 
 
 def _route_cookie(header: str) -> str | None:
