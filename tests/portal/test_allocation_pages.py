@@ -10,8 +10,6 @@ from django.urls import reverse
 
 from apps.allocations.models import Allocation, Node
 from apps.core.models import AuditEvent
-from apps.networking import services as networking
-from apps.storage import services as storage
 from apps.tenancy import quotas
 from tests.factories import AllocationFactory
 from tests.support.fleet import make_nodes
@@ -20,16 +18,6 @@ from tests.support.pages import HTMX
 
 ALLOCATION_LIST_BUDGET = 8  # session, user, grants, switcher, project, state counts, count, page
 OK_VALUES = {"flavor": "h100-8x", "os_image": "ubuntu-22.04", "count": "1"}
-
-
-@pytest.fixture
-def ready_tenant(tenant):
-    """Network, storage and a quota of 64 GPUs / 8 nodes (eight 8-GPU nodes)."""
-    networking.load_pool(prefix="vrf", count=2, first_vni=50001, first_vlan=1000)
-    networking.assign_tenant_network(tenant)
-    storage.provision_tenant_storage(tenant)
-    quotas.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
-    return tenant
 
 
 @pytest.fixture
