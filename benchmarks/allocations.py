@@ -841,11 +841,346 @@ def pipeline_in_process(client: Client) -> dict:
     }
 
 
-# --- main --------------------------------------------------------------------
+def sign_in(issuer: FakeIssuer, clients: list[Client]) -> None:
+    """Each client a CCP Cell Administrator of its tenant's project, for the run's length."""
+    for client in clients:
+        client.token = issuer.token(
+            {
+                "domain_id": client.tenant_id,
+                "project_id": client.project_id,
+                "roles": ["Cell Administrator"],
+                "preferred_username": f"admin@{client.tenant_id}",
+            },
+            lifetime=3600,
+        )
+
+
+def print_setup(args, data: dict, redis_server: RedisServer | None, db_label: str, conn_max_age) -> None:
+    print(f"# {machine()}")
+    print(f"# load average before: {load_average()} (other work on the machine skews every figure)")
+    print(
+        f"# {len(data['clients'])} storm tenants + 1 solo tenant, {data['nodes']} free nodes; migrate "
+        f"{data['migrate_s']:.1f} s, seed {data['seed_s']:.1f} s; {args.web_workers} web worker(s), "
+        f"Celery {args.pool} x {args.worker_slots} slots, simulated drivers, zero step latency, "
+        f"Redis: {'a private redis-server' if redis_server else args.redis_url}"
+    )
+    print(
+        f"# web database connections: {db_label}"
+        + (
+            " (persistent connections leak under ASGI: the web process runs with CONN_MAX_AGE=0)"
+            if conn_max_age == 0
+            else ""
+        )
+    )
+    sys.stdout.flush()
+
+
+@dataclass
+class StatusLookups:
+    """The status lookups' figures (section 4), and what they were measured on."""
+
+    history: dict
+    tenant: object  # the caller's tenant and project
+    project: object
+    tenant_nodes: list[str]
+    project_nodes: list[str]
+    results: list[Result]
+    web_connections: int  # held by the web process after the scenarios
+    probe_connections: int  # held by a fresh one with the production settings
+    server_log: str
+    tenant_sql: list[str]
+    project_sql: list[str]
+    plan_tenant: list[str]
+    plan_project: list[str]
+    per_node: int  # allocations on the busiest node, the one the cell admin's plan is for
+
+
+def _nodes_of(**allocations) -> list[str]:
+    from apps.allocations.models import Allocation
+
+    return [
+        str(n) for n in Allocation.objects.filter(**allocations).values_list("node_id", flat=True).distinct()
+    ]
+
+
+def status_lookups(
+    args, env: dict[str, str], var_dir: str, server: Server, issuer: FakeIssuer, conn_max_age
+) -> StatusLookups:
+    """Section 4 over a seeded history, on ``server`` (stopped here), then on a web process per core."""
+    from django.db.models import Count
+
+    from apps.allocations.models import Allocation
+
+    history = seed_history(args, args.history_tenants)
+    caller_tenant = history["tenants"][0]
+    caller_project = history["projects"][0]
+    tenant_nodes = _nodes_of(tenant=caller_tenant)
+    project_nodes = _nodes_of(project=caller_project)
+    tenant_claims = {
+        "domain_id": caller_tenant.tenant_id,
+        "roles": ["Tenant Administrator"],
+        "preferred_username": "tenant-admin",
+    }
+    project_claims = {
+        "domain_id": caller_tenant.tenant_id,
+        "project_id": caller_project.project_id,
+        "roles": ["Cell Administrator"],
+        "preferred_username": "cell-admin",
+    }
+    tenant_headers = bearer(issuer.token(tenant_claims, lifetime=3600))
+    project_headers = bearer(issuer.token(project_claims, lifetime=3600))
+    n = args.status_requests
+    c = args.status_concurrency
+    tenant_id = caller_tenant.tenant_id
+    results = [
+        status_load("tenant admin, sequential", server, tenant_headers, tenant_nodes, tenant_id, n, 1, 1),
+        status_load(
+            "cell admin (project scope), sequential",
+            server,
+            project_headers,
+            project_nodes,
+            tenant_id,
+            n,
+            1,
+            2,
+        ),
+        status_load(
+            f"tenant admin, {c} concurrent clients", server, tenant_headers, tenant_nodes, tenant_id, n, c, 3
+        ),
+    ]
+    web_connections = db_connections() - 1  # less this process's own
+    server.stop()
+    server_log = Path(server.log_path).read_text(errors="replace")
+    # The concurrent scenario again with a web process per core.
+    per_core = Server(free_port(), web_env(env, conn_max_age), 2, Path(var_dir) / "server2.log")
+    try:
+        per_core.wait_ready()
+        results.append(
+            status_load(
+                f"tenant admin, {c} concurrent clients, 2 web processes",
+                per_core,
+                tenant_headers,
+                tenant_nodes,
+                tenant_id,
+                n,
+                c,
+                5,
+            )
+        )
+    finally:
+        per_core.stop()
+    probe_connections = connection_probe(env, var_dir, tenant_headers, tenant_nodes, args.probe_requests)
+
+    rng = random.Random(7)
+    sample_node = rng.choice(tenant_nodes)
+    tenant_sql = status_queries(tenant_headers, sample_node)
+    project_sql = status_queries(project_headers, rng.choice(project_nodes))
+    busiest = (
+        Allocation.objects.filter(tenant=caller_tenant)
+        .values("node_id")
+        .annotate(n=Count("id"))
+        .order_by("-n")
+        .values_list("node_id", flat=True)[0]
+    )
+    return StatusLookups(
+        history=history,
+        tenant=caller_tenant,
+        project=caller_project,
+        tenant_nodes=tenant_nodes,
+        project_nodes=project_nodes,
+        results=results,
+        web_connections=web_connections,
+        probe_connections=probe_connections,
+        server_log=server_log,
+        tenant_sql=tenant_sql,
+        project_sql=project_sql,
+        plan_tenant=explain_status(issuer.issuer, tenant_claims, sample_node),
+        plan_project=explain_status(issuer.issuer, project_claims, str(busiest)),
+        per_node=Allocation.objects.filter(node_id=busiest).count(),
+    )
+
+
+# --- report ------------------------------------------------------------------
 
 
 def fmt_ms(value: float) -> str:
     return f"{value:.1f}"
+
+
+def report_single(args, singles: list[dict], single_s: float) -> None:
+    print()
+    print(f"Single allocation alone, request -> ACTIVE ({args.single_runs} runs after one warm-up):")
+    print()
+    print_table(
+        ["run", "POST ms", "request -> ACTIVE s"],
+        [[i + 1, fmt_ms(r["post_ms"]), f"{r['to_active_s']:.3f}"] for i, r in enumerate(singles)],
+    )
+    print()
+    print(f"single-pipeline time (median): {single_s:.3f} s")
+
+
+def _to_active(storm: Storm) -> list[float]:
+    """Seconds from each POST to its allocation's ACTIVE, shortest first."""
+    to_active = []
+    for post in storm.posts:
+        state, activated = storm.finished.get(post.allocation_id, ("", None))
+        if state == "ACTIVE" and activated is not None:
+            to_active.append(activated - post.sent)
+    return sorted(to_active)
+
+
+def report_storm(args, storm: Storm, clients: list[Client], single_s: float) -> list[str]:
+    """The storm's figures, checks and goal; the failures."""
+    expected = args.allocations
+    ok_latencies = [p.latency_ms for p in storm.posts if p.status == 202]
+    to_active = _to_active(storm)
+    print()
+    print(
+        f"Allocation storm: {expected} allocations (count=1) from {len(clients)} concurrent "
+        f"clients, each CCP Cell Administrator of its own tenant's project ({len(clients)} "
+        "tenants), "
+        f"{expected} free nodes, Celery {args.pool} x {args.worker_slots} worker slots, "
+        f"{args.web_workers} web process(es):"
+    )
+    print()
+    wall = storm.wall_s
+    posts_s = storm.last_response - storm.first_sent
+    print_table(
+        ["figure", "value"],
+        [
+            ["wall time, first request -> last ACTIVE", f"{wall:.2f} s"],
+            ["all POSTs answered after", f"{posts_s:.2f} s"],
+            ["throughput (allocations ACTIVE per second)", f"{expected / wall:.1f}"],
+            ["POST throughput (requests per second)", f"{len(storm.posts) / posts_s:.1f}"],
+            [
+                "POST latency p50 / p95 / p99",
+                f"{percentile(ok_latencies, 50):.0f} / "
+                f"{percentile(ok_latencies, 95):.0f} / {percentile(ok_latencies, 99):.0f} ms",
+            ],
+            [
+                "request -> ACTIVE per allocation p50 / p95 / max",
+                f"{percentile(to_active, 50):.2f} / {percentile(to_active, 95):.2f} / "
+                f"{(to_active[-1] if to_active else float('nan')):.2f} s",
+            ],
+            ["errors (non-202 answers)", str(sum(1 for p in storm.posts if p.status != 202))],
+            [
+                "requests resent after no answer (same Idempotency-Key)",
+                str(sum(p.retries for p in storm.posts)),
+            ],
+            ["web CPU per allocation (uvicorn)", f"{storm.web_cpu_s * 1000 / expected:.1f} ms"],
+            ["worker CPU per allocation (Celery)", f"{storm.worker_cpu_s * 1000 / expected:.1f} ms"],
+            ["machine CPU busy during the storm", f"{storm.machine_busy * 100:.0f} %"],
+            ["PostgreSQL sessions on the run's database, peak", str(storm.peak_connections)],
+        ],
+    )
+    print()
+    for name, ok in [*storm.checks.items(), *storm.checks_soft.items()]:
+        print(f"check: {name}: {'yes' if ok else 'NO'}")
+    for note in storm.notes:
+        print(f"note: {note}")
+    bound = STORM_FACTOR * single_s * expected / args.worker_slots
+    verdict = "PASS" if wall <= bound else "FAIL"
+    print()
+    print(
+        f"goal: storm time <= {STORM_FACTOR:g} x single-pipeline time x ({expected} / "
+        f"{args.worker_slots} worker slots)"
+    )
+    print(
+        f"      {wall:.2f} s <= {STORM_FACTOR:g} x {single_s:.3f} s x "
+        f"{expected / args.worker_slots:g} = {bound:.2f} s: {verdict}"
+    )
+    print(
+        f"      (storm time / single-pipeline time = {wall / single_s:.0f}; "
+        f"ideal with {args.worker_slots} parallel slots {expected / args.worker_slots:g})"
+    )
+    return [] if all(storm.checks.values()) else ["storm checks"]
+
+
+def report_crash(crash: dict) -> list[str]:
+    """The worker crash's figures and goal; the failures."""
+    print()
+    worst = max(crash["resumed_s"], default=float("inf"))
+    resumed_ok = not crash["unresumed"] and worst <= CRASH_RESUME_GOAL_S
+    print(
+        f"Worker crash: {crash['allocations']} allocations deploying the OS (3 s simulated steps) "
+        "when their worker was SIGKILLed; a replacement worker started beside the beat:"
+    )
+    print(f"      resumed after {', '.join(f'{t:.1f}' for t in crash['resumed_s']) or 'never'} s")
+    print(
+        f"      ACTIVE: {crash['active']} of {crash['allocations']}; steps run twice: "
+        f"{', '.join(crash['repeated_steps']) or 'none'}"
+    )
+    print(
+        f"goal: resumed within {CRASH_RESUME_GOAL_S:g} s of the kill: "
+        f"{worst:.1f} s: {'PASS' if resumed_ok else 'FAIL'}"
+    )
+    if crash["active"] != crash["allocations"] or crash["repeated_steps"]:
+        return ["worker crash"]
+    return []
+
+
+def report_status(args, status: StatusLookups, db_label: str, conn_max_age) -> list[str]:
+    """The status lookups' figures, queries, plans and database sessions; the failures."""
+    history = status.history
+    print()
+    print(
+        f"Status lookups: {history['nodes']} nodes, {history['allocations']} allocations "
+        f"({args.history} past RELEASED/FAILED over {args.history_tenants} tenants, bulk-created "
+        f"in {history['seconds']:.1f} s, then VACUUM ANALYZE); caller tenant "
+        f"{status.tenant.tenant_id} has allocations on {len(status.tenant_nodes)} nodes, its project "
+        f"{status.project.project_id} on {len(status.project_nodes)}; random nodes among those, "
+        f"{args.status_requests} requests per scenario:"
+    )
+    print()
+    print_table(
+        [*RESULT_HEADERS, "p95 < 20 ms"],
+        [[*r.cells(fmt_ms), "PASS" if r.percentile(95) < STATUS_GOAL_MS else "FAIL"] for r in status.results],
+    )
+    print()
+    print(
+        f"SQL queries per status request (in process, CaptureQueriesContext): tenant admin "
+        f"{len(status.tenant_sql)}, cell admin {len(status.project_sql)}"
+    )
+    for sql in status.project_sql:
+        print(f"    {sql[:160]}{'...' if len(sql) > 160 else ''}")
+    print()
+    print("Plan of the status query, tenant admin, a random node:")
+    _print_plan(status.plan_tenant)
+    print()
+    print(f"Plan of the status query, cell admin, the caller's busiest node ({status.per_node} allocations):")
+    _print_plan(status.plan_project)
+    print()
+    web_setting = db_label if conn_max_age is None else "CONN_MAX_AGE 0"
+    print(
+        f"PostgreSQL sessions: the web process ({web_setting}) held {status.web_connections} after the "
+        f"status scenarios; a fresh web process with the production settings ({db_label}) holds "
+        f"{status.probe_connections} after {args.probe_requests} sequential status requests"
+    )
+    return ["status errors"] if any(r.errors for r in status.results) else []
+
+
+def _print_plan(lines: list[str]) -> None:
+    for line in lines:
+        print("    " + line)
+
+
+def report_in_process(in_process: dict) -> None:
+    print()
+    print(
+        f"In process (no broker, no HTTP): allocate request {in_process['request_queries']} SQL "
+        f"queries / {in_process['request_ms']:.0f} ms; its whole pipeline to {in_process['state']} "
+        f"{in_process['pipeline_queries']} SQL queries / {in_process['pipeline_ms']:.0f} ms"
+    )
+
+
+def report_traceback(server_log: str) -> None:
+    if "Traceback" in server_log:
+        print()
+        print("note: the server log holds a traceback:")
+        print(server_log[server_log.index("Traceback") :][:2000])
+
+
+# --- main --------------------------------------------------------------------
 
 
 def main() -> int:
@@ -855,7 +1190,6 @@ def main() -> int:
     queue = f"bench-alloc-{secrets.token_hex(4)}"
     recreate_database(args.db_name)
     server = worker = redis_server = None
-    failures: list[str] = []
     try:
         with tempfile.TemporaryDirectory(prefix="gpuaas-bench-") as var_dir:
             if args.redis_url is None and RedisServer.available():
@@ -882,25 +1216,9 @@ def main() -> int:
             data = seed(args)
             clients: list[Client] = data["clients"]
             solo: Client = data["solo"]
-            print(f"# {machine()}")
-            print(f"# load average before: {load_average()} (other work on the machine skews every figure)")
-            print(
-                f"# {len(clients)} storm tenants + 1 solo tenant, {data['nodes']} free nodes; migrate "
-                f"{data['migrate_s']:.1f} s, seed {data['seed_s']:.1f} s; {args.web_workers} web worker(s), "
-                f"Celery {args.pool} x {args.worker_slots} slots, simulated drivers, zero step latency, "
-                f"Redis: {'a private redis-server' if redis_server else args.redis_url}"
-            )
             db_label, leaks = web_database()
             conn_max_age = 0 if leaks and not args.allow_leaking_db_settings else None
-            print(
-                f"# web database connections: {db_label}"
-                + (
-                    " (persistent connections leak under ASGI: the web process runs with CONN_MAX_AGE=0)"
-                    if conn_max_age == 0
-                    else ""
-                )
-            )
-            sys.stdout.flush()
+            print_setup(args, data, redis_server, db_label, conn_max_age)
 
             server = Server(port, web_env(env, conn_max_age), args.web_workers, Path(var_dir) / "server.log")
             worker = CeleryWorker(
@@ -913,17 +1231,7 @@ def main() -> int:
             )
             server.wait_ready()
             worker.wait_ready(celery_app)
-
-            for client in [*clients, solo]:
-                client.token = issuer.token(
-                    {
-                        "domain_id": client.tenant_id,
-                        "project_id": client.project_id,
-                        "roles": ["Cell Administrator"],
-                        "preferred_username": f"admin@{client.tenant_id}",
-                    },
-                    lifetime=3600,
-                )
+            sign_in(issuer, [*clients, solo])
 
             # 1. The single pipeline: one unmeasured warm-up (JWKS fetch, worker imports), then the runs.
             single_pipeline(server.url, solo, args.storm_timeout)
@@ -943,264 +1251,18 @@ def main() -> int:
             print(f"  worker crash: resumed after {crash['resumed_s']} s", file=sys.stderr)
 
             # 4. Status lookups over history.
-            history = seed_history(args, args.history_tenants)
-            caller_tenant = history["tenants"][0]
-            caller_project = history["projects"][0]
-            from django.db.models import Count
-
-            from apps.allocations.models import Allocation
-
-            tenant_nodes = [
-                str(n)
-                for n in Allocation.objects.filter(tenant=caller_tenant)
-                .values_list("node_id", flat=True)
-                .distinct()
-            ]
-            project_nodes = [
-                str(n)
-                for n in Allocation.objects.filter(project=caller_project)
-                .values_list("node_id", flat=True)
-                .distinct()
-            ]
-            tenant_claims = {
-                "domain_id": caller_tenant.tenant_id,
-                "roles": ["Tenant Administrator"],
-                "preferred_username": "tenant-admin",
-            }
-            project_claims = {
-                "domain_id": caller_tenant.tenant_id,
-                "project_id": caller_project.project_id,
-                "roles": ["Cell Administrator"],
-                "preferred_username": "cell-admin",
-            }
-            tenant_headers = bearer(issuer.token(tenant_claims, lifetime=3600))
-            project_headers = bearer(issuer.token(project_claims, lifetime=3600))
-            n = args.status_requests
-            c = args.status_concurrency
-            status_results = [
-                status_load(
-                    "tenant admin, sequential",
-                    server,
-                    tenant_headers,
-                    tenant_nodes,
-                    caller_tenant.tenant_id,
-                    n,
-                    1,
-                    1,
-                ),
-                status_load(
-                    "cell admin (project scope), sequential",
-                    server,
-                    project_headers,
-                    project_nodes,
-                    caller_tenant.tenant_id,
-                    n,
-                    1,
-                    2,
-                ),
-                status_load(
-                    f"tenant admin, {c} concurrent clients",
-                    server,
-                    tenant_headers,
-                    tenant_nodes,
-                    caller_tenant.tenant_id,
-                    n,
-                    c,
-                    3,
-                ),
-            ]
-            web_connections = db_connections() - 1  # less this process's own
-            server.stop()
-            server_log = Path(server.log_path).read_text(errors="replace")
-            # The concurrent scenario again with a web process per core.
-            server = Server(free_port(), web_env(env, conn_max_age), 2, Path(var_dir) / "server2.log")
-            server.wait_ready()
-            status_results.append(
-                status_load(
-                    f"tenant admin, {c} concurrent clients, 2 web processes",
-                    server,
-                    tenant_headers,
-                    tenant_nodes,
-                    caller_tenant.tenant_id,
-                    n,
-                    c,
-                    5,
-                )
-            )
-            server.stop()
-            probe_connections = connection_probe(
-                env, var_dir, tenant_headers, tenant_nodes, args.probe_requests
-            )
-
-            rng = random.Random(7)
-            sample_node = rng.choice(tenant_nodes)
-            tenant_sql = status_queries(tenant_headers, sample_node)
-            project_sql = status_queries(project_headers, rng.choice(project_nodes))
-            busiest = (
-                Allocation.objects.filter(tenant=caller_tenant)
-                .values("node_id")
-                .annotate(n=Count("id"))
-                .order_by("-n")
-                .values_list("node_id", flat=True)[0]
-            )
-            plan_tenant = explain_status(issuer.issuer, tenant_claims, sample_node)
-            plan_project = explain_status(issuer.issuer, project_claims, str(busiest))
-            per_node = Allocation.objects.filter(node_id=busiest).count()
+            status = status_lookups(args, env, var_dir, server, issuer, conn_max_age)
             spare = Client(solo.tenant_id, solo.project_id, solo.token)
             in_process = pipeline_in_process(spare)
 
-            # --- report ------------------------------------------------------
-            expected = args.allocations
-            ok_latencies = [p.latency_ms for p in storm.posts if p.status == 202]
-            to_active = []  # seconds from each POST to its allocation's ACTIVE
-            for post in storm.posts:
-                state, activated = storm.finished.get(post.allocation_id, ("", None))
-                if state == "ACTIVE" and activated is not None:
-                    to_active.append(activated - post.sent)
-            to_active.sort()
-            print()
-            print(f"Single allocation alone, request -> ACTIVE ({args.single_runs} runs after one warm-up):")
-            print()
-            print_table(
-                ["run", "POST ms", "request -> ACTIVE s"],
-                [[i + 1, fmt_ms(r["post_ms"]), f"{r['to_active_s']:.3f}"] for i, r in enumerate(singles)],
-            )
-            print()
-            print(f"single-pipeline time (median): {single_s:.3f} s")
-            print()
-            print(
-                f"Allocation storm: {expected} allocations (count=1) from {len(clients)} concurrent "
-                f"clients, each CCP Cell Administrator of its own tenant's project ({len(clients)} "
-                "tenants), "
-                f"{expected} free nodes, Celery {args.pool} x {args.worker_slots} worker slots, "
-                f"{args.web_workers} web process(es):"
-            )
-            print()
-            wall = storm.wall_s
-            posts_s = storm.last_response - storm.first_sent
-            print_table(
-                ["figure", "value"],
-                [
-                    ["wall time, first request -> last ACTIVE", f"{wall:.2f} s"],
-                    ["all POSTs answered after", f"{posts_s:.2f} s"],
-                    ["throughput (allocations ACTIVE per second)", f"{expected / wall:.1f}"],
-                    ["POST throughput (requests per second)", f"{len(storm.posts) / posts_s:.1f}"],
-                    [
-                        "POST latency p50 / p95 / p99",
-                        f"{percentile(ok_latencies, 50):.0f} / "
-                        f"{percentile(ok_latencies, 95):.0f} / {percentile(ok_latencies, 99):.0f} ms",
-                    ],
-                    [
-                        "request -> ACTIVE per allocation p50 / p95 / max",
-                        f"{percentile(to_active, 50):.2f} / {percentile(to_active, 95):.2f} / "
-                        f"{(to_active[-1] if to_active else float('nan')):.2f} s",
-                    ],
-                    ["errors (non-202 answers)", str(sum(1 for p in storm.posts if p.status != 202))],
-                    [
-                        "requests resent after no answer (same Idempotency-Key)",
-                        str(sum(p.retries for p in storm.posts)),
-                    ],
-                    ["web CPU per allocation (uvicorn)", f"{storm.web_cpu_s * 1000 / expected:.1f} ms"],
-                    ["worker CPU per allocation (Celery)", f"{storm.worker_cpu_s * 1000 / expected:.1f} ms"],
-                    ["machine CPU busy during the storm", f"{storm.machine_busy * 100:.0f} %"],
-                    ["PostgreSQL sessions on the run's database, peak", str(storm.peak_connections)],
-                ],
-            )
-            print()
-            for name, ok in [*storm.checks.items(), *storm.checks_soft.items()]:
-                print(f"check: {name}: {'yes' if ok else 'NO'}")
-            for note in storm.notes:
-                print(f"note: {note}")
-            if not all(storm.checks.values()):
-                failures.append("storm checks")
-            bound = STORM_FACTOR * single_s * expected / args.worker_slots
-            verdict = "PASS" if wall <= bound else "FAIL"
-            print()
-            print(
-                f"goal: storm time <= {STORM_FACTOR:g} x single-pipeline time x ({expected} / "
-                f"{args.worker_slots} worker slots)"
-            )
-            print(
-                f"      {wall:.2f} s <= {STORM_FACTOR:g} x {single_s:.3f} s x "
-                f"{expected / args.worker_slots:g} = {bound:.2f} s: {verdict}"
-            )
-            print(
-                f"      (storm time / single-pipeline time = {wall / single_s:.0f}; "
-                f"ideal with {args.worker_slots} parallel slots {expected / args.worker_slots:g})"
-            )
-
-            print()
-            worst = max(crash["resumed_s"], default=float("inf"))
-            resumed_ok = not crash["unresumed"] and worst <= CRASH_RESUME_GOAL_S
-            print(
-                f"Worker crash: {crash['allocations']} allocations deploying the OS (3 s simulated steps) "
-                "when their worker was SIGKILLed; a replacement worker started beside the beat:"
-            )
-            print(f"      resumed after {', '.join(f'{t:.1f}' for t in crash['resumed_s']) or 'never'} s")
-            print(
-                f"      ACTIVE: {crash['active']} of {crash['allocations']}; steps run twice: "
-                f"{', '.join(crash['repeated_steps']) or 'none'}"
-            )
-            print(
-                f"goal: resumed within {CRASH_RESUME_GOAL_S:g} s of the kill: "
-                f"{worst:.1f} s: {'PASS' if resumed_ok else 'FAIL'}"
-            )
-            if crash["active"] != crash["allocations"] or crash["repeated_steps"]:
-                failures.append("worker crash")
-
-            print()
-            print(
-                f"Status lookups: {history['nodes']} nodes, {history['allocations']} allocations "
-                f"({args.history} past RELEASED/FAILED over {args.history_tenants} tenants, bulk-created "
-                f"in {history['seconds']:.1f} s, then VACUUM ANALYZE); caller tenant "
-                f"{caller_tenant.tenant_id} has allocations on {len(tenant_nodes)} nodes, its project "
-                f"{caller_project.project_id} on {len(project_nodes)}; random nodes among those, "
-                f"{n} requests per scenario:"
-            )
-            print()
-            print_table(
-                [*RESULT_HEADERS, "p95 < 20 ms"],
-                [
-                    [*r.cells(fmt_ms), "PASS" if r.percentile(95) < STATUS_GOAL_MS else "FAIL"]
-                    for r in status_results
-                ],
-            )
-            if any(r.errors for r in status_results):
-                failures.append("status errors")
-            print()
-            print(
-                f"SQL queries per status request (in process, CaptureQueriesContext): tenant admin "
-                f"{len(tenant_sql)}, cell admin {len(project_sql)}"
-            )
-            for sql in project_sql:
-                print(f"    {sql[:160]}{'...' if len(sql) > 160 else ''}")
-            print()
-            print("Plan of the status query, tenant admin, a random node:")
-            for line in plan_tenant:
-                print("    " + line)
-            print()
-            print(
-                f"Plan of the status query, cell admin, the caller's busiest node ({per_node} allocations):"
-            )
-            for line in plan_project:
-                print("    " + line)
-            print()
-            web_setting = db_label if conn_max_age is None else "CONN_MAX_AGE 0"
-            print(
-                f"PostgreSQL sessions: the web process ({web_setting}) held {web_connections} after the "
-                f"status scenarios; a fresh web process with the production settings ({db_label}) holds "
-                f"{probe_connections} after {args.probe_requests} sequential status requests"
-            )
-            print()
-            print(
-                f"In process (no broker, no HTTP): allocate request {in_process['request_queries']} SQL "
-                f"queries / {in_process['request_ms']:.0f} ms; its whole pipeline to {in_process['state']} "
-                f"{in_process['pipeline_queries']} SQL queries / {in_process['pipeline_ms']:.0f} ms"
-            )
-            if "Traceback" in server_log:
-                print()
-                print("note: the server log holds a traceback:")
-                print(server_log[server_log.index("Traceback") :][:2000])
+            report_single(args, singles, single_s)
+            failures = [
+                *report_storm(args, storm, clients, single_s),
+                *report_crash(crash),
+                *report_status(args, status, db_label, conn_max_age),
+            ]
+            report_in_process(in_process)
+            report_traceback(status.server_log)
             print()
             print(f"# load average after: {load_average()}")
             if failures:

@@ -98,26 +98,13 @@ def report_task(
         task.error, task.finished_at = error[:2000], now
         task.save(update_fields=["status", "error", "finished_at", "updated_at"])
         instance = AppInstance.objects.select_for_update().get(pk=task.instance_id)
-        member = InstanceMember.objects.filter(instance=instance, node=node).first()
         actor = f"agent:{node.hostname}"
         if _superseded(task):
             # A restart with new secrets follows on this node and replaces what this start
             # ran: the restart's report moves the instance, and its endpoints are the ones.
             pass
         elif succeeded:
-            done = _DONE_STATE[task.action]
-            if task.action == AgentTask.Action.START and (member is None or member.rank == 0):
-                for item in endpoints:  # the primary serves the instance's endpoints
-                    Endpoint.objects.filter(instance=instance, name=item["name"]).update(
-                        host=item["host"], port=item["port"], reported_at=now
-                    )
-            set_member_state(instance, node, done)
-            in_step = task.action != AgentTask.Action.START or instance.state == State.STARTING
-            if in_step and all_members_in(instance, done):
-                if task.action == AgentTask.Action.REMOVE:
-                    Endpoint.objects.filter(instance=instance).update(host="", port=None, reported_at=now)
-                    RuntimeSecret.objects.filter(instance=instance).delete()
-                transition(instance, done, actor=actor)
+            _task_done(task, instance, node, endpoints, now=now, actor=actor)
         else:
             reason = error[:500] or f"{task.action} failed on {node.hostname}"
             member_failed(
@@ -136,6 +123,25 @@ def report_task(
     if refused:
         raise Forbidden(error, details={"endpoints": refused})
     return task
+
+
+def _task_done(task: AgentTask, instance: AppInstance, node: Node, endpoints, *, now, actor: str) -> None:
+    """A task succeeded on this node: its member moves, and the instance once all its members have."""
+    done = _DONE_STATE[task.action]
+    if task.action == AgentTask.Action.START:
+        member = InstanceMember.objects.filter(instance=instance, node=node).first()
+        if member is None or member.rank == 0:
+            for item in endpoints:  # the primary serves the instance's endpoints
+                Endpoint.objects.filter(instance=instance, name=item["name"]).update(
+                    host=item["host"], port=item["port"], reported_at=now
+                )
+    set_member_state(instance, node, done)
+    in_step = task.action != AgentTask.Action.START or instance.state == State.STARTING
+    if in_step and all_members_in(instance, done):
+        if task.action == AgentTask.Action.REMOVE:
+            Endpoint.objects.filter(instance=instance).update(host="", port=None, reported_at=now)
+            RuntimeSecret.objects.filter(instance=instance).delete()
+        transition(instance, done, actor=actor)
 
 
 def _superseded(task: AgentTask) -> bool:

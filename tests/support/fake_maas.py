@@ -15,6 +15,69 @@ from tests.support.servers import reply_json
 _OAUTH = re.compile(r'(\w+)="([^"]*)"')
 
 
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def _reply(self, status: int, body=None):
+        reply_json(self, status, body)
+
+    def _authorized(self) -> bool:
+        fake = self.server.fake
+        header = self.headers.get("Authorization", "")
+        fields = dict(_OAUTH.findall(header))
+        return (
+            header.startswith("OAuth ")
+            and fields.get("oauth_signature_method") == "PLAINTEXT"
+            and fields.get("oauth_consumer_key") == fake.consumer_key
+            and fields.get("oauth_token") == fake.token_key
+            and fields.get("oauth_signature") == f"&{fake.token_secret}"
+            and fields.get("oauth_nonce")
+            and fields.get("oauth_timestamp")
+        )
+
+    def _form(self) -> dict:
+        length = int(self.headers.get("Content-Length") or 0)
+        return {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()} if length else {}
+
+    def _handle(self, method):
+        fake = self.server.fake
+        url = urlparse(self.path)
+        op = parse_qs(url.query).get("op", [None])[0]
+        form = self._form()
+        fake.calls.append((method, url.path, op, form))
+        if not self._authorized():
+            return self._reply(401, {"error": "Authorization required"})
+        if fake.fail_next:
+            return self._reply(fake.fail_next.pop(0), {"error": "injected"})
+        match = re.fullmatch(r"/MAAS/api/2\.0/machines/(?:([\w-]+)/)?", url.path)
+        if not match:
+            return self._reply(404, {"error": "not found"})
+        system_id = match.group(1)
+        if system_id is None:
+            return self._reply(*fake.on_machines(method, op, form))
+        machine = fake.machines.get(system_id)
+        if machine is None:
+            return self._reply(404, {"error": "No machine matches"})
+        if method == "GET":
+            return self._reply(200, fake.view(machine))
+        return self._reply(*fake.on_machine(machine, op, form))
+
+    def do_GET(self):
+        self._handle("GET")
+
+    def do_POST(self):
+        self._handle("POST")
+
+    def log_message(self, *args):
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    def __init__(self, fake: FakeMaas):
+        self.fake = fake
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
 class FakeMaas:
     def __init__(self, api_key: str = "ck:tk:ts", deploy_seconds: float = 0.2):
         self.consumer_key, self.token_key, self.token_secret = api_key.split(":")
@@ -23,92 +86,47 @@ class FakeMaas:
         self.machines: dict[str, dict] = {}
         self.calls: list[tuple[str, str, str | None, dict]] = []
         self.fail_next: list[int] = []  # status codes to answer instead of the next calls
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _reply(self, status: int, body=None):
-                reply_json(self, status, body)
-
-            def _authorized(self) -> bool:
-                header = self.headers.get("Authorization", "")
-                fields = dict(_OAUTH.findall(header))
-                return (
-                    header.startswith("OAuth ")
-                    and fields.get("oauth_signature_method") == "PLAINTEXT"
-                    and fields.get("oauth_consumer_key") == fake.consumer_key
-                    and fields.get("oauth_token") == fake.token_key
-                    and fields.get("oauth_signature") == f"&{fake.token_secret}"
-                    and fields.get("oauth_nonce")
-                    and fields.get("oauth_timestamp")
-                )
-
-            def _handle(self, method):
-                url = urlparse(self.path)
-                op = parse_qs(url.query).get("op", [None])[0]
-                length = int(self.headers.get("Content-Length") or 0)
-                form = (
-                    {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()} if length else {}
-                )
-                fake.calls.append((method, url.path, op, form))
-                if not self._authorized():
-                    return self._reply(401, {"error": "Authorization required"})
-                if fake.fail_next:
-                    return self._reply(fake.fail_next.pop(0), {"error": "injected"})
-                match = re.fullmatch(r"/MAAS/api/2\.0/machines/(?:([\w-]+)/)?", url.path)
-                if not match:
-                    return self._reply(404, {"error": "not found"})
-                system_id = match.group(1)
-                if system_id is None:
-                    if method == "GET":
-                        return self._reply(200, [fake.view(m) for m in fake.machines.values()])
-                    if op == "allocate":
-                        machine = fake.machines.get(form.get("system_id", ""))
-                        if machine is None or machine["status_name"] != "Ready":
-                            return self._reply(409, {"error": "No machine available"})
-                        machine["status_name"] = "Allocated"
-                        return self._reply(200, fake.view(machine))
-                    return self._reply(400, {"error": "unknown op"})
-                machine = fake.machines.get(system_id)
-                if machine is None:
-                    return self._reply(404, {"error": "No machine matches"})
-                if method == "GET":
-                    return self._reply(200, fake.view(machine))
-                if op == "deploy":
-                    if machine["status_name"] != "Allocated":
-                        return self._reply(409, {"error": f"cannot deploy from {machine['status_name']}"})
-                    machine.update(
-                        status_name="Deploying",
-                        power_state="on",
-                        distro_series=form.get("distro_series"),
-                        user_data=form.get("user_data"),
-                        done_at=time.monotonic() + fake.deploy_seconds,
-                        then="Deployed",
-                    )
-                elif op == "release":
-                    erase = form.get("erase") == "true"
-                    machine.update(
-                        status_name="Disk erasing" if erase else "Releasing",
-                        done_at=time.monotonic() + fake.deploy_seconds,
-                        then="Ready",
-                    )
-                elif op in ("power_on", "power_off"):
-                    machine["power_state"] = op.removeprefix("power_")
-                else:
-                    return self._reply(400, {"error": "unknown op"})
-                return self._reply(200, fake.view(machine))
-
-            def do_GET(self):
-                self._handle("GET")
-
-            def do_POST(self):
-                self._handle("POST")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(self)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/MAAS"
+
+    def on_machines(self, method: str, op: str | None, form: dict) -> tuple[int, object]:
+        """``machines/``: the list, or an allocation; the status and body to answer."""
+        if method == "GET":
+            return 200, [self.view(m) for m in self.machines.values()]
+        if op != "allocate":
+            return 400, {"error": "unknown op"}
+        machine = self.machines.get(form.get("system_id", ""))
+        if machine is None or machine["status_name"] != "Ready":
+            return 409, {"error": "No machine available"}
+        machine["status_name"] = "Allocated"
+        return 200, self.view(machine)
+
+    def on_machine(self, machine: dict, op: str | None, form: dict) -> tuple[int, object]:
+        """An operation on one machine; the status and body to answer."""
+        if op == "deploy":
+            if machine["status_name"] != "Allocated":
+                return 409, {"error": f"cannot deploy from {machine['status_name']}"}
+            machine.update(
+                status_name="Deploying",
+                power_state="on",
+                distro_series=form.get("distro_series"),
+                user_data=form.get("user_data"),
+                done_at=time.monotonic() + self.deploy_seconds,
+                then="Deployed",
+            )
+        elif op == "release":
+            erase = form.get("erase") == "true"
+            machine.update(
+                status_name="Disk erasing" if erase else "Releasing",
+                done_at=time.monotonic() + self.deploy_seconds,
+                then="Ready",
+            )
+        elif op in ("power_on", "power_off"):
+            machine["power_state"] = op.removeprefix("power_")
+        else:
+            return 400, {"error": "unknown op"}
+        return 200, self.view(machine)
 
     def add_machine(self, hostname: str, system_id: str) -> None:
         self.machines[system_id] = {

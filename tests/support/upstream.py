@@ -15,6 +15,7 @@ import hashlib
 import json
 import sys
 import zlib
+from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qs
 
 import uvicorn
@@ -97,214 +98,315 @@ def _lab_page(scope) -> bytes:
     ).encode()
 
 
+_ENDPOINTS: dict[str, Callable[..., Awaitable[None]]] = {}
+
+
+def _endpoint(name: str):
+    """Serve the decorated ``handler(scope, receive, send, query)`` at paths ending in ``name``."""
+
+    def register(handler):
+        _ENDPOINTS[name] = handler
+        return handler
+
+    return register
+
+
 async def http_app(scope, receive, send):
     name = scope["path"].rsplit("/", 1)[-1]
-    query = _query(scope)
-    if name == "redirect":
-        where = {
-            "absolute": f"http://{_header(scope, b'host')}{_directory(scope)}landing?from=redirect",
-            "relative": f"{_directory(scope)}landing",
-            "root": "/landing",
-            "elsewhere": "https://example.org/docs",
-        }[query.get("to", "relative")]
-        await _respond(send, 302, headers=[(b"location", where.encode())])
-    elif name == "cookies":
-        cookies = [
-            f"app=1; Domain=upstream.example; Path={_directory(scope)}; HttpOnly",
-            "rooted=2; Path=/; SameSite=Lax",
-            "plain=3",
-            "sessionid=planted; Path=/",
-        ]
-        await _respond(send, headers=[(b"set-cookie", c.encode()) for c in cookies])
-    elif name == "headers":
-        await _respond(
-            send,
-            headers=[
-                (b"connection", b"x-hop"),
-                (b"x-hop", b"1"),
-                (b"keep-alive", b"timeout=5"),
-                (b"x-fine", b"ok"),
-                (b"x-echo-token", f"token={_token(scope)}".encode()),
-                (b"content-security-policy", b"default-src 'self'; frame-ancestors *"),
-                (b"x-frame-options", b"SAMEORIGIN"),
-            ],
-        )
-    elif name == "nocsp":
-        await _respond(send, body=b"{}")
-    elif name == "sse":
-        event = _released.setdefault(query["id"], asyncio.Event())
-        start = {
+    await _ENDPOINTS.get(name, _echo)(scope, receive, send, _query(scope))
+
+
+@_endpoint("redirect")
+async def _redirect(scope, receive, send, query):
+    where = {
+        "absolute": f"http://{_header(scope, b'host')}{_directory(scope)}landing?from=redirect",
+        "relative": f"{_directory(scope)}landing",
+        "root": "/landing",
+        "elsewhere": "https://example.org/docs",
+    }[query.get("to", "relative")]
+    await _respond(send, 302, headers=[(b"location", where.encode())])
+
+
+@_endpoint("cookies")
+async def _cookies(scope, receive, send, query):
+    cookies = [
+        f"app=1; Domain=upstream.example; Path={_directory(scope)}; HttpOnly",
+        "rooted=2; Path=/; SameSite=Lax",
+        "plain=3",
+        "sessionid=planted; Path=/",
+    ]
+    await _respond(send, headers=[(b"set-cookie", c.encode()) for c in cookies])
+
+
+@_endpoint("headers")
+async def _headers(scope, receive, send, query):
+    await _respond(
+        send,
+        headers=[
+            (b"connection", b"x-hop"),
+            (b"x-hop", b"1"),
+            (b"keep-alive", b"timeout=5"),
+            (b"x-fine", b"ok"),
+            (b"x-echo-token", f"token={_token(scope)}".encode()),
+            (b"content-security-policy", b"default-src 'self'; frame-ancestors *"),
+            (b"x-frame-options", b"SAMEORIGIN"),
+        ],
+    )
+
+
+@_endpoint("nocsp")
+async def _nocsp(scope, receive, send, query):
+    await _respond(send, body=b"{}")
+
+
+@_endpoint("sse")
+async def _sse(scope, receive, send, query):
+    event = _released.setdefault(query["id"], asyncio.Event())
+    start = {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [(b"content-type", b"text/event-stream")],
+    }
+    await send(start)
+    await send({"type": "http.response.body", "body": b"data: one\n\n", "more_body": True})
+    await event.wait()  # the test releases the second event once it has seen the first
+    await send({"type": "http.response.body", "body": b"data: two\n\n"})
+
+
+@_endpoint("release")
+async def _release(scope, receive, send, query):
+    _released.setdefault(query["id"], asyncio.Event()).set()
+    await _json(send, {"released": query["id"]})
+
+
+@_endpoint("download")
+async def _download(scope, receive, send, query):
+    size = int(query["n"])
+    await send(
+        {
             "type": "http.response.start",
             "status": 200,
-            "headers": [(b"content-type", b"text/event-stream")],
-        }
-        await send(start)
-        await send({"type": "http.response.body", "body": b"data: one\n\n", "more_body": True})
-        await event.wait()  # the test releases the second event once it has seen the first
-        await send({"type": "http.response.body", "body": b"data: two\n\n"})
-    elif name == "release":
-        _released.setdefault(query["id"], asyncio.Event()).set()
-        await _json(send, {"released": query["id"]})
-    elif name == "download":
-        size = int(query["n"])
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"application/octet-stream"),
-                    (b"content-length", str(size).encode()),
-                ],
-            }
-        )
-        while size > 0:
-            chunk = _MEGABYTE[: min(size, len(_MEGABYTE))]
-            size -= len(chunk)
-            await send({"type": "http.response.body", "body": chunk, "more_body": size > 0})
-    elif name == "upload":
-        _, size = await _read_body(receive)
-        await _json(send, {"bytes": size})
-    elif name == "slow":
-        await send(
-            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]}
-        )
-        await send({"type": "http.response.body", "body": b"waiting\n", "more_body": True})
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        _disconnected.add(query["id"])
-    elif name == "disconnected":
-        await _json(send, {"disconnected": query["id"] in _disconnected})
-    elif name == "ws-closed":
-        await _json(send, _ws_closed.get(query["id"], {}))
-    elif name == "lab" and _header(scope, b"range"):
-        # A part of the page, as a static file server sends one: bytes=first-last,
-        # first- or -suffix (one range; the proxies never ask for more).
-        first, last = _header(scope, b"range").removeprefix("bytes=").split("-")
-        page = _lab_page(scope)
-        if first:
-            first, last = int(first), min(int(last or len(page) - 1), len(page) - 1)
-        else:
-            first, last = max(0, len(page) - int(last)), len(page) - 1
-        if first >= len(page):
-            await _respond(
-                send, 416, b"", [(b"content-range", f"bytes */{len(page)}".encode())], b"text/html"
-            )
-        else:
-            part = f"bytes {first}-{last}/{len(page)}".encode()
-            await _respond(send, 206, page[first : last + 1], [(b"content-range", part)], b"text/html")
-    elif name == "wrong-part":
-        # An app that answers a Range with another part than the one asked for.
-        await _respond(send, 206, b"abcd", [(b"content-range", b"bytes 0-3/100")], b"text/plain")
-    elif name == "lab":
-        page = _lab_page(scope)
-        headers = [(b"content-type", b"text/html"), (b"content-length", str(len(page)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        # Small pieces, so the token straddles the proxy's reads, and a pause in its middle.
-        token = _token(scope).encode()
-        middle = page.find(token) + len(token) // 2 if token else -1
-        for offset in range(0, len(page), 7):
-            await send({"type": "http.response.body", "body": page[offset : offset + 7], "more_body": True})
-            if offset <= middle < offset + 7:
-                await asyncio.sleep(0.05)
-            elif offset % 700 == 0:
-                await asyncio.sleep(0)
-        await send({"type": "http.response.body", "body": b""})
-    elif name == "big-part":
-        # The asked part (one range, first-) of a large file, in the app's own small writes.
-        total = int(query["mb"]) * 1024 * 1024
-        first = int(_header(scope, b"range").removeprefix("bytes=").split("-")[0])
-        headers = [
-            (b"content-type", b"application/octet-stream"),
-            (b"content-range", f"bytes {first}-{total - 1}/{total}".encode()),
-            (b"content-length", str(total - first).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 206, "headers": headers})
-        chunk = b"z" * 65536
-        for offset in range(first, total, len(chunk)):
-            await send({"type": "http.response.body", "body": chunk[: total - offset], "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
-    elif name == "lab-gzip":
-        # An app that compresses although the proxy asked for identity.
-        await _respond(
-            send,
-            body=gzip.compress(_lab_page(scope)),
-            headers=[(b"content-encoding", b"gzip")],
-            content_type=b"text/html; charset=utf-8",
-        )
-    elif name == "die":
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"1000")],
-            }
-        )
-        await send({"type": "http.response.body", "body": b"partial", "more_body": True})
-        raise RuntimeError("the app crashes mid-response")
-    # --- a hostile app ------------------------------------------------------------------
-    elif name == "goto":
-        # Redirects wherever it is told: an app that reflects a ``next`` parameter.
-        await _respond(send, 302, headers=[(b"location", query["location"].encode("latin-1"))])
-    elif name == "powerful-headers":
-        await _respond(
-            send,
-            body=b"{}",
-            headers=[
-                (b"service-worker-allowed", b"/"),
-                (b"clear-site-data", b'"cookies", "storage"'),
-                (b"x-leak", f"token {_token(scope)}".encode()),
-                (b"x-fine", b"ok"),
+            "headers": [
+                (b"content-type", b"application/octet-stream"),
+                (b"content-length", str(size).encode()),
             ],
-        )
-    elif name == "sw.js":
-        # A worker that would answer for the whole origin, the portal's pages included.
-        await _respond(
-            send,
-            body=b"self.onfetch = () => {};",
-            headers=[(b"service-worker-allowed", b"/")],
-            content_type=b"text/javascript",
-        )
-    elif name == "page.html":
-        await _respond(send, body=b"<!doctype html><title>an app</title>", content_type=b"text/html")
-    elif name == "typed":
-        # The token in a body of any type (an image's metadata, a file download, ...).
-        body = b"\x89PNG\r\n\x1a\n" + _token(scope).encode() + b"\x00\x01"
-        content_type = query.get("type", "").encode()
-        await _respond(send, body=body, content_type=content_type)
-    elif name == "encoded":
-        # The page compressed, with its coding written in one or several headers.
-        codings = [(b"content-encoding", coding.encode()) for coding in query["codings"].split(",")]
-        await _respond(send, body=gzip.compress(_lab_page(scope)), headers=codings, content_type=b"text/html")
-    elif name == "bomb":
-        await _respond(
-            send,
-            body=_bomb(int(query["mb"])),
-            headers=[(b"content-encoding", b"gzip")],
-            content_type=b"text/html; charset=utf-8",
-        )
-    elif name == "many-headers":
-        many = [(b"x-h-%d" % i, b"v") for i in range(int(query["n"]))]
-        await _respond(send, body=b"{}", headers=many)
-    elif name == "huge-header":
-        await _respond(send, body=b"{}", headers=[(b"x-huge", b"h" * int(query["bytes"]))])
-    elif name == "status":
-        await _json(send, {"status": int(query["code"])}, status=int(query["code"]))
+        }
+    )
+    while size > 0:
+        chunk = _MEGABYTE[: min(size, len(_MEGABYTE))]
+        size -= len(chunk)
+        await send({"type": "http.response.body", "body": chunk, "more_body": size > 0})
+
+
+@_endpoint("upload")
+async def _upload(scope, receive, send, query):
+    _, size = await _read_body(receive)
+    await _json(send, {"bytes": size})
+
+
+@_endpoint("slow")
+async def _slow(scope, receive, send, query):
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"waiting\n", "more_body": True})
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    _disconnected.add(query["id"])
+
+
+@_endpoint("disconnected")
+async def _was_disconnected(scope, receive, send, query):
+    await _json(send, {"disconnected": query["id"] in _disconnected})
+
+
+@_endpoint("ws-closed")
+async def _ws_was_closed(scope, receive, send, query):
+    await _json(send, _ws_closed.get(query["id"], {}))
+
+
+@_endpoint("lab")
+async def _lab(scope, receive, send, query):
+    if _header(scope, b"range"):
+        await _lab_part(scope, send)
     else:
-        head, size = await _read_body(receive)
-        headers = [[key.decode("latin-1"), value.decode("latin-1")] for key, value in scope["headers"]]
-        await _json(
-            send,
-            {
-                "method": scope["method"],
-                "path": scope["path"],
-                "raw_path": scope["raw_path"].decode("latin-1"),
-                "query": scope["query_string"].decode("latin-1"),
-                "headers": headers,
-                "digests": {key: hashlib.sha256(value.encode()).hexdigest() for key, value in headers},
-                "body": head.decode("latin-1"),
-                "body_bytes": size,
-            },
-        )
+        await _lab_whole(scope, send)
+
+
+async def _lab_part(scope, send):
+    # A part of the page, as a static file server sends one: bytes=first-last,
+    # first- or -suffix (one range; the proxies never ask for more).
+    first, last = _header(scope, b"range").removeprefix("bytes=").split("-")
+    page = _lab_page(scope)
+    if first:
+        first, last = int(first), min(int(last or len(page) - 1), len(page) - 1)
+    else:
+        first, last = max(0, len(page) - int(last)), len(page) - 1
+    if first >= len(page):
+        await _respond(send, 416, b"", [(b"content-range", f"bytes */{len(page)}".encode())], b"text/html")
+    else:
+        part = f"bytes {first}-{last}/{len(page)}".encode()
+        await _respond(send, 206, page[first : last + 1], [(b"content-range", part)], b"text/html")
+
+
+async def _lab_whole(scope, send):
+    page = _lab_page(scope)
+    headers = [(b"content-type", b"text/html"), (b"content-length", str(len(page)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    # Small pieces, so the token straddles the proxy's reads, and a pause in its middle.
+    token = _token(scope).encode()
+    middle = page.find(token) + len(token) // 2 if token else -1
+    for offset in range(0, len(page), 7):
+        await send({"type": "http.response.body", "body": page[offset : offset + 7], "more_body": True})
+        if offset <= middle < offset + 7:
+            await asyncio.sleep(0.05)
+        elif offset % 700 == 0:
+            await asyncio.sleep(0)
+    await send({"type": "http.response.body", "body": b""})
+
+
+@_endpoint("wrong-part")
+async def _wrong_part(scope, receive, send, query):
+    # An app that answers a Range with another part than the one asked for.
+    await _respond(send, 206, b"abcd", [(b"content-range", b"bytes 0-3/100")], b"text/plain")
+
+
+@_endpoint("big-part")
+async def _big_part(scope, receive, send, query):
+    # The asked part (one range, first-) of a large file, in the app's own small writes.
+    total = int(query["mb"]) * 1024 * 1024
+    first = int(_header(scope, b"range").removeprefix("bytes=").split("-")[0])
+    headers = [
+        (b"content-type", b"application/octet-stream"),
+        (b"content-range", f"bytes {first}-{total - 1}/{total}".encode()),
+        (b"content-length", str(total - first).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 206, "headers": headers})
+    chunk = b"z" * 65536
+    for offset in range(first, total, len(chunk)):
+        await send({"type": "http.response.body", "body": chunk[: total - offset], "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+@_endpoint("lab-gzip")
+async def _lab_gzip(scope, receive, send, query):
+    # An app that compresses although the proxy asked for identity.
+    await _respond(
+        send,
+        body=gzip.compress(_lab_page(scope)),
+        headers=[(b"content-encoding", b"gzip")],
+        content_type=b"text/html; charset=utf-8",
+    )
+
+
+@_endpoint("die")
+async def _die(scope, receive, send, query):
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/plain"), (b"content-length", b"1000")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b"partial", "more_body": True})
+    raise RuntimeError("the app crashes mid-response")
+
+
+# --- a hostile app ------------------------------------------------------------------
+
+
+@_endpoint("goto")
+async def _goto(scope, receive, send, query):
+    # Redirects wherever it is told: an app that reflects a ``next`` parameter.
+    await _respond(send, 302, headers=[(b"location", query["location"].encode("latin-1"))])
+
+
+@_endpoint("powerful-headers")
+async def _powerful_headers(scope, receive, send, query):
+    await _respond(
+        send,
+        body=b"{}",
+        headers=[
+            (b"service-worker-allowed", b"/"),
+            (b"clear-site-data", b'"cookies", "storage"'),
+            (b"x-leak", f"token {_token(scope)}".encode()),
+            (b"x-fine", b"ok"),
+        ],
+    )
+
+
+@_endpoint("sw.js")
+async def _service_worker(scope, receive, send, query):
+    # A worker that would answer for the whole origin, the portal's pages included.
+    await _respond(
+        send,
+        body=b"self.onfetch = () => {};",
+        headers=[(b"service-worker-allowed", b"/")],
+        content_type=b"text/javascript",
+    )
+
+
+@_endpoint("page.html")
+async def _page(scope, receive, send, query):
+    await _respond(send, body=b"<!doctype html><title>an app</title>", content_type=b"text/html")
+
+
+@_endpoint("typed")
+async def _typed(scope, receive, send, query):
+    # The token in a body of any type (an image's metadata, a file download, ...).
+    body = b"\x89PNG\r\n\x1a\n" + _token(scope).encode() + b"\x00\x01"
+    content_type = query.get("type", "").encode()
+    await _respond(send, body=body, content_type=content_type)
+
+
+@_endpoint("encoded")
+async def _encoded(scope, receive, send, query):
+    # The page compressed, with its coding written in one or several headers.
+    codings = [(b"content-encoding", coding.encode()) for coding in query["codings"].split(",")]
+    await _respond(send, body=gzip.compress(_lab_page(scope)), headers=codings, content_type=b"text/html")
+
+
+@_endpoint("bomb")
+async def _gzip_bomb(scope, receive, send, query):
+    await _respond(
+        send,
+        body=_bomb(int(query["mb"])),
+        headers=[(b"content-encoding", b"gzip")],
+        content_type=b"text/html; charset=utf-8",
+    )
+
+
+@_endpoint("many-headers")
+async def _many_headers(scope, receive, send, query):
+    many = [(b"x-h-%d" % i, b"v") for i in range(int(query["n"]))]
+    await _respond(send, body=b"{}", headers=many)
+
+
+@_endpoint("huge-header")
+async def _huge_header(scope, receive, send, query):
+    await _respond(send, body=b"{}", headers=[(b"x-huge", b"h" * int(query["bytes"]))])
+
+
+@_endpoint("status")
+async def _status(scope, receive, send, query):
+    await _json(send, {"status": int(query["code"])}, status=int(query["code"]))
+
+
+async def _echo(scope, receive, send, query):
+    """Any other path: the request as the app got it."""
+    head, size = await _read_body(receive)
+    headers = [[key.decode("latin-1"), value.decode("latin-1")] for key, value in scope["headers"]]
+    await _json(
+        send,
+        {
+            "method": scope["method"],
+            "path": scope["path"],
+            "raw_path": scope["raw_path"].decode("latin-1"),
+            "query": scope["query_string"].decode("latin-1"),
+            "headers": headers,
+            "digests": {key: hashlib.sha256(value.encode()).hexdigest() for key, value in headers},
+            "body": head.decode("latin-1"),
+            "body_bytes": size,
+        },
+    )
 
 
 async def websocket_app(scope, receive, send):

@@ -53,6 +53,8 @@ _REPLACED = frozenset(
     }
 )
 _DROPPED = HOP_BY_HOP | _REPLACED
+# Read by the proxy (Inbound._read); of these only the app's cookies and Accept go on.
+_READ = frozenset({b"cookie", b"origin", b"accept", b"content-length", b"transfer-encoding"})
 # Dropped on a route with a secret to mask, which must see bodies unencoded, and
 # whole or in the widened part it asked for (ranges.py): script on the route can ask
 # for any range it likes. If-Range goes along with a widened Range.
@@ -99,29 +101,25 @@ class Inbound:
         # On a route with a secret, the browser's Range is asked for widened (ranges.py).
         self.asked: ranges.Asked | None = None
         self.subprotocols: list[str] = scope.get("subprotocols") or []
-        forwarded_proto = b""
         proto_header = _trusted_proto_header()
-        # The browser's Authorization is the platform's (unless the app takes it as
-        # is); a header the bridge sets must not come from the browser.
-        own = {name.lower().encode() for name, _ in target.bridge_headers} if target else set()
-        if target is None or target.auth != "bearer_passthrough":
-            own.add(b"authorization")
+        forwarded_proto, self.headers = self._sort(scope["headers"], target, proto_header)
+        self.secure = scope.get("scheme") in ("https", "wss") or (
+            bool(proto_header) and forwarded_proto == settings.SECURE_PROXY_SSL_HEADER[1].encode()
+        )
+
+    def _sort(
+        self, raw: list[tuple[bytes, bytes]], target: Target | None, proto_header: bytes
+    ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+        """Read what the proxy needs from the browser's headers: the trusted forwarded
+        proto, and the headers that go on to the app."""
+        forwarded_proto = b""
+        own = _browser_may_not_send(target)
         connection_named: set[bytes] = set()
         kept: list[tuple[bytes, bytes]] = []
-        for name, value in scope["headers"]:
-            if name == b"cookie":
-                kept_cookies = self._cookies(value)
-                if kept_cookies:
-                    kept.append((b"cookie", kept_cookies))
-            elif name == b"origin":
-                self.origin = value.decode("latin-1")
-            elif name == b"accept":
-                self.accept = value
-                kept.append((name, value))
-            elif name == b"content-length":
-                self.length = value
-            elif name == b"transfer-encoding":
-                self.chunked = b"chunked" in value.lower()
+        for name, value in raw:
+            if name in _READ:
+                if passed := self._read(name, value):
+                    kept.append((name, passed))
             elif name == b"connection":
                 connection_named.update(v.strip().lower() for v in value.split(b","))
             elif proto_header and name == proto_header:
@@ -136,10 +134,23 @@ class Inbound:
                 kept.append((name, value))
         if connection_named:
             kept = [(n, v) for n, v in kept if n not in connection_named]
-        self.secure = scope.get("scheme") in ("https", "wss") or (
-            bool(proto_header) and forwarded_proto == settings.SECURE_PROXY_SSL_HEADER[1].encode()
-        )
-        self.headers = kept
+        return forwarded_proto, kept
+
+    def _read(self, name: bytes, value: bytes) -> bytes | None:
+        """Note what the proxy needs from one of the headers in ``_READ``; what of it goes
+        on to the app, if anything."""
+        if name == b"cookie":
+            return self._cookies(value) or None
+        if name == b"accept":
+            self.accept = value
+            return value
+        if name == b"origin":
+            self.origin = value.decode("latin-1")
+        elif name == b"content-length":
+            self.length = value
+        else:  # transfer-encoding
+            self.chunked = b"chunked" in value.lower()
+        return None
 
     def _cookies(self, value: bytes) -> bytes:
         """The app's own cookies; the platform's are taken out (the route cookie is remembered)."""
@@ -154,6 +165,15 @@ class Inbound:
             if name:
                 kept.append(part.strip())
         return b"; ".join(kept)
+
+
+def _browser_may_not_send(target: Target | None) -> set[bytes]:
+    """The browser's Authorization is the platform's (unless the app takes it as is);
+    a header the bridge sets must not come from the browser."""
+    own = {name.lower().encode() for name, _ in target.bridge_headers} if target else set()
+    if target is None or target.auth != "bearer_passthrough":
+        own.add(b"authorization")
+    return own
 
 
 def _trusted_proto_header() -> bytes:
@@ -234,10 +254,7 @@ def response_headers(
     csp_seen = False
     encoding = b""
     # One search over all the values first: the secret is almost never in a header.
-    redact = target.redact
-    if redact:
-        values = b"\0".join(value for _, value in raw)
-        redact = tuple(secret for secret in redact if secret in values)
+    redact = _present_secrets(raw, target.redact)
     for name, value in raw:
         if name in HOP_BY_HOP or name in connection_named or name in _BEYOND_THE_ROUTE:
             continue
@@ -258,11 +275,26 @@ def response_headers(
         elif name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
             encoding = value.strip().lower()  # one coding is enough: a browser applies them all
         out.append((name, value))
-    if not csp_seen:
-        out.append((b"content-security-policy", b"frame-ancestors " + target.frame_ancestors.encode()))
-    if target.frame_ancestors == "'none'":
-        out.append((b"x-frame-options", b"DENY"))
+    out.extend(_framing(target, csp_seen))
     return out, encoding
+
+
+def _present_secrets(raw: list[tuple[bytes, bytes]], redact: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """The secrets found in any of the headers' values."""
+    if not redact:
+        return redact
+    values = b"\0".join(value for _, value in raw)
+    return tuple(secret for secret in redact if secret in values)
+
+
+def _framing(target: Target, csp_seen: bool) -> list[tuple[bytes, bytes]]:
+    """The route's framing policy, where the app's own policy did not carry it."""
+    added = []
+    if not csp_seen:
+        added.append((b"content-security-policy", b"frame-ancestors " + target.frame_ancestors.encode()))
+    if target.frame_ancestors == "'none'":
+        added.append((b"x-frame-options", b"DENY"))
+    return added
 
 
 def rewrite_location(value: str, target: Target, request_path: str) -> str:

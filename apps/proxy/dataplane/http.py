@@ -123,7 +123,6 @@ def _header(raw: list[tuple[bytes, bytes]], wanted: bytes) -> bytes | None:
 
 
 async def _relay_response(conn, pool, receive, send, target, inbound, upstream_path) -> tuple[int, int]:
-    cut = None
     response_headers, encoding = headers.response_headers(conn.headers, target, upstream_path)
     status = conn.status
     if target.redact and encoding:
@@ -133,16 +132,28 @@ async def _relay_response(conn, pool, receive, send, target, inbound, upstream_p
         return await page(send, inbound, pages.CANNOT_INSPECT, target), 0
     redactor = Redactor(target.redact) if target.redact else None
     try:
-        if inbound.asked is not None and status == 206:
-            cut = ranges.Cut(inbound.asked, _header(conn.headers, b"content-range"))
-            response_headers = cut.headers(response_headers)
+        cut = _cut(conn, inbound)
     except ranges.Unsatisfiable as exc:
         conn.abort()  # an aborted connection is never pooled
         return await _unsatisfiable(send, exc.total), 0
     except ranges.Unreadable:
         conn.abort()
         return await page(send, inbound, pages.CANNOT_INSPECT, target), 0
+    if cut is not None:
+        response_headers = cut.headers(response_headers)
     await send({"type": "http.response.start", "status": status, "headers": response_headers})
+    return status, await _relay_body(conn, pool, receive, send, redactor, cut)
+
+
+def _cut(conn, inbound) -> ranges.Cut | None:
+    """The part of the app's partial answer to a widened Range that the browser asked for."""
+    if inbound.asked is None or conn.status != 206:
+        return None
+    return ranges.Cut(inbound.asked, _header(conn.headers, b"content-range"))
+
+
+async def _relay_body(conn, pool, receive, send, redactor: Redactor | None, cut: ranges.Cut | None) -> int:
+    """Stream the app's body to the browser; the bytes sent."""
     sent = 0
     watcher = None
     try:
@@ -165,18 +176,23 @@ async def _relay_response(conn, pool, receive, send, target, inbound, upstream_p
         # The app broke off mid-response, or sent too many trailers, or the browser left:
         # returning without finishing the response makes the server close the browser's
         # connection.
-        return status, sent
+        return sent
     finally:
         if watcher is not None:
             watcher.cancel()
         pool.release(conn)
+    data = _last(data or b"", redactor, cut)
+    await send({"type": "http.response.body", "body": data, "more_body": False})
+    return sent + len(data)
+
+
+def _last(data: bytes, redactor: Redactor | None, cut: ranges.Cut | None) -> bytes:
+    """The body's last part, once the app's body is complete: what the redactor held back, cut."""
     if redactor is not None:
-        data = (data or b"") + redactor.flush()
+        data += redactor.flush()
     if cut is not None:
-        data = cut.feed(data or b"")
-    sent += len(data or b"")
-    await send({"type": "http.response.body", "body": data or b"", "more_body": False})
-    return status, sent
+        data = cut.feed(data)
+    return data
 
 
 async def _unsatisfiable(send, total: bytes) -> int:

@@ -22,7 +22,7 @@ from node_agent.executors.docker import (
 )
 from node_agent.executors.templates import references
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "runtime" / "golden"  # tests/runtime/test_rendering.py writes them
 IID = "11111111-2222-3333-4444-555555555555"
 PROJECT = "66666666-7777-8888-9999-000000000000"
 JUPYTER_IMAGE = (
