@@ -7,6 +7,7 @@ import asyncio
 import json
 
 import pytest
+from channels.db import database_sync_to_async
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -36,8 +37,7 @@ def test_watcher_sees_progress_until_active(portal, allocator, project, nodes):
     async def scenario():
         async with connect(url, additional_headers=headers) as ws:
             await asyncio.sleep(0.2)
-            await asyncio.to_thread(
-                services.allocate,
+            await database_sync_to_async(services.allocate)(
                 caller,
                 project,
                 flavor_name="h100-8x",

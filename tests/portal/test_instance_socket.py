@@ -7,6 +7,7 @@ import asyncio
 import json
 
 import pytest
+from channels.db import database_sync_to_async
 from websockets.asyncio.client import connect
 
 from apps.runtime import events
@@ -36,8 +37,8 @@ def test_a_viewer_hears_of_shared_instances_only(portal, admin, project, allocat
         headers = {"Cookie": cookie, "Origin": portal.url}
         async with connect(url, additional_headers=headers) as ws:
             await asyncio.sleep(0.2)
-            await asyncio.to_thread(events.record, private, "state", "private news", to_state="stopping")
-            await asyncio.to_thread(events.record, shared, "state", "shared news", to_state="stopping")
+            await database_sync_to_async(events.record)(private, "state", "private news", to_state="stopping")
+            await database_sync_to_async(events.record)(shared, "state", "shared news", to_state="stopping")
             messages = [json.loads(await asyncio.wait_for(ws.recv(), timeout=10))]
             if messages[0]["instance_id"] == str(private.pk):
                 messages.append(json.loads(await asyncio.wait_for(ws.recv(), timeout=10)))

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 from django.test import Client
@@ -453,7 +454,7 @@ def test_an_open_websocket_is_closed_when_access_ends(data_plane, launch, owner,
         async with connect(url, **handshake(data_plane, cookie)) as ws:
             await ws.send("still here")
             assert await ws.recv() == "still here"
-            await asyncio.to_thread(end_access)
+            await database_sync_to_async(end_access)()
             with pytest.raises(ConnectionClosed):
                 await asyncio.wait_for(ws.recv(), timeout=20)
             return ws.close_code

@@ -9,6 +9,7 @@ import uuid
 from datetime import datetime
 
 import pytest
+from channels.db import database_sync_to_async
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -41,7 +42,7 @@ def test_a_websocket_is_audited_once_when_it_opens_and_once_when_it_closes(data_
     async def scenario():
         async with connect(url, **options) as ws:
             # Recorded while the socket is open, not only once it has closed.
-            while_open = await asyncio.to_thread(eventually, lambda: socket_records(instance))
+            while_open = await database_sync_to_async(eventually)(lambda: socket_records(instance))
             for _ in range(50):
                 await ws.send("hello")
                 assert await ws.recv() == "hello"
@@ -92,7 +93,7 @@ def test_the_close_record_says_who_ended_the_socket(data_plane, launch, owner, e
             if ending == "app":
                 await ws.send("close:4001:app says bye")
             else:
-                await asyncio.to_thread(runtime.change, principal, instance, "stop")
+                await database_sync_to_async(runtime.change)(principal, instance, "stop")
             with pytest.raises(ConnectionClosed):
                 await asyncio.wait_for(ws.recv(), timeout=20)
 
