@@ -19,6 +19,7 @@ from django.db import connection
 from apps.allocations import services
 from apps.allocations.models import Allocation
 from apps.tenancy import principal as principals
+from tests.support.agent import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,14 +68,8 @@ def start_worker(name: str, *options: str) -> subprocess.Popen:
     )
 
 
-def wait_for(predicate, timeout=120.0):  # generous: workers start slowly on a loaded machine
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not reached in time")
+# Generous: workers start slowly on a loaded machine.
+SLOW = 120.0
 
 
 def test_killed_worker_mid_deploy_resumes_on_another_within_a_minute(
@@ -86,7 +81,7 @@ def test_killed_worker_mid_deploy_resumes_on_another_within_a_minute(
         [allocation] = services.allocate(
             principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
         )
-        wait_for(lambda: allocation.steps.filter(name="os_deploy", status="running").exists())
+        wait_for(lambda: allocation.steps.filter(name="os_deploy", status="running").exists(), timeout=SLOW)
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
         killed_at = time.monotonic()
@@ -105,7 +100,10 @@ def test_killed_worker_mid_deploy_resumes_on_another_within_a_minute(
             timeout=RESUME_GOAL_SECONDS + 60,
         )
         resumed_after = time.monotonic() - killed_at
-        wait_for(lambda: Allocation.objects.get(pk=allocation.pk).state != Allocation.State.PROVISIONING)
+        wait_for(
+            lambda: Allocation.objects.get(pk=allocation.pk).state != Allocation.State.PROVISIONING,
+            timeout=SLOW,
+        )
     finally:
         second.terminate()
         second.wait(timeout=10)
