@@ -57,16 +57,18 @@ test: install services sandbox browser nginx node-deps bench-tools
 	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
 	$(PY) -m pytest -n 2 -p no:cacheprovider tests/e2e
 
-# The fast inner loop: lint, the layers (lint-imports) and every test but the browser, nginx
-# and benchmark smoke ones; the API fuzz smoke without its coverage phase.
+# The fast inner loop: lint, the layers (lint-imports) and every test but the slow ones
+# `make test` runs: browser, nginx, benchmark smoke, the API fuzz (`make fuzz`), real
+# JupyterLab kernels and the killed Celery worker.
 check: install services sandbox
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	GPUAAS_FUZZ_COVERAGE=none $(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" \
+	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not fuzz" \
 		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
 		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
-		--ignore=tests/ops/test_make_run_path.py
+		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
+		--ignore=tests/runtime/test_remote_node.py --ignore=tests/allocations/test_worker_crash.py
 
 e2e: install services browser node-deps
 	$(PY) -m pytest tests/e2e -p no:cacheprovider
