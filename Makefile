@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check install services sandbox browser nginx node-deps bench-tools lint e2e bench fuzz clean
+.PHONY: run test check install services sandbox firewall browser nginx node-deps bench-tools lint e2e bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ sandbox:
 browser:
 	bash scripts/ensure-browser.sh
 
+# nftables and iproute2: the agent's firewall for app ports on real nodes, tested in a
+# network namespace (tests/node_agent/test_agent_firewall.py).
+firewall:
+	command -v nft >/dev/null && command -v ip >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables iproute2)
+
 nginx:
 	bash scripts/ensure-nginx.sh
 
@@ -51,7 +57,7 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
-test: install services sandbox browser nginx node-deps bench-tools
+test: install services sandbox firewall browser nginx node-deps bench-tools
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
 	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)

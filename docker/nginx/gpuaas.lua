@@ -89,7 +89,8 @@ local portal_host, apps_domain = "", ""
 -- nginx.conf's init_by_lua: how many grants a worker keeps, and the platform's hosts.
 function M.configure(options)
     fresh = assert(lrucache.new(options.grants_per_worker))
-    portal_host = lower(match(options.issuer or "", "^%a[%w+.-]*://([^/:]+)") or "")
+    local issuer = options.issuer or ""
+    portal_host = lower(match(issuer, "^%a[%w+.-]*://(%[[^%]]*%])") or match(issuer, "^%a[%w+.-]*://([^/:]+)") or "")
     apps_domain = lower(options.apps_domain or "")
     return M
 end

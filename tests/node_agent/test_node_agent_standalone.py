@@ -31,15 +31,19 @@ def _without_django_settings() -> dict[str, str]:
     return env
 
 
-def test_every_agent_module_imports_without_django():
-    done = subprocess.run(
-        [sys.executable, "-c", IMPORT_EVERY_MODULE],
+def _run_without_django(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *arguments],
         cwd=ROOT,
         env=_without_django_settings(),
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_every_agent_module_imports_without_django():
+    done = _run_without_django("-c", IMPORT_EVERY_MODULE)
     assert done.returncode == 0, done.stderr
     count, platform = done.stdout.split(" ", 1)
     assert int(count) >= 10  # the runner, its client and the executors, not an empty package
@@ -47,14 +51,7 @@ def test_every_agent_module_imports_without_django():
 
 
 def test_the_agent_command_line_runs_without_django():
-    done = subprocess.run(
-        [sys.executable, "-m", "node_agent", "--help"],
-        cwd=ROOT,
-        env=_without_django_settings(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _run_without_django("-m", "node_agent", "--help")
     assert done.returncode == 0, done.stderr
     assert "GPUaaS node agent" in done.stdout
     assert "--bootstrap-token" in done.stdout
