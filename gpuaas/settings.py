@@ -110,6 +110,8 @@ INSTALLED_APPS = [
     "apps.webhooks",
     "apps.runtime",
     "apps.metering",
+    "apps.access",
+    "apps.monitoring",
     "apps.proxy",
     "apps.portal",
     "axes",

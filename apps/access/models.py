@@ -1,0 +1,1 @@
+"""Host access: runtime users, SSH access credentials, authorized keys, the web terminal."""

@@ -1,0 +1,1 @@
+"""Monitoring: GPU telemetry, alert rules, alert subscriptions."""
