@@ -67,6 +67,13 @@ def integer(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}: expected an integer, got {value!r}") from exc
 
 
+def choice(name: str, default: str, choices: set[str]) -> str:
+    value = string(name, default).strip() or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}: expected one of {', '.join(sorted(choices))}, got {value!r}")
+    return value
+
+
 def csv(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in string(name, default).split(",") if item.strip()]
 

@@ -65,6 +65,28 @@ for _key in ENCRYPTION_KEYS:
             "GPUAAS_ENCRYPTION_KEYS: each key must be a urlsafe base64 32-byte key"
         ) from exc
 
+# Where secrets live (apps/core/secrets): "local" keeps them in the database encrypted
+# with the keys above; "vault" in HashiCorp Vault or OpenBao (KV v2).
+SECRETS_BACKEND = env.choice("GPUAAS_SECRETS_BACKEND", "local", {"local", "vault"})
+VAULT_ADDR = env.string("GPUAAS_VAULT_ADDR").rstrip("/")
+VAULT_TOKEN = env.string("GPUAAS_VAULT_TOKEN")
+VAULT_MOUNT = env.string("GPUAAS_VAULT_MOUNT", "secret")
+VAULT_PREFIX = env.string("GPUAAS_VAULT_PREFIX", "gpuaas/")
+VAULT_TIMEOUT_SECONDS = env.number("GPUAAS_VAULT_TIMEOUT_SECONDS", 10.0)
+if VAULT_ADDR and not VAULT_ADDR.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(f"GPUAAS_VAULT_ADDR: expected an http(s) URL, got {VAULT_ADDR!r}")
+if SECRETS_BACKEND == "vault" and not VAULT_ADDR:
+    raise ImproperlyConfigured("GPUAAS_VAULT_ADDR: required when GPUAAS_SECRETS_BACKEND is vault")
+if SECRETS_BACKEND == "vault" and not VAULT_TOKEN:
+    raise ImproperlyConfigured("GPUAAS_VAULT_TOKEN: required when GPUAAS_SECRETS_BACKEND is vault")
+if not VAULT_MOUNT or "/" in VAULT_MOUNT.strip("/") or VAULT_MOUNT.strip() != VAULT_MOUNT:
+    raise ImproperlyConfigured(f"GPUAAS_VAULT_MOUNT: expected one KV v2 mount name, got {VAULT_MOUNT!r}")
+VAULT_MOUNT = VAULT_MOUNT.strip("/")
+if VAULT_PREFIX.startswith("/") or ".." in VAULT_PREFIX.split("/") or VAULT_PREFIX[-1:] not in ("", "/"):
+    raise ImproperlyConfigured(
+        f"GPUAAS_VAULT_PREFIX: expected a relative folder ending in / (gpuaas/), got {VAULT_PREFIX!r}"
+    )
+
 ALLOWED_HOSTS = env.csv("GPUAAS_ALLOWED_HOSTS", "127.0.0.1,localhost,.localhost")
 ISSUER = env.string("GPUAAS_ISSUER", "http://127.0.0.1:8000").rstrip("/")
 APPS_DOMAIN = env.string("GPUAAS_APPS_DOMAIN")

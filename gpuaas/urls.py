@@ -37,6 +37,7 @@ urlpatterns = [
     path("api/v1/", include(tenancy_api.v1_urlpatterns)),
     path("api/v1/", include(allocations_api.v1_urlpatterns)),
     path("api/v1/", include("apps.runtime.api.urls")),
+    path("api/v1/", include("apps.access.api.custody")),
     path("api/v1/workloads/<uuid:iid>/ui/session", UiSessionView.as_view(), name="workload-ui-session"),
     path("api/v1/projects/<uuid:project_pk>/proxy", ProjectProxyView.as_view(), name="project-proxy"),
     path("api/v1/catalog/apps", CatalogAppListView.as_view(), name="catalog-apps"),

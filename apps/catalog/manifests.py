@@ -7,7 +7,10 @@ Templates in a manifest (``args``, ``env``, ``process.command``,
 ``{{ member.primary_host }}`` (a clustered app's member; rendered by the platform)
 and ``{{ port.ENDPOINT }}``
 and ``{{ secret.NAME }}`` (left as references for the node agent to resolve, so
-a task never carries a secret's value).
+a task never carries a secret's value). A ``secret.NAME`` is the platform's own
+(``token``) or a parameter of type ``secret``, whose launch value names one of the
+project's secrets (``POST /api/v1/projects/{id}/secrets``): the agent gets that
+secret's value as it gets the token.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from jsonschema import Draft202012Validator
 SCHEMA_VERSIONS = {"1": Path(__file__).parent / "schemas" / "manifest-v1.json"}
 TEMPLATE = re.compile(r"\{\{\s*([a-z_]+)\.([A-Za-z0-9_-]+)\s*\}\}")
 PLATFORM_SECRETS = {"token"}  # runtime secrets the platform generates per instance
+# The name of a project's secret, as a ``secret`` parameter's value gives it.
+SECRET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 RUNTIME_NAMESPACES = {"port", "secret", "node"}  # the agent resolves these
 
 
@@ -123,17 +128,33 @@ def _service_errors(service: dict, services: list, params: dict, artifacts: set,
     return errors
 
 
+def secret_parameters(manifest: dict) -> set[str]:
+    """The parameters whose value names a project secret."""
+    return {p["name"] for p in manifest.get("parameters", []) if p["type"] == "secret"}
+
+
 def _template_errors(manifest: dict, params: dict, endpoints: set) -> list[str]:
+    secret_params = secret_parameters(manifest)
+    errors = [
+        f"parameters/{name}: the platform's own secret is named {name}; choose another name"
+        for name in secret_params & PLATFORM_SECRETS
+    ]
+    errors += [
+        f"{where}: {{{{ params.{name} }}}} is a secret parameter; use {{{{ secret.{name} }}}}"
+        for where, template in template_fields(manifest)
+        for namespace, name in TEMPLATE.findall(template)
+        if namespace == "params" and name in secret_params
+    ]
     known = {
         "params": params,
         "port": endpoints,
-        "secret": PLATFORM_SECRETS,
+        "secret": PLATFORM_SECRETS | secret_params,
         "instance": {"id"},
         "proxy": {"base_path"},
         "member": {"rank", "count", "primary_host"},
         "node": {"address"},
     }
-    return [
+    return errors + [
         f"{where}: unknown template reference {{{{ {namespace}.{name} }}}}"
         for where, template in template_fields(manifest)
         for namespace, name in TEMPLATE.findall(template)
@@ -214,6 +235,8 @@ def parameter_error(param: dict, value) -> str | None:
         return None
     if not isinstance(value, str):
         return "must be text"
+    if kind == "secret":
+        return None if SECRET_NAME.fullmatch(value) else "must name one of the project's secrets"
     if len(value) > param.get("max_length", 500):
         return f"must be at most {param.get('max_length', 500)} characters"
     if "pattern" in param and not re.fullmatch(param["pattern"], value):

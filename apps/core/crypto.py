@@ -8,13 +8,18 @@ import hmac
 import secrets
 from functools import cache
 
-from cryptography.fernet import Fernet, MultiFernet
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
 
 @cache
+def _keys(keys: tuple[str, ...]) -> MultiFernet:
+    return MultiFernet([Fernet(key) for key in keys])
+
+
 def _fernet() -> MultiFernet:
-    return MultiFernet([Fernet(key) for key in settings.ENCRYPTION_KEYS])
+    # Keyed by the setting's value, so a changed key list (a rotation) takes effect.
+    return _keys(tuple(settings.ENCRYPTION_KEYS))
 
 
 def encrypt(plaintext: str) -> str:
@@ -23,6 +28,20 @@ def encrypt(plaintext: str) -> str:
 
 def decrypt(token: str) -> str:
     return _fernet().decrypt(token.encode()).decode()
+
+
+def under_newest_key(token: str) -> bool:
+    """Whether the newest key (the first of ``GPUAAS_ENCRYPTION_KEYS``) decrypts ``token``."""
+    try:
+        Fernet(settings.ENCRYPTION_KEYS[0]).decrypt(token.encode())
+    except InvalidToken:
+        return False
+    return True
+
+
+def reencrypt(token: str) -> str:
+    """``token`` encrypted again under the newest key (any configured key may decrypt it)."""
+    return _fernet().rotate(token.encode()).decode()
 
 
 def new_secret(nbytes: int = 32) -> str:

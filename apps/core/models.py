@@ -131,3 +131,20 @@ class SimulatedFault(models.Model):
 
     def __str__(self):
         return f"{self.mode} {self.system}.{self.operation} {self.target or '*'}"
+
+
+class StoredSecret(models.Model):
+    """A secret of the ``local`` secrets store (apps/core/secrets): Fernet ciphertext
+    under ``GPUAAS_ENCRYPTION_KEYS``. Other records name a secret by ``path``; only
+    the store reads this table."""
+
+    path = models.CharField(max_length=255, unique=True)
+    ciphertext = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["path"]
+
+    def __str__(self):
+        return self.path

@@ -10,10 +10,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.access import selectors as access
 from apps.allocations import nodes
 from apps.allocations.models import Node
-from apps.core import audit, crypto
-from apps.core.errors import Forbidden, NotFound
+from apps.catalog import manifests
+from apps.core import audit, secrets
+from apps.core.errors import Conflict, Forbidden, NotFound
 from apps.runtime.models import AgentTask, AppInstance, Endpoint, InstanceMember, Operation, RuntimeSecret
 from apps.runtime.states import all_members_in, member_failed, set_member_state, transition
 
@@ -60,10 +62,20 @@ def task_secrets(node: Node, task_id) -> dict[str, str]:
     ).first()
     if task is None:
         raise NotFound("No such task for this node.")
-    return {
-        s.name: crypto.decrypt(s.value_encrypted)
+    values = {
+        s.name: secrets.store().read(s.secret_path)
         for s in RuntimeSecret.objects.filter(instance_id=task.instance_id)
     }
+    instance = AppInstance.objects.select_related("app_version").get(pk=task.instance_id)
+    for name in manifests.secret_parameters(instance.manifest):
+        chosen = instance.parameters.get(name)
+        value = access.project_secret_value(instance.project_id, chosen) if chosen else ""
+        if value is None:
+            raise Conflict(
+                f"The project secret {chosen!r} this app takes as {name} was removed; add it again."
+            )
+        values[name] = value
+    return values
 
 
 _DONE_STATE = {

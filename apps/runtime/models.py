@@ -116,11 +116,12 @@ class Endpoint(models.Model):
 
 
 class RuntimeSecret(models.Model):
-    """A per-instance secret (the JupyterLab token): encrypted at rest, never in an API answer."""
+    """A per-instance secret the platform makes (the JupyterLab token): its value is in
+    the secrets store at ``secret_path``, never in an API answer."""
 
     instance = models.ForeignKey(AppInstance, on_delete=models.CASCADE, related_name="secrets")
     name = models.CharField(max_length=40)
-    value_encrypted = models.TextField()
+    secret_path = models.CharField(max_length=255)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -128,6 +129,10 @@ class RuntimeSecret(models.Model):
 
     def __str__(self):
         return f"{self.instance_id}/{self.name}"
+
+    @staticmethod
+    def path_for(instance_id, name: str) -> str:
+        return f"runtime/instances/{instance_id}/{name}"
 
 
 class Operation(UUIDModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
-from apps.core import crypto
+from apps.core import secrets
 from apps.runtime.models import AppInstance, RuntimeSecret
 from apps.tenancy import policy
 from apps.tenancy.principal import Principal
@@ -49,4 +49,9 @@ def running_instances() -> QuerySet[AppInstance]:
 def runtime_secret(instance: AppInstance, name: str) -> str | None:
     """For the platform's own use (the proxy's auth bridge); never for an API answer."""
     secret = RuntimeSecret.objects.filter(instance=instance, name=name).first()
-    return crypto.decrypt(secret.value_encrypted) if secret else None
+    if secret is None:
+        return None
+    try:
+        return secrets.store().read(secret.secret_path)
+    except secrets.SecretNotFound:
+        return None

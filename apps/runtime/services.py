@@ -16,11 +16,12 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from apps.access import selectors as access
 from apps.allocations.models import Allocation, Node
 from apps.catalog import manifests
 from apps.catalog import services as catalog
 from apps.catalog.models import App, AppVersion
-from apps.core import audit, crypto
+from apps.core import audit, crypto, secrets
 from apps.core.errors import Conflict, InvalidState, NotFound, RateLimited, ValidationFailed
 from apps.runtime import capacity, events, rendering, signals
 from apps.runtime.models import (
@@ -167,6 +168,7 @@ def launch(
     app_version = _version(app, version)
     manifest = app_version.manifest
     cleaned, errors = manifests.clean_parameters(manifest, parameters)
+    errors.update(_missing_secrets(manifest, cleaned, project))
     if errors:
         raise ValidationFailed("Some parameters are not valid.", details={"parameters": errors})
     ids = _allocation_ids(manifest, allocation_id, allocation_ids)
@@ -230,6 +232,19 @@ def launch(
     return operation
 
 
+def _missing_secrets(manifest: dict, cleaned: dict, project: Project) -> dict[str, list[str]]:
+    """Secret parameters whose value names no secret of the project."""
+    named = {name: cleaned[name] for name in manifests.secret_parameters(manifest) if cleaned.get(name)}
+    if not named:
+        return {}
+    known = access.project_secret_names(project.pk)
+    return {
+        name: [f"The project has no secret named {value!r}; add it under the project's Secrets."]
+        for name, value in named.items()
+        if value not in known
+    }
+
+
 def _operation(principal: Principal, instance: AppInstance, kind: str) -> Operation:
     return Operation.objects.create(
         kind=kind,
@@ -244,11 +259,11 @@ def _renew_secrets(instance: AppInstance) -> bool:
     """Fresh values for the secrets the app takes (its token): at launch and at every
     start, so a token learned inside the app (its kernels can read it) opens nothing
     once the app runs again. False when the app takes none."""
-    names = rendering.start_spec(instance)["secrets"]
+    names = [name for name in rendering.start_spec(instance)["secrets"] if name in manifests.PLATFORM_SECRETS]
     for name in names:
-        RuntimeSecret.objects.update_or_create(
-            instance=instance, name=name, defaults={"value_encrypted": crypto.encrypt(crypto.new_secret())}
-        )
+        path = RuntimeSecret.path_for(instance.pk, name)
+        secrets.store().write(path, crypto.new_secret())
+        RuntimeSecret.objects.update_or_create(instance=instance, name=name, defaults={"secret_path": path})
     return bool(names)
 
 

@@ -249,7 +249,7 @@ class ExternalIdentityAdmin(AuditedModelAdmin):
 
 @admin.register(SigningKey)
 class SigningKeyAdmin(ReadOnlyModelAdmin):
-    # ``private_key`` is deliberately absent from every list and form.
+    # The private key is in the secrets store, and reaches no page.
     list_display = ("kid", "created_at", "retired_at")
     fields = ("kid", "public_jwk", "created_at", "retired_at")
     readonly_fields = fields

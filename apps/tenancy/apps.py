@@ -6,4 +6,8 @@ class TenancyConfig(AppConfig):
     label = "tenancy"
 
     def ready(self):
+        from apps.core import secrets
         from apps.tenancy.auth import passwords  # noqa: F401 - connects the failed sign-in receiver
+        from apps.tenancy.models import SigningKey
+
+        secrets.owned_by(SigningKey)

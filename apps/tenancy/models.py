@@ -206,10 +206,10 @@ class ExternalIdentity(models.Model):
 
 
 class SigningKey(models.Model):
-    """The platform's token signing keys; private halves encrypted at rest."""
+    """The platform's token signing keys; private halves in the secrets store."""
 
     kid = models.CharField(max_length=64, unique=True)
-    private_key = models.TextField()
+    secret_path = models.CharField(max_length=255, editable=False)
     public_jwk = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
     retired_at = models.DateTimeField(null=True, blank=True)
@@ -219,3 +219,7 @@ class SigningKey(models.Model):
 
     def __str__(self):
         return self.kid
+
+    @staticmethod
+    def path_for(kid: str) -> str:
+        return f"tenancy/signing-keys/{kid}"

@@ -53,6 +53,8 @@ class Perm(models.TextChoices):
     CATALOG_VIEW = "catalog.view"
     CATALOG_MANAGE = "catalog.manage"
     PROXY_MANAGE = "proxy.manage"
+    SECRET_MANAGE = "secret.manage"  # a project's runtime secrets (write-only values)
+    ACCESS_CREDENTIAL_MANAGE = "access_credential.manage"  # a project's SSH key pairs
 
 
 _VIEW = {
@@ -72,6 +74,8 @@ _PROJECT_ADMIN = _VIEW | {
     Perm.ALLOCATION_MANAGE,
     Perm.INSTANCE_MANAGE,
     Perm.PROXY_MANAGE,
+    Perm.SECRET_MANAGE,
+    Perm.ACCESS_CREDENTIAL_MANAGE,
 }
 _TENANT_ADMIN = _PROJECT_ADMIN | {Perm.PROJECT_CREATE, Perm.AUDIT_VIEW}
 

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from apps.core import audit
 from apps.core.models import AuditEvent, IdempotencyRecord
+from apps.core.secrets import store
 from apps.tenancy.models import ExternalIdentity, Membership, Quota, ServiceAccount, SigningKey
 from apps.tenancy.principal import for_user
 from apps.tenancy.services import create_platform_service_account, create_service_account
@@ -43,8 +44,9 @@ def world(project, tenant_admin, account, platform_admin):
     ExternalIdentity.objects.create(
         user=tenant_admin, issuer="https://kc.example/realms/acme", subject="sub-1"
     )
+    store().write(SigningKey.path_for("k1"), "PRIVATE-KEY-MATERIAL")
     SigningKey.objects.create(
-        kid="k1", private_key="PRIVATE-KEY-MATERIAL", public_jwk={"kty": "RSA", "kid": "k1"}
+        kid="k1", secret_path=SigningKey.path_for("k1"), public_jwk={"kty": "RSA", "kid": "k1"}
     )
     IdempotencyRecord.objects.create(
         principal="user:1",

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import IntegrityError
 from jwt.algorithms import RSAAlgorithm
 
-from apps.core import crypto
+from apps.core import secrets
 from apps.tenancy.models import ServiceAccount, SigningKey
 
 ALGORITHM = "RS256"
@@ -32,7 +32,9 @@ def _create_key() -> SigningKey:
     kid = uuid.uuid4().hex
     public_jwk = json.loads(RSAAlgorithm.to_jwk(private.public_key()))
     public_jwk.update({"kid": kid, "use": "sig", "alg": ALGORITHM})
-    return SigningKey.objects.create(kid=kid, private_key=crypto.encrypt(pem), public_jwk=public_jwk)
+    path = SigningKey.path_for(kid)
+    secrets.store().write(path, pem)
+    return SigningKey.objects.create(kid=kid, secret_path=path, public_jwk=public_jwk)
 
 
 def _load() -> None:
@@ -46,7 +48,7 @@ def _load() -> None:
     newest = keys[0]
     # Loaded once: parsing and validating the PEM costs ~50 ms of CPU per token otherwise.
     private_key = serialization.load_pem_private_key(
-        crypto.decrypt(newest.private_key).encode(), password=None
+        secrets.store().read(newest.secret_path).encode(), password=None
     )
     _cache["signing"] = (newest.kid, private_key)
     _cache["at"] = time.monotonic()
