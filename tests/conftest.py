@@ -4,6 +4,7 @@ in tests/support/; a directory's own fixtures stay in its conftest.py."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from tests.support.fleet import make_nodes
 from tests.support.issuer import FakeIssuer
 from tests.support.members import member
 from tests.support.nginx import CONF_DIR, Nginx
+from tests.support.openbao import OpenBao
 from tests.support.proxy import (
     APPS_DOMAIN,
     AUTH_SECRET,
@@ -69,6 +71,26 @@ def receiver(settings):
     settings.WEBHOOK_JITTER = False
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def openbao(tmp_path_factory):
+    """A real OpenBao dev server for the session (one per xdist worker, on its own port)."""
+    server = OpenBao(tmp_path_factory.mktemp("openbao") / "bao.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", "vault"])
+def secrets_backend(request, settings) -> str:
+    """Each secrets-store backend in turn; ``vault`` is the session's OpenBao, under a
+    prefix of the test's own so tests never see each other's secrets."""
+    if request.param == "vault":
+        server = request.getfixturevalue("openbao")
+        settings.VAULT_ADDR, settings.VAULT_TOKEN = server.addr, server.token
+        settings.VAULT_PREFIX = f"test-{uuid.uuid4().hex}/"
+    settings.SECRETS_BACKEND = request.param
+    return request.param
 
 
 @pytest.fixture

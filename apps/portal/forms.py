@@ -14,6 +14,7 @@ from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from apps.allocations.services import MAX_COUNT
+from apps.catalog.manifests import SECRET_NAME
 from apps.core.errors import ApiError, InvalidState, ValidationFailed
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Tenant, ccp_identifier
@@ -82,6 +83,18 @@ class ServiceAccountForm(ServiceForm):
     name = forms.CharField(max_length=100, help_text="What will use it, e.g. 'ci-pipeline'.")
     role = forms.ChoiceField(choices=PROJECT_ROLE_CHOICES, initial=Role.VIEWER)
     limit = forms.ChoiceField(choices=Limit.choices, required=False, initial=Limit.NONE)
+
+
+class ProjectSecretForm(ServiceForm):
+    name = forms.RegexField(
+        SECRET_NAME, max_length=64, help_text="How apps name it at launch, e.g. 'hf-token'."
+    )
+    # Never rendered back: a refused form asks for the value again.
+    value = forms.CharField(widget=forms.PasswordInput(render_value=False), strip=False, max_length=64 * 1024)
+
+
+class AccessCredentialForm(ServiceForm):
+    name = forms.RegexField(SECRET_NAME, max_length=64, help_text="What it is for, e.g. 'controller'.")
 
 
 class AuditFilterForm(ServiceForm):
@@ -257,7 +270,7 @@ def _bounds_hint(param: dict) -> str:
     return ""
 
 
-def parameter_field(param: dict) -> forms.Field:
+def parameter_field(param: dict, secret_names=()) -> forms.Field:
     """A form field for one manifest parameter. Its constraints become HTML
     attributes (the browser's hints); the values are judged by
     ``services.launch`` (``manifests.clean_parameters``), whose messages land on
@@ -272,6 +285,15 @@ def parameter_field(param: dict) -> forms.Field:
         attrs["required"] = True
     if kind == "boolean":
         return forms.BooleanField(label=label, help_text=help_text, required=False, initial=bool(default))
+    if kind == "secret":
+        # The project's secrets by name; their values never reach a page.
+        return forms.ChoiceField(
+            label=label,
+            help_text=help_text or "One of the project's secrets (the project's Secrets tab).",
+            required=False,
+            choices=[("", "\u2014"), *((name, name) for name in secret_names)],
+            widget=forms.Select(attrs=attrs),
+        )
     if kind == "choice":
         choices = [(str(choice), str(choice)) for choice in param["choices"]]
         if not has_default:
@@ -327,7 +349,7 @@ class LaunchForm(ServiceForm):
         help_text="Optional. Without one the instance is named after the app and the time.",
     )
 
-    def __init__(self, *args, manifest: dict, versions=(), allocations=(), **kwargs):
+    def __init__(self, *args, manifest: dict, versions=(), allocations=(), secret_names=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.manifest = manifest
         choices = [
@@ -355,7 +377,7 @@ class LaunchForm(ServiceForm):
         self.fields["name"].widget.attrs.update({"placeholder": "e.g. my-notebook", "autocomplete": "off"})
         self.parameter_names = [param["name"] for param in manifest.get("parameters", [])]
         for param in manifest.get("parameters", []):
-            self.fields[PARAM_PREFIX + param["name"]] = parameter_field(param)
+            self.fields[PARAM_PREFIX + param["name"]] = parameter_field(param, secret_names)
 
     def parameter_fields(self) -> list:
         return [self[PARAM_PREFIX + name] for name in self.parameter_names]

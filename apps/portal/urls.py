@@ -1,7 +1,17 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from apps.portal.views import allocations, apps, audit, dashboard, instances, project_detail, projects, usage
+from apps.portal.views import (
+    allocations,
+    apps,
+    audit,
+    custody,
+    dashboard,
+    instances,
+    project_detail,
+    projects,
+    usage,
+)
 from apps.tenancy.auth import passwords
 
 urlpatterns = [
@@ -26,6 +36,18 @@ urlpatterns = [
         "projects/<uuid:pk>/service-accounts/<uuid:account_pk>/revoke/",
         project_detail.service_account_revoke,
         name="service_account_revoke",
+    ),
+    path("projects/<uuid:pk>/secrets/", custody.project_secrets, name="project_secrets"),
+    path(
+        "projects/<uuid:pk>/secrets/<uuid:secret_pk>/remove/",
+        custody.project_secret_remove,
+        name="project_secret_remove",
+    ),
+    path("projects/<uuid:pk>/access-credentials/", custody.access_credentials, name="access_credentials"),
+    path(
+        "projects/<uuid:pk>/access-credentials/<uuid:credential_pk>/remove/",
+        custody.access_credential_remove,
+        name="access_credential_remove",
     ),
     path("projects/<uuid:pk>/allocations/", allocations.allocation_list, name="allocation_list"),
     path("projects/<uuid:pk>/allocations/new/", allocations.allocation_create, name="allocation_create"),

@@ -13,6 +13,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_safe
 
+from apps.access import selectors as access
 from apps.allocations.models import Allocation
 from apps.catalog import manifests
 from apps.catalog import services as catalog
@@ -212,7 +213,12 @@ def app_launch(request, principal, pk, slug):
     version = next((v for v in app.published if v.version == data.get("version")), app.published[0])
     allocations = _placements(project)
     summary = manifest_summary(version.manifest)
-    kwargs = {"manifest": version.manifest, "versions": app.published, "allocations": allocations}
+    kwargs = {
+        "manifest": version.manifest,
+        "versions": app.published,
+        "allocations": allocations,
+        "secret_names": sorted(access.project_secret_names(project.pk)),
+    }
     status = 200
     if request.method == "POST":
         form = LaunchForm(request.POST, **kwargs)

@@ -36,11 +36,15 @@ from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
 MEMBERS, ACCOUNTS, ALLOCATIONS = "members", "service-accounts", "allocations"
-# ``allocations`` is its own view (apps.portal.views.allocations) rendered in the same page.
+SECRETS, CREDENTIALS = "secrets", "access-credentials"
+# ``allocations``, ``secrets`` and ``access-credentials`` are views of their own
+# (apps.portal.views.allocations, .custody) rendered in the same page.
 TAB_PERMS = {
     MEMBERS: Perm.MEMBER_VIEW,
     ACCOUNTS: Perm.SERVICE_ACCOUNT_VIEW,
     ALLOCATIONS: Perm.ALLOCATION_VIEW,
+    SECRETS: Perm.SECRET_MANAGE,
+    CREDENTIALS: Perm.ACCESS_CREDENTIAL_MANAGE,
 }
 SESSION_ISSUED = "portal.issued_secret"
 ROWS_PER_PAGE = 25
@@ -68,7 +72,7 @@ def project_detail(request, principal, pk):
         return _members_page(request, principal, project)
     if ACCOUNTS in tabs:
         return _accounts_page(request, principal, project)
-    return _render(request, principal, project, None, {})  # e.g. billing admins: the header only
+    return render_tab(request, principal, project, None, {})  # e.g. billing admins: the header only
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -92,7 +96,7 @@ def _members_page(request, principal, project, form=None):
     for target, template in MEMBER_TABLES.items():
         if refreshing(request, target):
             return quiet_fragment(request, template, {"project": project, **context})
-    return _render(request, principal, project, MEMBERS, context)
+    return render_tab(request, principal, project, MEMBERS, context)
 
 
 def _accounts_page(request, principal, project):
@@ -101,7 +105,7 @@ def _accounts_page(request, principal, project):
         context = {"project": project, **_accounts_context(request, principal, project)}
         return quiet_fragment(request, template, context)
     issued = _pop_issued(request, project)
-    response = _render(
+    response = render_tab(
         request, principal, project, ACCOUNTS, _accounts_context(request, principal, project, issued=issued)
     )
     if issued:
@@ -109,7 +113,7 @@ def _accounts_page(request, principal, project):
     return response
 
 
-def _render(request, principal, project, tab, section_context, status=200):
+def render_tab(request, principal, project, tab, section_context, status=200):
     remember_project(request, project)
     context = {"project": project, "tab": tab, "tabs": _tabs(principal, project), **section_context}
     return render_page_or_fragment(
@@ -157,7 +161,7 @@ def _section(request, principal, project, tab, section_context, *, status=200):
             "portal/partials/members.html" if tab == MEMBERS else "portal/partials/service_accounts.html"
         )
         return render_fragment(request, template, context, status=status)
-    return _render(request, principal, project, tab, section_context, status=status)
+    return render_tab(request, principal, project, tab, section_context, status=status)
 
 
 # --- members -------------------------------------------------------------------
