@@ -92,6 +92,23 @@ def _settings_value(tmp_path, expression: str, **overrides) -> subprocess.Comple
         ({"GPUAAS_DRIVERS": "imaginary"}, "GPUAAS_DRIVERS"),
         ({"GPUAAS_SIMULATED_STEP_SECONDS": "fast"}, "GPUAAS_SIMULATED_STEP_SECONDS"),
         ({"GPUAAS_TOKEN_LIFETIME_SECONDS": "86400"}, "GPUAAS_TOKEN_LIFETIME_SECONDS"),
+        ({"GPUAAS_SECRETS_BACKEND": "consul"}, "GPUAAS_SECRETS_BACKEND"),
+        ({"GPUAAS_SECRETS_BACKEND": "vault"}, "GPUAAS_VAULT_ADDR"),
+        (
+            {"GPUAAS_SECRETS_BACKEND": "vault", "GPUAAS_VAULT_ADDR": "https://bao.example.com"},
+            "GPUAAS_VAULT_TOKEN",
+        ),
+        ({"GPUAAS_VAULT_ADDR": "bao.example.com:8200"}, "GPUAAS_VAULT_ADDR"),
+        ({"GPUAAS_VAULT_MOUNT": "kv/nested"}, "GPUAAS_VAULT_MOUNT"),
+        ({"GPUAAS_VAULT_PREFIX": "/gpuaas"}, "GPUAAS_VAULT_PREFIX"),
+        (
+            {
+                "GPUAAS_SECRETS_BACKEND": "vault",
+                "GPUAAS_VAULT_ADDR": "https://bao.example.com",
+                "GPUAAS_VAULT_TOKEN_FILE": "/nonexistent/token",
+            },
+            "GPUAAS_VAULT_TOKEN_FILE",
+        ),
         (
             {"GPUAAS_SECRET_KEY": None, "GPUAAS_SECRET_KEY_FILE": "/nonexistent/secret"},
             "GPUAAS_SECRET_KEY_FILE",
