@@ -25,8 +25,9 @@ from jsonschema import Draft202012Validator
 SCHEMA_VERSIONS = {"1": Path(__file__).parent / "schemas" / "manifest-v1.json"}
 TEMPLATE = re.compile(r"\{\{\s*([a-z_]+)\.([A-Za-z0-9_-]+)\s*\}\}")
 PLATFORM_SECRETS = {"token"}  # runtime secrets the platform generates per instance
-# The name of a project's secret, as a ``secret`` parameter's value gives it.
-SECRET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# The name of a project's secret, as a ``secret`` parameter's value gives it (anchored:
+# form fields search, the manifest checks match whole).
+SECRET_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 RUNTIME_NAMESPACES = {"port", "secret", "node"}  # the agent resolves these
 
 

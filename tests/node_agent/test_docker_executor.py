@@ -30,6 +30,11 @@ JUPYTER_IMAGE = (
 )
 
 
+# vLLM takes an optional Hugging Face token: the platform sends every secret a task
+# names, empty when the launch named none.
+NO_HF_TOKEN = {"hf_token": ""}
+
+
 def spec(name: str) -> dict:
     return json.loads((GOLDEN / f"{name}.json").read_text())
 
@@ -92,14 +97,18 @@ def test_compose_project_gets_the_document_on_stdin_with_ports_filled_in():
         "up",
         "--detach",
     ]
-    document = compose_document(rendered, references({"api": 41003, "chat": 41004}, {}, "10.20.0.7"))
+    document = compose_document(rendered, references({"api": 41003, "chat": 41004}, NO_HF_TOKEN, "10.20.0.7"))
     assert document["services"]["vllm"]["ports"] == ["10.20.0.7:41003:8000"]
     assert document["services"]["chat"]["ports"] == ["10.20.0.7:41004:8080"]
-    in_brackets = compose_document(rendered, references({"api": 41003, "chat": 41004}, {}, "fd00::7"))
+    in_brackets = compose_document(
+        rendered, references({"api": 41003, "chat": 41004}, NO_HF_TOKEN, "fd00::7")
+    )
     assert in_brackets["services"]["vllm"]["ports"] == ["[fd00::7]:41003:8000"]
     expected = copy.deepcopy(rendered["compose"]["document"])
     for service in expected["services"].values():
         service.pop("ports")
+    # The secret stays out of the document: a variable the agent passes in compose's environment.
+    expected["services"]["vllm"]["environment"]["HF_TOKEN"] = "${GPUAAS_SECRET_HF_TOKEN}"
     for service in document["services"].values():
         service.pop("ports")
     assert document == expected  # nothing else changed
@@ -241,7 +250,7 @@ def test_executor_runs_the_container_with_its_secret_in_a_removed_env_file(tmp_p
 
 def test_executor_brings_a_compose_project_up_and_down(tmp_path):
     docker = FakeDocker(tmp_path)
-    docker.executor.start(spec("vllm_compose_without_chat"), {}, "127.0.0.1")
+    docker.executor.start(spec("vllm_compose_without_chat"), NO_HF_TOKEN, "127.0.0.1")
     [up] = docker.calls()
     assert up["argv"] == ["compose", "--project-name", f"gpuaas-{IID}", "--file", "-", "up", "--detach"]
     image = json.loads(up["stdin"])["services"]["vllm"]["image"]
