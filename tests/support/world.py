@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from apps.access import services as access
 from apps.tenancy import principal as principals
 from apps.tenancy import services
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
@@ -45,6 +46,8 @@ class World:
     target_membership: Membership | None = None  # a viewer of A1, for DELETE
     target_service_account: ServiceAccount | None = None  # of A1, for GET/DELETE
     candidate: object = None  # a user of tenant A (viewer of A2) to add to A1
+    target_credential: object = None  # an access credential of A1
+    target_secret: object = None  # a project secret of A1
 
 
 def build_world() -> World:
@@ -76,6 +79,8 @@ def build_world() -> World:
     target_user = member("viewer", tenant=tenant, project=world.project)
     world.target_membership = Membership.objects.get(user=target_user)
     world.candidate = member("viewer", tenant=tenant, project=world.other_project)
+    world.target_credential = access.create_credential(operator, world.project, name="a1-key").credential
+    world.target_secret, _ = access.put_secret(operator, world.project, name="a1-secret", value="s3cr3t")
     return world
 
 

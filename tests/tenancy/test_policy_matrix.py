@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from apps.access.models import AccessCredential, ProjectSecret
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
 from tests.support.world import CALLERS, build_world, sign_in
@@ -62,6 +63,13 @@ ENDPOINTS = {
     "sa_get": ("get", A1 + "/service-accounts/{w.target_service_account.pk}", None),
     "sa_revoke": ("delete", A1 + "/service-accounts/{w.target_service_account.pk}", None),
     "audit_list": ("get", "/api/v1/audit", None),
+    "credential_list": ("get", A1 + "/access-credentials", None),
+    "credential_create": ("post", A1 + "/access-credentials", lambda w: {"name": "new-key"}),
+    "credential_deliver": ("post", A1 + "/access-credentials/{w.target_credential.pk}/deliver", lambda w: {}),
+    "credential_delete": ("delete", A1 + "/access-credentials/{w.target_credential.pk}", None),
+    "secret_list": ("get", A1 + "/secrets", None),
+    "secret_create": ("post", A1 + "/secrets", lambda w: {"name": "new", "value": "v"}),
+    "secret_delete": ("delete", A1 + "/secrets/{w.target_secret.pk}", None),
 }
 
 # Statuses in the order of CALLERS:
@@ -83,6 +91,14 @@ EXPECTED = {
     "sa_get": (200, 200, 403, 403, 404, 404, 200, 403),
     "sa_revoke": (204, 204, 403, 403, 404, 404, 204, 403),
     "audit_list": (200, 403, 403, 403, 200, 403, 200, 403),
+    "credential_list": (200, 200, 403, 403, 404, 404, 200, 403),
+    "credential_create": (201, 201, 403, 403, 404, 404, 201, 403),
+    # Only a project_admin service account of A1 receives it (tests/access/test_access_credentials.py).
+    "credential_deliver": (403, 403, 403, 403, 404, 404, 403, 403),
+    "credential_delete": (204, 204, 403, 403, 404, 404, 204, 403),
+    "secret_list": (200, 200, 403, 403, 404, 404, 200, 403),
+    "secret_create": (201, 201, 403, 403, 404, 404, 201, 403),
+    "secret_delete": (204, 204, 403, 403, 404, 404, 204, 403),
 }
 assert set(EXPECTED) == set(ENDPOINTS)
 assert all(len(row) == len(CALLERS) for row in EXPECTED.values())
@@ -102,6 +118,8 @@ def _state(world) -> dict:
         "memberships": Membership.objects.count(),
         "service_accounts": ServiceAccount.objects.count(),
         "revoked": ServiceAccount.objects.filter(revoked_at__isnull=False).count(),
+        "access_credentials": AccessCredential.objects.count(),
+        "project_secrets": ProjectSecret.objects.count(),
     }
 
 
