@@ -115,3 +115,21 @@ def test_rotation_reencrypts_under_the_newest_key(settings, every_kind):
     out = StringIO()
     call_command("rotate_encryption_key", stdout=out)
     assert out.getvalue().startswith("re-encrypted 0 value(s) under the newest key; 4 already were.")
+
+
+def test_moving_without_vault_settings_says_which_are_missing(settings, every_kind):
+    settings.VAULT_ADDR = settings.VAULT_TOKEN = ""
+    with pytest.raises(CommandError, match="GPUAAS_VAULT_ADDR and GPUAAS_VAULT_TOKEN: set them"):
+        _migrate("local")
+    assert StoredSecret.objects.count() == 3
+
+
+def test_an_unreachable_vault_stops_the_move_with_nothing_lost(settings, every_kind):
+    from tests.support.servers import free_port
+
+    settings.SECRETS_BACKEND = "vault"
+    settings.VAULT_ADDR, settings.VAULT_TOKEN = f"http://127.0.0.1:{free_port()}", "t"
+    settings.VAULT_TIMEOUT_SECONDS = 2
+    with pytest.raises(CommandError, match="cannot be reached"):
+        _migrate("vault")
+    assert StoredSecret.objects.count() == 3

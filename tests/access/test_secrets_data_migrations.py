@@ -12,7 +12,8 @@ from apps.runtime.models import RuntimeSecret
 from apps.tenancy.models import SigningKey
 from tests.support.proxy import start_instance
 
-pytestmark = pytest.mark.django_db
+# Migrating back and forth inside the test's transaction needs PostgreSQL's transactional DDL.
+pytestmark = [pytest.mark.django_db, pytest.mark.production]
 
 BEFORE = [("runtime", "0003_member_allocation_rank"), ("tenancy", "0004_quota")]
 

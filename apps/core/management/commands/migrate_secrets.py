@@ -23,11 +23,15 @@ class Command(BaseCommand):
                 "or the platform would not find the secrets moved there"
             )
         source = next(name for name in secrets.BACKENDS if name != target)
+        if not (settings.VAULT_ADDR and settings.VAULT_TOKEN):
+            raise CommandError(
+                "GPUAAS_VAULT_ADDR and GPUAAS_VAULT_TOKEN: set them to move secrets "
+                f"from {source} to {target}"
+            )
         try:
             done = secrets.move(secrets.backend(source), secrets.backend(target))
         except secrets.SecretStoreUnavailable as exc:
-            where = settings.VAULT_ADDR or "unset"
-            raise CommandError(f"{exc.message} (GPUAAS_VAULT_ADDR: {where})") from exc
+            raise CommandError(f"{exc.message} (GPUAAS_VAULT_ADDR: {settings.VAULT_ADDR})") from exc
         audit.record(None, "secrets.migrate", details={"from": source, "to": target, "moved": done.moved})
         self.stdout.write(
             f"moved {done.moved} secret(s) from {source} to {target}"
