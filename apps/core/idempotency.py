@@ -10,11 +10,13 @@ stored response, so the work is done once without a check-then-insert race.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 from datetime import timedelta
 from functools import wraps
 
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -33,7 +35,9 @@ _NOT_STORED = {429, 503}
 
 
 def _request_hash(request) -> str:
-    digest = hashlib.sha256()
+    # Keyed: a body can carry a secret (a project secret's value), and a plain hash of
+    # a guessable one could be tested against the stored row.
+    digest = hmac.new(settings.SECRET_KEY.encode(), digestmod=hashlib.sha256)
     digest.update(request.method.encode())
     digest.update(b"\0")
     digest.update(request.get_full_path().encode())

@@ -25,6 +25,8 @@ MODELS = [
     "core.auditevent",
     "core.idempotencyrecord",
     "tenancy.quota",
+    "access.accesscredential",
+    "access.projectsecret",
 ]
 
 
