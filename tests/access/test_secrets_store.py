@@ -12,6 +12,7 @@ import pytest
 from apps.access.models import ProjectSecret
 from apps.core import secrets
 from apps.core.models import StoredSecret
+from apps.tenancy import services as tenancy
 from apps.tenancy.auth import platform_tokens
 from apps.tenancy.models import SigningKey
 
@@ -89,3 +90,26 @@ def test_a_wrong_vault_token_answers_503(settings, openbao, api, project_admin, 
     api.force_login(project_admin)
     response = api.post(f"/api/v1/projects/{project.pk}/access-credentials", {"name": "c"}, format="json")
     assert response.status_code == 503
+
+
+def test_a_record_whose_secret_is_missing_answers_a_conflict_not_500(
+    settings, api, project, project_admin, platform_admin, openbao
+):
+    """As after switching GPUAAS_SECRETS_BACKEND without running migrate_secrets."""
+    from apps.access.models import AccessCredential
+    from apps.access.services import create_credential
+    from apps.tenancy import principal as principals
+
+    create_credential(principals.for_user(project_admin), project, name="k")
+    settings.SECRETS_BACKEND, settings.VAULT_ADDR, settings.VAULT_TOKEN = "vault", openbao.addr, openbao.token
+    settings.VAULT_PREFIX = f"empty-{uuid.uuid4().hex}/"
+    issued = tenancy.create_service_account(
+        principals.for_user(platform_admin), project, name="ctl", role="project_admin"
+    )
+    # A fresh signing key is made in the new store: tokens keep working.
+    token, _ = tenancy.issue_token(issued.account.client_id, issued.client_secret)
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    cid = AccessCredential.objects.get().pk
+    answer = api.post(f"/api/v1/projects/{project.pk}/access-credentials/{cid}/deliver", {}, format="json")
+    assert answer.status_code == 409
+    assert "migrate_secrets" in answer.json()["error"]["message"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from apps.core.errors import Unavailable
+from apps.core.errors import Conflict, Unavailable
 
 # Paths are the platform's own (``runtime/instances/<uuid>/token``), never a user's text:
 # a user's secret is stored under its record's id, so names need no escaping anywhere.
@@ -15,8 +15,19 @@ MAX_PATH = 200
 MAX_VALUE = 64 * 1024
 
 
-class SecretNotFound(LookupError):
-    """No secret at that path."""
+class SecretNotFound(Conflict, LookupError):
+    """No secret at that path. Reaching a caller, it means a record names a secret the
+    configured store lacks (the backend was switched without ``migrate_secrets``):
+    answered as a conflict that says so, never a 500."""
+
+    default_message = (
+        "A secret this needs is not in the secrets store; an operator should check "
+        "GPUAAS_SECRETS_BACKEND and run migrate_secrets."
+    )
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
 
 
 class SecretStoreUnavailable(Unavailable):
