@@ -39,6 +39,9 @@ def test_app_services_get_the_production_environment(compose, service):
         "GPUAAS_HTTPS",
         "GPUAAS_ISSUER",
         "GPUAAS_TRUSTED_ISSUERS",
+        "GPUAAS_SECRETS_BACKEND",
+        "GPUAAS_VAULT_ADDR",
+        "GPUAAS_VAULT_TOKEN",
     ):
         assert name in env, f"{service} lacks {name}"
     assert env["GPUAAS_DEBUG"] == "false"
