@@ -25,7 +25,6 @@ from apps.core.secrets.base import (
     SecretNotFound,
     SecretStore,
     SecretStoreUnavailable,
-    check_path,
 )
 from apps.core.secrets.local import LocalStore
 
@@ -35,7 +34,6 @@ __all__ = [
     "SecretStore",
     "SecretStoreUnavailable",
     "backend",
-    "check_path",
     "discard",
     "move",
     "owned_by",
