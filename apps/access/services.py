@@ -21,6 +21,8 @@ from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm, Role
 
 DEFAULT_PURPOSE = "delivery to the project's app controller"
+# What one project may keep: each is a row here and an entry in the secrets store.
+MAX_PER_PROJECT = 100
 
 
 @dataclass
@@ -47,6 +49,7 @@ def fingerprint(public_key: str) -> str:
 
 def create_credential(principal: Principal, project: Project, *, name: str) -> IssuedCredential:
     policy.require(principal, Perm.ACCESS_CREDENTIAL_MANAGE, project)
+    _require_room(AccessCredential.objects.filter(project=project), "access credentials")
     private, public = _key_pair(f"gpuaas:{project.project_id}:{name}")
     credential = AccessCredential(
         tenant_id=project.tenant_id,
@@ -73,6 +76,11 @@ def create_credential(principal: Principal, project: Project, *, name: str) -> I
         secrets.store().delete(credential.secret_path)
         raise Conflict(f"This project already has an access credential named {name!r}.") from None
     return IssuedCredential(credential, private)
+
+
+def _require_room(kept, what: str) -> None:
+    if kept.count() >= MAX_PER_PROJECT:
+        raise Conflict(f"A project keeps at most {MAX_PER_PROJECT} {what}; delete one first.")
 
 
 def deliver_credential(principal: Principal, credential: AccessCredential, *, purpose: str = "") -> dict:
@@ -130,6 +138,7 @@ def put_secret(
             defaults={"tenant_id": project.tenant_id, "created_by": principal.name},
         )
         if created:
+            _require_room(ProjectSecret.objects.filter(project=project).exclude(pk=secret.pk), "secrets")
             secret.secret_path = ProjectSecret.path_for(secret.pk)
         secrets.store().write(secret.secret_path, value)
         secret.save()  # a replaced value moves updated_at

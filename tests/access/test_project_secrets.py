@@ -130,3 +130,16 @@ def test_without_the_secret_parameter_the_agent_gets_an_empty_value(
     node = active_allocation.node
     [task] = agents.claim_tasks(node)
     assert agents.task_secrets(node, task.pk)["hf_token"] == ""
+
+
+def test_a_project_keeps_a_bounded_number_of_secrets(admin_api, project, settings, monkeypatch):
+    from apps.access import services
+
+    monkeypatch.setattr(services, "MAX_PER_PROJECT", 3)
+    for index in range(3):
+        assert _put(admin_api, project, name=f"s{index}").status_code == 201
+    refused = _put(admin_api, project, name="one-too-many")
+    assert refused.status_code == 409
+    assert "at most 3" in refused.json()["error"]["message"]
+    assert _put(admin_api, project, name="s0", value="replaced").status_code == 200  # replacing is fine
+    assert ProjectSecret.objects.count() == 3
