@@ -7,7 +7,9 @@ class RuntimeConfig(AppConfig):
 
     def ready(self):
         from apps.allocations.drivers import agent
-        from apps.runtime import services
+        from apps.runtime import selectors, services
+        from apps.tenancy import quotas
 
         agent.register_drainer(services.drain_allocation)
+        quotas.register_usage(selectors.quota_usage)
         from apps.runtime import receivers  # noqa: F401

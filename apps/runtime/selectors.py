@@ -10,7 +10,8 @@ from apps.tenancy import policy
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
-RUNNING = AppInstance.State.RUNNING
+State = AppInstance.State
+RUNNING = State.RUNNING
 
 
 def visible_instances(principal: Principal) -> QuerySet[AppInstance]:
@@ -50,3 +51,9 @@ def runtime_secret(instance: AppInstance, name: str) -> str | None:
     """For the platform's own use (the proxy's auth bridge); never for an API answer."""
     secret = RuntimeSecret.objects.filter(instance=instance, name=name).first()
     return crypto.decrypt(secret.value_encrypted) if secret else None
+
+
+def quota_usage(tenant) -> dict[str, int]:
+    """The app instances the tenant holds (``apps.tenancy.quotas``): every one not yet
+    deleted, a stopped or failed one too, since starting it again takes no new quota."""
+    return {"app_instances": AppInstance.objects.filter(tenant=tenant).exclude(state=State.DELETED).count()}

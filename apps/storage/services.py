@@ -6,13 +6,14 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from apps.core import audit
 from apps.core.drivers import DriverError
-from apps.core.errors import Unavailable
+from apps.core.errors import InvalidState, Unavailable, ValidationFailed
 from apps.storage.drivers import ddn, ufm
-from apps.storage.models import TenantStorage
-from apps.tenancy import policy
+from apps.storage.models import StorageResize, TenantStorage
+from apps.tenancy import policy, quotas
 from apps.tenancy.models import Tenant
 from apps.tenancy.onboarding import StepFailed
 from apps.tenancy.principal import Principal
@@ -22,6 +23,7 @@ FIRST_PKEY = 0x0100
 LAST_PKEY = 0x7FFF  # 15 bits: the top bit of an InfiniBand partition key is membership
 # DDN and UFM failures are usually brief; seed 001 section 8.1 has callers back off 1-60 s.
 RETRY_AFTER = 30
+GB = 2**30  # Lustre quotas count binary gigabytes (``lfs setquota -B 10G``)
 
 
 def quota_for_tier(tier: str) -> int:
@@ -117,10 +119,16 @@ def create_tenant_storage(
     """``POST /api/storage/tenant``: idempotent per tenant; ``True`` when this call made it ready.
 
     A storage record left half-done by an earlier failure is not "existing": the
-    call that finishes it answers as its creator.
+    call that finishes it answers as its creator. A ``quota_gb`` other than the
+    ready directory's resizes it (``resize_tenant_storage``).
     """
     policy.require(principal, Perm.STORAGE_MANAGE, tenant)
     existed = TenantStorage.objects.filter(tenant=tenant, status=TenantStorage.Status.READY).exists()
+    if existed and quota_gb is not None:
+        return resize_tenant_storage(principal, tenant, quota_gb), False
+    if quota_gb is not None and not TenantStorage.objects.filter(tenant=tenant).exists():
+        with quotas.denials_audited(principal, "storage.provision", tenant), transaction.atomic():
+            quotas.enforce(tenant, {"storage_gb": quota_gb})
     try:
         storage = provision_tenant_storage(tenant, tier=tier, quota_gb=quota_gb, principal=principal)
     except DriverError as exc:
@@ -130,6 +138,79 @@ def create_tenant_storage(
             f"Tenant storage could not be provisioned now: {exc}", retry_after=RETRY_AFTER
         ) from exc
     return storage, not existed
+
+
+def resize_tenant_storage(principal: Principal, tenant: Tenant, quota_gb: int) -> TenantStorage:
+    """Give the tenant's directory a new quota on DDN: growing takes tenant quota
+    (``storage_gb``, 422 past it), shrinking may not go below what its files use (400).
+    Asking for the size it has changes nothing, so a retry is harmless.
+
+    DDN is asked inside the transaction that holds the storage row: if it fails,
+    nothing changed here (503); if the commit failed after DDN said yes, the retry
+    sets the same quota again, which DDN takes as a no-op.
+    """
+    policy.require(principal, Perm.STORAGE_MANAGE, tenant)
+    try:
+        with quotas.denials_audited(principal, "storage.resize", tenant), transaction.atomic():
+            storage = TenantStorage.objects.select_for_update().filter(tenant=tenant).first()
+            if storage is None or storage.status != TenantStorage.Status.READY:
+                raise InvalidState("The tenant's storage is not ready; create it first.")
+            if quota_gb == storage.quota_gb:
+                return storage
+            if quota_gb > storage.quota_gb:
+                quotas.enforce(tenant, {"storage_gb": quota_gb - storage.quota_gb})
+            _resize_on_ddn(storage, quota_gb)
+            StorageResize.objects.create(
+                storage=storage,
+                from_gb=storage.quota_gb,
+                to_gb=quota_gb,
+                resized_at=timezone.now(),
+                resized_by=principal.name,
+            )
+            audit.record(
+                principal,
+                "storage.resize",
+                target=storage,
+                details={"from_gb": storage.quota_gb, "to_gb": quota_gb},
+            )
+            storage.quota_gb = quota_gb
+            storage.save(update_fields=["quota_gb", "updated_at"])
+            return storage
+    except _BelowUsed as exc:
+        audit.record(
+            principal,
+            "storage.resize",
+            target=tenant,
+            outcome=audit.DENIED,
+            details={"reason": "below_used", "requested_gb": quota_gb, "used_bytes": exc.used},
+        )
+        raise ValidationFailed(
+            "The new quota is smaller than what the tenant's files take.",
+            details={
+                "quota_gb": [f"{exc.used} bytes are in use; the quota may not go below {exc.needed_gb} GB."]
+            },
+        ) from None
+    except DriverError as exc:
+        audit.record(
+            principal, "storage.resize", target=tenant, outcome=audit.FAILURE, details={"reason": str(exc)}
+        )
+        raise Unavailable(f"Tenant storage could not be resized now: {exc}", retry_after=RETRY_AFTER) from exc
+
+
+class _BelowUsed(Exception):
+    def __init__(self, used: int):
+        super().__init__(used)
+        self.used = used
+        self.needed_gb = -(-used // GB)
+
+
+def _resize_on_ddn(storage: TenantStorage, quota_gb: int) -> None:
+    driver = ddn.driver()
+    if quota_gb < storage.quota_gb:
+        used = driver.used_bytes(storage.path)
+        if used > quota_gb * GB:
+            raise _BelowUsed(used)
+    driver.set_quota(storage.path, quota_gb)
 
 
 def attach_node(tenant_pk, node) -> dict:

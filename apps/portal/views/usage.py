@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from apps.core.errors import ValidationFailed
-from apps.metering import usage
+from apps.metering import billing, usage
 from apps.portal.views.base import portal_view
 from apps.tenancy import policy
 from apps.tenancy.models import Tenant
@@ -45,8 +45,8 @@ def tenant_usage(request, principal, tenant_id):
         error, status, month = "Choose a month as YYYY-MM.", 400, f"{now:%Y-%m}"
         start, end = usage.period(month)
     if request.GET.get("format") == "csv" and not error:
-        return usage.csv_response(usage.export(principal, tenant, start, end), tenant, start)
-    charges = usage.charges(tenant, start, end)
+        return billing.csv_response(billing.export(principal, tenant, start, end), tenant, start)
+    charges = billing.charges(tenant, start, end)
     return render(
         request,
         "portal/usage.html",
