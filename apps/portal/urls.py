@@ -1,7 +1,17 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from apps.portal.views import allocations, apps, audit, dashboard, instances, project_detail, projects, usage
+from apps.portal.views import (
+    allocations,
+    apps,
+    audit,
+    dashboard,
+    instances,
+    project_detail,
+    projects,
+    quotas,
+    usage,
+)
 from apps.tenancy.auth import passwords
 
 urlpatterns = [
@@ -9,6 +19,7 @@ urlpatterns = [
     path("switch/", dashboard.switch_project, name="switch_project"),
     path("projects/", projects.project_list, name="project_list"),
     path("tenants/<str:tenant_id>/usage/", usage.tenant_usage, name="tenant_usage"),
+    path("tenants/<str:tenant_id>/quota/", quotas.tenant_quota, name="tenant_quota"),
     path("projects/new/", projects.project_create, name="project_create"),
     path("projects/<uuid:pk>/", project_detail.project_detail, name="project_detail"),
     path("projects/<uuid:pk>/members/", project_detail.members, name="project_members"),
