@@ -143,74 +143,96 @@ def create_tenant_storage(
 def resize_tenant_storage(principal: Principal, tenant: Tenant, quota_gb: int) -> TenantStorage:
     """Give the tenant's directory a new quota on DDN: growing takes tenant quota
     (``storage_gb``, 422 past it), shrinking may not go below what its files use (400).
-    Asking for the size it has changes nothing, so a retry is harmless.
 
-    DDN is asked inside the transaction that holds the storage row: if it fails,
-    nothing changed here (503); if the commit failed after DDN said yes, the retry
-    sets the same quota again, which DDN takes as a no-op.
+    The new size is recorded first, so it counts against the tenant's quota at once
+    and two requests cannot both pass on the same headroom; DDN is asked after the
+    commit, with nothing locked while it answers. If DDN fails, the record goes back to
+    the old size (503). Every call, the size the directory already has too, converges
+    DDN on the record: a retry finishes what a crash between the two left.
     """
     policy.require(principal, Perm.STORAGE_MANAGE, tenant)
+    storage = TenantStorage.objects.filter(tenant=tenant).first()
+    if storage is None or storage.status != TenantStorage.Status.READY:
+        raise InvalidState("The tenant's storage is not ready; create it first.")
+    change = None
     try:
-        with quotas.denials_audited(principal, "storage.resize", tenant), transaction.atomic():
-            storage = TenantStorage.objects.select_for_update().filter(tenant=tenant).first()
-            if storage is None or storage.status != TenantStorage.Status.READY:
-                raise InvalidState("The tenant's storage is not ready; create it first.")
-            if quota_gb == storage.quota_gb:
-                return storage
-            if quota_gb > storage.quota_gb:
-                quotas.enforce(tenant, {"storage_gb": quota_gb - storage.quota_gb})
-            _resize_on_ddn(storage, quota_gb)
-            StorageResize.objects.create(
-                storage=storage,
-                from_gb=storage.quota_gb,
-                to_gb=quota_gb,
-                resized_at=timezone.now(),
-                resized_by=principal.name,
-            )
-            audit.record(
-                principal,
-                "storage.resize",
-                target=storage,
-                details={"from_gb": storage.quota_gb, "to_gb": quota_gb},
-            )
-            storage.quota_gb = quota_gb
-            storage.save(update_fields=["quota_gb", "updated_at"])
-            return storage
-    except _BelowUsed as exc:
+        if quota_gb < storage.quota_gb:
+            _require_room(principal, storage, quota_gb)
+        with quotas.denials_audited(principal, "storage.resize", tenant):
+            change = _record_size(principal, storage, quota_gb)
+        _converge(storage)
+    except DriverError as exc:
+        if change is not None:
+            _undo(change)
+        audit.record(
+            principal, "storage.resize", target=storage, outcome=audit.FAILURE, details={"reason": str(exc)}
+        )
+        raise Unavailable(f"Tenant storage could not be resized now: {exc}", retry_after=RETRY_AFTER) from exc
+    if change is not None:
         audit.record(
             principal,
             "storage.resize",
-            target=tenant,
-            outcome=audit.DENIED,
-            details={"reason": "below_used", "requested_gb": quota_gb, "used_bytes": exc.used},
+            target=storage,
+            details={"from_gb": change.from_gb, "to_gb": change.to_gb},
         )
-        raise ValidationFailed(
-            "The new quota is smaller than what the tenant's files take.",
-            details={
-                "quota_gb": [f"{exc.used} bytes are in use; the quota may not go below {exc.needed_gb} GB."]
-            },
-        ) from None
-    except DriverError as exc:
-        audit.record(
-            principal, "storage.resize", target=tenant, outcome=audit.FAILURE, details={"reason": str(exc)}
+    storage.refresh_from_db()
+    return storage
+
+
+def _require_room(principal: Principal, storage: TenantStorage, quota_gb: int) -> None:
+    used = ddn.driver().used_bytes(storage.path)
+    if used <= quota_gb * GB:
+        return
+    needed_gb = -(-used // GB)
+    audit.record(
+        principal,
+        "storage.resize",
+        target=storage,
+        outcome=audit.DENIED,
+        details={"reason": "below_used", "requested_gb": quota_gb, "used_bytes": used},
+    )
+    raise ValidationFailed(
+        "The new quota is smaller than what the tenant's files take.",
+        details={"quota_gb": [f"{used} bytes are in use; the quota may not go below {needed_gb} GB."]},
+    )
+
+
+def _record_size(principal: Principal, storage: TenantStorage, quota_gb: int) -> StorageResize | None:
+    with transaction.atomic():
+        current = TenantStorage.objects.select_for_update().get(pk=storage.pk)
+        if quota_gb == current.quota_gb:
+            return None
+        if quota_gb > current.quota_gb:
+            quotas.enforce(current.tenant, {"storage_gb": quota_gb - current.quota_gb})
+        change = StorageResize.objects.create(
+            storage=current,
+            from_gb=current.quota_gb,
+            to_gb=quota_gb,
+            resized_at=timezone.now(),
+            resized_by=principal.name,
         )
-        raise Unavailable(f"Tenant storage could not be resized now: {exc}", retry_after=RETRY_AFTER) from exc
+        TenantStorage.objects.filter(pk=current.pk).update(quota_gb=quota_gb, updated_at=timezone.now())
+    return change
 
 
-class _BelowUsed(Exception):
-    def __init__(self, used: int):
-        super().__init__(used)
-        self.used = used
-        self.needed_gb = -(-used // GB)
+def _converge(storage: TenantStorage) -> None:
+    """DDN at the recorded size; asked again when another resize recorded a new size
+    while DDN answered, so the last one recorded is the one DDN keeps."""
+    for _ in range(3):
+        size = TenantStorage.objects.values_list("quota_gb", flat=True).get(pk=storage.pk)
+        ddn.driver().set_quota(storage.path, size)
+        if TenantStorage.objects.filter(pk=storage.pk, quota_gb=size).exists():
+            return
+    raise DriverError("the directory's size kept changing while DDN was asked")
 
 
-def _resize_on_ddn(storage: TenantStorage, quota_gb: int) -> None:
-    driver = ddn.driver()
-    if quota_gb < storage.quota_gb:
-        used = driver.used_bytes(storage.path)
-        if used > quota_gb * GB:
-            raise _BelowUsed(used)
-    driver.set_quota(storage.path, quota_gb)
+def _undo(change: StorageResize) -> None:
+    with transaction.atomic():
+        # Only while no later resize followed: that one's converging sets DDN anyway.
+        if TenantStorage.objects.filter(pk=change.storage_id, quota_gb=change.to_gb).update(
+            quota_gb=change.from_gb, updated_at=timezone.now()
+        ):
+            change.delete()
 
 
 def attach_node(tenant_pk, node) -> dict:
