@@ -27,7 +27,7 @@ from django.utils import timezone
 from apps.core import audit
 from apps.metering.models import BillingAdjustment, BillingExport, Rate
 from apps.metering.usage import LABELS, QUANTITY, RESOURCES, Line, lines, period
-from apps.tenancy.models import Tenant
+from apps.tenancy.models import Project, Tenant
 
 MONEY = Decimal("0.01")
 HEADER = [
@@ -58,10 +58,6 @@ class Charge:
     @property
     def unit(self) -> str:
         return "GB-hour" if self.line.resource == "storage_gb_hours" else "hour"
-
-    @property
-    def label(self) -> str:
-        return LABELS[self.line.resource]
 
 
 class RateBook:
@@ -198,6 +194,51 @@ def _render(tenant, start: datetime, end: datetime, adjustments: list[BillingAdj
             ]
         )
     return out.getvalue()
+
+
+@dataclass(frozen=True)
+class StatementRow:
+    """A row of a month's billing CSV, for a page to show."""
+
+    project_id: str
+    project_name: str
+    resource: str
+    label: str
+    flavor: str
+    start: datetime
+    end: datetime
+    quantity: Decimal | None
+    unit: str
+    rate: Decimal | None
+    amount: Decimal
+    note: str
+
+
+def statement(tenant, start: datetime, end: datetime) -> tuple[list[StatementRow], BillingExport | None]:
+    """The month as its export says it: the recorded bytes once the month has been
+    exported, else measured now (adjustments appear only in recorded exports). The
+    record comes back too, to say when it was made."""
+    record = BillingExport.objects.filter(tenant=tenant, period=start.date()).first()
+    body = record.body if record is not None else _render(tenant, start, end, [])
+    names = dict(Project.objects.filter(tenant=tenant).values_list("project_id", "name"))
+    rows = [
+        StatementRow(
+            project_id=row["project_id"],
+            project_name=names.get(row["project_id"], row["project_id"]),
+            resource=row["resource"],
+            label=LABELS.get(row["resource"], row["resource"].capitalize()),
+            flavor=row["flavor"],
+            start=datetime.fromisoformat(row["period_start"]),
+            end=datetime.fromisoformat(row["period_end"]),
+            quantity=Decimal(row["quantity"]) if row["quantity"] else None,
+            unit=row["unit"],
+            rate=Decimal(row["rate"]) if row["rate"] else None,
+            amount=Decimal(row["amount"]),
+            note=row.get("note") or "",
+        )
+        for row in csv.DictReader(io.StringIO(body))
+    ]
+    return rows, record
 
 
 def csv_response(body: str, tenant, start: datetime) -> HttpResponse:

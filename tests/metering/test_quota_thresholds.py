@@ -15,6 +15,7 @@ from apps.metering.tasks import sweep_quota_thresholds
 from apps.storage import services as storage
 from apps.tenancy import principal as principals
 from apps.tenancy import quotas
+from celery_worker.schedule import beat_schedule
 from tests.factories import AllocationFactory
 
 pytestmark = pytest.mark.django_db
@@ -109,3 +110,18 @@ def test_a_tenant_without_limits_raises_nothing(tenant, project, flavor, django_
     hold(project, flavor, 3)
     assert check(tenant, django_capture_on_commit_callbacks) == []
     assert not QuotaCrossing.objects.exists()
+
+
+def test_a_lower_limit_from_ccp_raises_the_crossing_and_the_sweep_runs_every_minute(
+    api, ccp_issuer, tenant, project, flavor, announced, django_capture_on_commit_callbacks
+):
+    hold(project, flavor, 1)  # 8 GPUs
+    token = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post(
+            "/api/metering/quota/acme", {"gpus": 9}, format="json", HTTP_AUTHORIZATION=f"Bearer {token}"
+        )
+    assert response.json()["resources"]["gpus"]["warning"] == "80"
+    assert announced == [("crossed", "gpus", "80", "quota", 88.9)]
+    [entry] = [e for e in beat_schedule().values() if e["task"] == sweep_quota_thresholds.name]
+    assert entry["schedule"] == 60.0

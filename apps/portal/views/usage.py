@@ -46,7 +46,7 @@ def tenant_usage(request, principal, tenant_id):
         start, end = usage.period(month)
     if request.GET.get("format") == "csv" and not error:
         return billing.csv_response(billing.export(principal, tenant, start, end), tenant, start)
-    charges = billing.charges(tenant, start, end)
+    rows, record = billing.statement(tenant, start, end)
     return render(
         request,
         "portal/usage.html",
@@ -55,8 +55,11 @@ def tenant_usage(request, principal, tenant_id):
             "month": month,
             "months": sorted(set(_months(now)) | {month}, reverse=True),
             "so_far": start <= now < end,
-            "charges": charges,
-            "total": sum((charge.amount for charge in charges), start=Decimal(0)),
+            "rows": rows,
+            "exported": record,
+            "month_start": start,
+            "month_end": end,
+            "total": sum((row.amount for row in rows), start=Decimal(0)),
             "currency": settings.BILLING_CURRENCY,
             "error": error,
         },
