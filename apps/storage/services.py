@@ -137,6 +137,9 @@ def create_tenant_storage(
         raise Unavailable(
             f"Tenant storage could not be provisioned now: {exc}", retry_after=RETRY_AFTER
         ) from exc
+    if quota_gb is not None and quota_gb != storage.quota_gb:
+        # Reserved by an earlier, failed call at another size: this call's size holds.
+        storage = resize_tenant_storage(principal, tenant, quota_gb)
     return storage, not existed
 
 

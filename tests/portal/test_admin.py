@@ -24,6 +24,11 @@ MODELS = [
     "core.auditevent",
     "core.idempotencyrecord",
     "tenancy.quota",
+    "metering.rate",
+    "metering.billingexport",
+    "metering.billingadjustment",
+    "metering.quotacrossing",
+    "storage.tenantstorage",
 ]
 
 

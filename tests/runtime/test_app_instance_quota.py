@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from apps.core.errors import QuotaExceeded
 from apps.core.models import AuditEvent
+from apps.runtime import services
 from apps.runtime.models import AppInstance
+from apps.tenancy import principal as principals
 from apps.tenancy import quotas
+from tests.support.concurrency import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -68,3 +72,19 @@ def test_the_quota_api_reports_app_instances(
         "percent": 25.0,
         "warning": "none",
     }
+
+
+@pytest.mark.production
+@pytest.mark.django_db(transaction=True)
+def test_two_launches_at_once_cannot_both_take_the_last_place(
+    allocator, project, jupyterlab, active_allocation, ready_tenant
+):
+    quotas.set_quota(ready_tenant, {"app_instances": 1})
+    principal = principals.for_user(allocator)
+
+    def launch_one():
+        return services.launch(principal, project, app_slug="jupyterlab", allocation_id=active_allocation.pk)
+
+    results = at_once([launch_one, launch_one], answers=(QuotaExceeded,))
+    assert sorted(type(result).__name__ for result in results) == ["Operation", "QuotaExceeded"]
+    assert AppInstance.objects.filter(project=project).count() == 1

@@ -11,6 +11,8 @@ from apps.core.models import AuditEvent, SimulatedFault
 from apps.storage import services
 from apps.storage.models import StorageResize, TenantStorage
 from apps.tenancy import quotas
+from apps.tenancy.principal import for_user
+from tests.support.concurrency import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -143,3 +145,35 @@ def test_a_tenant_role_without_storage_rights_cannot_resize(api, ccp_issuer, sto
     other = ccp_issuer.token({"domain_id": "globex", "roles": ["Tenant Administrator"]})
     assert resize(api, {"HTTP_AUTHORIZATION": f"Bearer {other}"}, 2000).status_code in (401, 404)
     assert ddn_quota() == 1000
+
+
+@pytest.mark.production
+@pytest.mark.django_db(transaction=True)
+def test_two_resizes_at_once_leave_ddn_at_the_size_recorded_last(storage, platform_admin):
+    operator = for_user(platform_admin)
+    at_once(
+        [
+            lambda size=size: services.resize_tenant_storage(operator, storage.tenant, size)
+            for size in (3000, 4000)
+        ]
+    )
+    recorded = TenantStorage.objects.get(pk=storage.pk).quota_gb
+    assert recorded in (3000, 4000)
+    assert ddn_quota() == recorded
+    first, second = StorageResize.objects.order_by("resized_at")
+    assert (first.from_gb, first.to_gb, second.from_gb, second.to_gb) == (
+        1000,
+        second.from_gb,
+        first.to_gb,
+        recorded,
+    )
+
+
+def test_a_half_done_storage_is_finished_at_the_size_asked(api, integration, tenant):
+    SimulatedFault.objects.create(system="ufm", operation="create_pkey", remaining=1)
+    assert resize(api, integration, 700).status_code == 503
+    TenantStorage.objects.filter(tenant=tenant).update(quota_gb=600)  # reserved at another size
+    finished = resize(api, integration, 800)
+    assert finished.status_code == 201
+    assert finished.json()["quota_gb"] == 800
+    assert ddn_quota() == 800
