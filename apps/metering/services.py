@@ -3,22 +3,29 @@ and billing corrections."""
 
 from __future__ import annotations
 
+import logging
 from decimal import Decimal, InvalidOperation
 
 from django.db import transaction
 from django.utils import timezone
 
 from apps.core import audit
+from apps.core.drivers import DriverError
 from apps.core.errors import InvalidState, ValidationFailed
 from apps.metering import signals
 from apps.metering.models import BillingAdjustment, BillingExport, QuotaCrossing, QuotaLevel
 from apps.metering.usage import period
+from apps.storage import selectors as storage
 from apps.tenancy import policy, quotas
 from apps.tenancy.models import Project, Tenant
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
+logger = logging.getLogger(__name__)
+
 LEVELS = ("none", "80", "90")
+# How full the tenant's directory is on DDN: watched like a quota, not one CCP sets.
+STORAGE_FILL = "storage_used_gb"
 ADJUSTMENT_MAX = Decimal(10) ** 12
 REASON_MAX = 1000
 
@@ -39,6 +46,24 @@ def quota_report(tenant) -> dict[str, dict]:
             "warning": quotas.warning_level(percent) if limit is not None else "none",
         }
     return report
+
+
+def storage_fill(tenant) -> dict | None:
+    """The tenant directory's use of its size, as a quota line (GB, rounded up):
+    ``None`` without a directory or while DDN cannot say (``DriverError``, logged)."""
+    try:
+        fill = storage.directory_fill(tenant)
+    except DriverError as exc:
+        logger.warning("DDN could not say how full %s's directory is: %s", tenant.tenant_id, exc)
+        return None
+    if fill is None:
+        return None
+    return {
+        "limit": fill["quota_gb"],
+        "used": fill["used_gb"],
+        "percent": fill["percent"],
+        "warning": quotas.warning_level(fill["percent"]),
+    }
 
 
 def update_quota(principal, tenant, values: dict) -> dict[str, int]:
@@ -65,9 +90,13 @@ def check_quota_thresholds(tenant) -> list[QuotaCrossing]:
     crossed level clears it and sends ``quota_threshold_cleared``, arming it again.
     Safe to run at any time and from any number of workers (the level moves by a
     conditional UPDATE, so one of them records a move). Answers the crossings raised."""
+    lines = quota_report(tenant)
+    fill = storage_fill(tenant)  # asked of DDN before the transaction: no lock waits on it
+    if fill is not None:
+        lines[STORAGE_FILL] = fill
     raised = []
     with transaction.atomic():
-        for resource, line in quota_report(tenant).items():
+        for resource, line in lines.items():
             if line["limit"] is not None:
                 crossing = _follow(tenant, resource, line)
                 if crossing is not None:
@@ -99,7 +128,7 @@ def _follow(tenant, resource: str, line: dict) -> QuotaCrossing | None:
         crossing = cleared.order_by("-created_at").first()
         cleared.update(cleared_at=timezone.now())
         signal, raised = signals.quota_threshold_cleared, None
-    rule = "storage_quota" if resource == "storage_gb" else "quota"
+    rule = "storage_quota" if resource == STORAGE_FILL else "quota"
     transaction.on_commit(
         lambda: signal.send(
             sender=QuotaCrossing,

@@ -2,10 +2,11 @@
 
 Both are sent after the commit that recorded the change, with ``tenant``,
 ``resource``, ``level`` (``"80"``/``"90"``, or ``"none"`` once cleared to below 80 %),
-``previous`` (the level before), ``rule`` (``storage_quota`` for ``storage_gb``,
-``quota`` for the other resources: the alert rule family, CONTRACT.md
-"Monitoring and alerts"), ``percent``, ``used``, ``limit`` and ``crossing`` (the
-``QuotaCrossing`` raised, or the one cleared).
+``previous`` (the level before), ``rule`` (``storage_quota`` for
+``storage_used_gb``, how full the tenant's directory is on DDN; ``quota`` for the
+quota resources: the alert rule family, CONTRACT.md "Monitoring and alerts"),
+``percent``, ``used``, ``limit`` and ``crossing`` (the ``QuotaCrossing`` raised, or
+the one cleared).
 """
 
 from django.dispatch import Signal

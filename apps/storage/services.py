@@ -23,7 +23,6 @@ FIRST_PKEY = 0x0100
 LAST_PKEY = 0x7FFF  # 15 bits: the top bit of an InfiniBand partition key is membership
 # DDN and UFM failures are usually brief; seed 001 section 8.1 has callers back off 1-60 s.
 RETRY_AFTER = 30
-GB = 2**30  # Lustre quotas count binary gigabytes (``lfs setquota -B 10G``)
 
 
 def quota_for_tier(tier: str) -> int:
@@ -184,9 +183,9 @@ def resize_tenant_storage(principal: Principal, tenant: Tenant, quota_gb: int) -
 
 def _require_room(principal: Principal, storage: TenantStorage, quota_gb: int) -> None:
     used = ddn.driver().used_bytes(storage.path)
-    if used <= quota_gb * GB:
+    if used <= quota_gb * ddn.GB:
         return
-    needed_gb = -(-used // GB)
+    needed_gb = -(-used // ddn.GB)
     audit.record(
         principal,
         "storage.resize",

@@ -8,6 +8,8 @@ import pytest
 
 from apps.allocations import services as allocations
 from apps.allocations.models import Allocation
+from apps.core import simulation
+from apps.core.models import SimulatedFault
 from apps.metering import signals
 from apps.metering.models import QuotaCrossing
 from apps.metering.services import check_quota_thresholds
@@ -73,11 +75,35 @@ def test_each_crossing_is_raised_once_and_rearmed_when_usage_drops(
     assert QuotaCrossing.objects.filter(level="80").count() == 2
 
 
-def test_storage_crossings_are_storage_quota_alerts(tenant, announced, django_capture_on_commit_callbacks):
-    storage.provision_tenant_storage(tenant, quota_gb=950)
+def test_a_filling_directory_is_a_storage_quota_alert_and_its_size_a_quota_one(
+    tenant, announced, django_capture_on_commit_callbacks
+):
+    directory = storage.provision_tenant_storage(tenant, quota_gb=950)
     quotas.set_quota(tenant, {"storage_gb": 1000})
     check(tenant, django_capture_on_commit_callbacks)
-    assert announced == [("crossed", "storage_gb", "90", "storage_quota", 95.0)]
+    assert announced == [("crossed", "storage_gb", "90", "quota", 95.0)]
+
+    with simulation.locked(
+        "ddn", "directory", directory.path
+    ) as state:  # the tenant's files, as DDN counts them
+        simulation.update(state, used_bytes=800 * 2**30)
+    check(tenant, django_capture_on_commit_callbacks)
+    assert announced[-1] == ("crossed", "storage_used_gb", "80", "storage_quota", 84.2)
+    crossing = QuotaCrossing.objects.get(resource="storage_used_gb")
+    assert (crossing.used, crossing.limit) == (800, 950)
+
+
+def test_ddn_not_answering_leaves_the_directory_level_alone(
+    tenant, announced, django_capture_on_commit_callbacks
+):
+    directory = storage.provision_tenant_storage(tenant, quota_gb=100)
+    with simulation.locked("ddn", "directory", directory.path) as state:
+        simulation.update(state, used_bytes=99 * 2**30)
+    SimulatedFault.objects.create(system="ddn", operation="used_bytes", message="MGS down")
+    assert check(tenant, django_capture_on_commit_callbacks) == []
+    SimulatedFault.objects.all().delete()
+    [crossing] = check(tenant, django_capture_on_commit_callbacks)
+    assert (crossing.resource, crossing.level) == ("storage_used_gb", "90")
 
 
 def test_an_allocation_taking_quota_checks_at_once(

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from apps.core import simulation
 from apps.storage import services as storage
 from apps.tenancy import quotas
 from tests.factories import AllocationFactory, FlavorFactory
@@ -22,7 +23,9 @@ def filling(project):
     flavor = FlavorFactory(name="h100-8x")
     for _ in range(2):
         AllocationFactory(project=project, node__flavor=flavor)
-    storage.provision_tenant_storage(tenant, quota_gb=950)
+    directory = storage.provision_tenant_storage(tenant, quota_gb=950)
+    with simulation.locked("ddn", "directory", directory.path) as state:
+        simulation.update(state, used_bytes=475 * 2**30)  # half full
     quotas.set_quota(tenant, {"gpus": 20, "nodes": 10, "storage_gb": 1000})
     return tenant
 
@@ -43,6 +46,8 @@ def test_a_tenant_admin_sees_each_resource_with_its_warning(as_user, tenant_admi
     assert 'role="status"' in text
     assert cells(text, "gpus") == ["16", "20", "80.0 %", "Warning: 80 % of the limit or more"]
     assert cells(text, "storage_gb") == ["950", "1,000", "95.0 %", "Critical: 90 % of the limit or more"]
+    assert cells(text, "storage_used_gb") == ["475", "950", "50.0 %", "Within quota"]
+    assert "Storage used (GB of the directory)" in text
 
 
 def cells(page: str, resource: str) -> list[str]:

@@ -51,6 +51,7 @@ QUOTA_LABELS = {
     "gpus": "GPUs",
     "nodes": "Nodes",
     "storage_gb": "Storage (GB)",
+    "storage_used_gb": "Storage used (GB of the directory)",
     "app_instances": "App instances",
 }
 

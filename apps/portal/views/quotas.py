@@ -26,8 +26,12 @@ def tenant_quota(request, principal, tenant_id):
     tenant = policy.get_object(
         Tenant.objects.all(), principal, Perm.TENANT_VIEW, Perm.QUOTA_VIEW, tenant_id=tenant_id
     )
+    lines = services.quota_report(tenant)
+    fill = services.storage_fill(tenant)
+    if fill is not None:
+        lines[services.STORAGE_FILL] = fill
     rows = []
-    for resource, line in services.quota_report(tenant).items():
+    for resource, line in lines.items():
         tone, state = STATES[line["warning"]] if line["limit"] is not None else ("muted", "No limit")
         rows.append({"resource": resource, **line, "tone": tone, "state": state})
     warned = [row for row in rows if row["warning"] != "none"]

@@ -8,6 +8,8 @@ from typing import Protocol
 from apps.core import simulation
 from apps.core.drivers import DriverError, load
 
+GB = 2**30  # Lustre quotas count binary gigabytes (``lfs setquota -B 10G``)
+
 
 class Ddn(Protocol):
     def create_directory(self, path: str, quota_gb: int) -> None: ...
