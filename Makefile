@@ -51,9 +51,10 @@ bench-tools:
 # `production` need PostgreSQL or Redis (decision 0035).
 SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_envelope.py \
 	tests/core/test_bad_input.py tests/core/test_pagination.py tests/core/test_idempotency.py \
-	tests/core/test_openapi.py tests/core/test_audit.py tests/metering/test_usage.py \
+	tests/core/test_openapi.py tests/core/test_audit.py tests/metering \
 	tests/allocations/test_lifecycle_api.py tests/allocations/test_quota_and_capacity.py \
-	tests/runtime/test_launch_api.py tests/ops/test_make_run_path.py tests/access/test_secrets_store.py \
+	tests/runtime/test_launch_api.py tests/runtime/test_app_instance_quota.py \
+	tests/storage/test_storage_resize.py tests/ops/test_make_run_path.py tests/access/test_secrets_store.py \
 	tests/access/test_migrate_and_rotate.py tests/access/test_project_secrets.py \
 	tests/access/test_access_credentials.py
 

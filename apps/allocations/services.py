@@ -14,7 +14,7 @@ from apps.allocations import events, pipeline
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core import audit
-from apps.core.errors import Conflict, InvalidState, NotFound, QuotaExceeded, ValidationFailed
+from apps.core.errors import Conflict, InvalidState, NotFound, ValidationFailed
 from apps.networking import services as networking
 from apps.tenancy import policy, quotas
 from apps.tenancy.models import Project, Tenant
@@ -109,19 +109,8 @@ def allocate(
     """
     policy.require(principal, Perm.ALLOCATION_MANAGE, project)
     flavor = _validate(flavor_name, os_image, count, tenant_id=project.tenant_id, network_id=network_id)
-    try:
-        allocations = _reserve(principal, project, flavor, os_image, network_id, count)
-    except QuotaExceeded as exc:
-        # Recorded after the rollback, so the denial stays on the trail.
-        audit.record(
-            principal,
-            "allocation.create",
-            target=project,
-            outcome=audit.DENIED,
-            details={"reason": "quota", **exc.details},
-        )
-        raise
-    return allocations
+    with quotas.denials_audited(principal, "allocation.create", project):
+        return _reserve(principal, project, flavor, os_image, network_id, count)
 
 
 def _reserve(
@@ -131,13 +120,7 @@ def _reserve(
         tenant = Tenant.objects.select_for_update().get(pk=project.tenant_id)
         if tenant.status != Tenant.Status.ACTIVE:
             raise InvalidState(f"The tenant is {tenant.status}; allocations need an active tenant.")
-        _, exceeded = quotas.check(tenant, {"gpus": flavor.gpus_per_node * count, "nodes": count})
-        if exceeded:
-            raise QuotaExceeded(
-                f"Quota exceeded for {exceeded['resource']}: {exceeded['used']} of {exceeded['limit']} used, "
-                f"{exceeded['requested']} requested.",
-                details=exceeded,
-            )
+        quotas.enforce(tenant, {"gpus": flavor.gpus_per_node * count, "nodes": count})
         nodes = list(
             schedulable_nodes(flavor).select_for_update(skip_locked=True).order_by("hostname")[:count]
         )

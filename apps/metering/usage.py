@@ -1,41 +1,39 @@
-"""Metered usage over a time window, and the billing export (CONTRACT.md
-``GET /api/metering/usage`` and ``GET /api/metering/export/csv``, decision 0028).
+"""Metered usage over a time window (CONTRACT.md ``GET /api/metering/usage``,
+decision 0028).
 
 Usage is measured from what the platform records as it happens: an allocation is
 used from its ``activated_at`` until its ``finished_at`` (released or failed), or
 until now while it lasts; a tenant's storage directory from its creation, at its
-quota. A window's usage is the part of each of those intervals inside the window,
-so any window can be asked, and a past window's answer does not change.
+size it had at each moment (its resizes are kept). A window's usage is the part of
+each of those intervals inside the window, so any window can be asked, a past
+window's answer does not change, and the pieces of a window add up to the whole
+exactly: usage is kept in unit-seconds (exact decimals) and turned into hours only to
+be shown. Pricing and the export are ``apps.metering.billing``.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
-from django.conf import settings
 from django.db.models import DurationField, ExpressionWrapper, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, Greatest, Least
-from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from apps.allocations.models import Allocation
 from apps.catalog.models import Flavor
-from apps.core import audit
 from apps.core.errors import ValidationFailed
+from apps.metering import utilization
 from apps.metering.models import Rate
 from apps.storage.models import TenantStorage
 from apps.tenancy.models import Project
 
 RESOURCES = ("gpu_hours", "cpu_hours", "node_hours", "cluster_hours", "storage_gb_hours")
-LABELS = {"node_hours": "Node-hours", **dict(Rate.Resource.choices)}
+LABELS = dict(Rate.Resource.choices)
 HOUR = Decimal(3600)
 QUANTITY = Decimal("0.0001")
-MONEY = Decimal("0.01")
 
 
 @dataclass(frozen=True)
@@ -45,8 +43,12 @@ class Line:
 
     project: Project | None
     resource: str
-    quantity: Decimal
+    seconds: Decimal  # unit-seconds (GPU-seconds, GB-seconds, ...), exact
     flavor: Flavor | None = None
+
+    @property
+    def quantity(self) -> Decimal:
+        return self.seconds / HOUR
 
 
 def window(start: str | None, end: str | None) -> tuple[datetime, datetime]:
@@ -95,9 +97,8 @@ def period(text: str | None) -> tuple[datetime, datetime]:
 def lines(tenant, start: datetime, end: datetime) -> list[Line]:
     """The tenant's usage in ``[start, end)``, as billable lines (none for what is 0)."""
     until = min(end, timezone.now())
-    found: list[Line] = []
     if until <= start:
-        return found
+        return []
     used = ExpressionWrapper(
         Least(Value(until), Coalesce("finished_at", Value(until)))
         - Greatest(Value(start), F("activated_at")),
@@ -120,136 +121,73 @@ def lines(tenant, start: datetime, end: datetime) -> list[Line]:
     per_project: dict[Project, dict[str, Decimal]] = {}
     for row in rows:
         project, flavor = projects[row["project_id"]], flavors[row["flavor_id"]]
-        hours = _hours(row["node"])
-        per_flavor[project, flavor] = per_flavor.get((project, flavor), Decimal(0)) + hours
+        seconds = _seconds(row["node"])
+        per_flavor[project, flavor] = per_flavor.get((project, flavor), Decimal(0)) + seconds
         sums = per_project.setdefault(project, {"gpu_hours": Decimal(0), "cpu_hours": Decimal(0)})
-        sums["gpu_hours"] += hours * row["gpus"]
-        sums["cpu_hours"] += hours * flavor.cpu_cores
-    found.extend(
-        Line(project, "node_hours", hours, flavor) for (project, flavor), hours in per_flavor.items()
-    )
+        sums["gpu_hours"] += seconds * row["gpus"]
+        sums["cpu_hours"] += seconds * flavor.cpu_cores
+    found = [
+        Line(project, "node_hours", seconds, flavor) for (project, flavor), seconds in per_flavor.items()
+    ]
     for project, sums in per_project.items():
-        found.extend(Line(project, resource, quantity) for resource, quantity in sums.items())
+        found.extend(Line(project, resource, seconds) for resource, seconds in sums.items())
+    found.append(Line(None, "storage_gb_hours", _storage_seconds(tenant, start, until)))
+    return [line for line in found if line.seconds > 0]
+
+
+def _storage_seconds(tenant, start: datetime, until: datetime) -> Decimal:
+    """GB-seconds of the tenant's directory in ``[start, until)`` at the quota it had at
+    each moment: before a resize, the size it was resized from."""
     storage = (
         TenantStorage.objects.filter(tenant=tenant, created_at__lt=until)
         .exclude(status=TenantStorage.Status.FAILED)
         .first()
     )
-    if storage is not None:
-        held = until - max(start, storage.created_at)
-        found.append(Line(None, "storage_gb_hours", _hours(held) * storage.quota_gb))
-    return [line for line in found if line.quantity > 0]
+    if storage is None:
+        return Decimal(0)
+    resizes = storage.resizes.filter(resized_at__gt=start, resized_at__lt=until).order_by("resized_at", "id")
+    since = max(start, storage.created_at)
+    total, size = Decimal(0), None
+    for resize in resizes:
+        if size is None:
+            size = resize.from_gb
+        if resize.resized_at > since:
+            total += _seconds(resize.resized_at - since) * size
+            since = resize.resized_at
+        size = resize.to_gb
+    if size is None:
+        # No resize inside the window: the size it had then is the one it was resized
+        # from next, or, without a later resize, the size it has now.
+        later = storage.resizes.filter(resized_at__gte=until).order_by("resized_at", "id").first()
+        size = later.from_gb if later else storage.quota_gb
+    return total + _seconds(until - since) * size if until > since else total
 
 
-def _hours(duration: timedelta | None) -> Decimal:
+def _seconds(duration: timedelta | None) -> Decimal:
+    """Exact: whole seconds and microseconds, never through a float."""
     if not duration:
         return Decimal(0)
-    return Decimal(duration.total_seconds()) / HOUR
+    return Decimal(duration.days * 86400 + duration.seconds) + Decimal(duration.microseconds).scaleb(-6)
 
 
 def by_project(tenant, start: datetime, end: datetime) -> list[dict]:
-    """Usage per project, each resource in hours (storage in GB-hours); the tenant's
-    storage, which no project owns, in a line of its own with ``project_id`` null."""
+    """Usage per project, each resource in hours (storage in GB-hours), with the GPU
+    utilization monitoring measured (``apps.metering.utilization``; null without a
+    measurement); the tenant's storage, which no project owns, in a line of its own
+    with ``project_id`` null."""
     totals: dict[Project | None, dict[str, Decimal]] = {
         project: dict.fromkeys(RESOURCES, Decimal(0))
         for project in Project.objects.filter(tenant=tenant).order_by("project_id")
     }
     for line in lines(tenant, start, end):
-        totals.setdefault(line.project, dict.fromkeys(RESOURCES, Decimal(0)))[line.resource] += line.quantity
+        totals.setdefault(line.project, dict.fromkeys(RESOURCES, Decimal(0)))[line.resource] += line.seconds
+    measured = utilization.measured(tenant, start, end)
     return [
         {
             "project_id": project.project_id if project else None,
             "name": project.name if project else "Tenant storage",
-            **{resource: float(amount.quantize(QUANTITY)) for resource, amount in amounts.items()},
+            **{resource: float((seconds / HOUR).quantize(QUANTITY)) for resource, seconds in amounts.items()},
+            "gpu_utilization": measured.get(project.pk) if project else None,
         }
         for project, amounts in totals.items()
     ]
-
-
-@dataclass(frozen=True)
-class Charge:
-    line: Line
-    quantity: Decimal  # rounded as billed
-    rate: Decimal
-    amount: Decimal
-
-    @property
-    def unit(self) -> str:
-        return "GB-hour" if self.line.resource == "storage_gb_hours" else "hour"
-
-    @property
-    def label(self) -> str:
-        return LABELS[self.line.resource]
-
-
-def charges(tenant, start: datetime, end: datetime) -> list[Charge]:
-    """The lines priced, by project (the tenant's storage last) and resource. Node-hours
-    are priced by their flavor, the other resources by ``metering.Rate`` (0 without)."""
-    rates = {rate.resource: rate.rate for rate in Rate.objects.all()}
-    ordered = sorted(
-        lines(tenant, start, end),
-        key=lambda line: (
-            line.project is None,
-            line.project.project_id if line.project else "",
-            RESOURCES.index(line.resource),
-            line.flavor.name if line.flavor else "",
-        ),
-    )
-    priced = []
-    for line in ordered:
-        rate = line.flavor.rate_per_node_hour if line.flavor else rates.get(line.resource, Decimal(0))
-        quantity = line.quantity.quantize(QUANTITY, ROUND_HALF_UP)
-        priced.append(Charge(line, quantity, rate, (quantity * rate).quantize(MONEY, ROUND_HALF_UP)))
-    return priced
-
-
-def export(principal, tenant, start: datetime, end: datetime) -> str:
-    """The billing CSV of ``[start, end)``: one row per project and resource, the
-    tenant's storage on a row without project; audited as ``billing.export``."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(
-        [
-            "tenant_id",
-            "project_id",
-            "period_start",
-            "period_end",
-            "resource",
-            "flavor",
-            "quantity",
-            "unit",
-            "rate",
-            "currency",
-            "amount",
-        ]
-    )
-    for charge in charges(tenant, start, end):
-        line = charge.line
-        writer.writerow(
-            [
-                tenant.tenant_id,
-                line.project.project_id if line.project else "",
-                start.isoformat(),
-                end.isoformat(),
-                line.resource,
-                line.flavor.name if line.flavor else "",
-                charge.quantity,
-                charge.unit,
-                charge.rate,
-                settings.BILLING_CURRENCY,
-                charge.amount,
-            ]
-        )
-    audit.record(
-        principal,
-        "billing.export",
-        target=tenant,
-        details={"from": start.isoformat(), "to": end.isoformat()},
-    )
-    return out.getvalue()
-
-
-def csv_response(body: str, tenant, start: datetime) -> HttpResponse:
-    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="gpuaas-{tenant.tenant_id}-{start:%Y-%m}.csv"'
-    return response

@@ -10,6 +10,7 @@ from apps.portal.views import (
     instances,
     project_detail,
     projects,
+    quotas,
     usage,
 )
 from apps.tenancy.auth import passwords
@@ -19,6 +20,7 @@ urlpatterns = [
     path("switch/", dashboard.switch_project, name="switch_project"),
     path("projects/", projects.project_list, name="project_list"),
     path("tenants/<str:tenant_id>/usage/", usage.tenant_usage, name="tenant_usage"),
+    path("tenants/<str:tenant_id>/quota/", quotas.tenant_quota, name="tenant_quota"),
     path("projects/new/", projects.project_create, name="project_create"),
     path("projects/<uuid:pk>/", project_detail.project_detail, name="project_detail"),
     path("projects/<uuid:pk>/members/", project_detail.members, name="project_members"),

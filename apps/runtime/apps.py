@@ -8,9 +8,11 @@ class RuntimeConfig(AppConfig):
     def ready(self):
         from apps.allocations.drivers import agent
         from apps.core import secrets
-        from apps.runtime import services
+        from apps.runtime import selectors, services
         from apps.runtime.models import RuntimeSecret
+        from apps.tenancy import quotas
 
         agent.register_drainer(services.drain_allocation)
+        quotas.register_usage(selectors.quota_usage)
         secrets.owned_by(RuntimeSecret)
         from apps.runtime import receivers  # noqa: F401

@@ -10,7 +10,8 @@ from apps.tenancy import policy
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
-RUNNING = AppInstance.State.RUNNING
+State = AppInstance.State
+RUNNING = State.RUNNING
 
 
 def visible_instances(principal: Principal) -> QuerySet[AppInstance]:
@@ -55,3 +56,9 @@ def runtime_secret(instance: AppInstance, name: str) -> str | None:
         return secrets.store().read(secret.secret_path)
     except secrets.SecretNotFound:
         return None
+
+
+def quota_usage(tenant) -> dict[str, int]:
+    """The app instances the tenant holds (``apps.tenancy.quotas``): every one not yet
+    deleted, a stopped or failed one too, since starting it again takes no new quota."""
+    return {"app_instances": AppInstance.objects.filter(tenant=tenant).exclude(state=State.DELETED).count()}

@@ -35,7 +35,7 @@ from apps.runtime.models import (
 )
 from apps.runtime.selectors import visible_instances
 from apps.runtime.states import transition
-from apps.tenancy import policy
+from apps.tenancy import policy, quotas
 from apps.tenancy.models import Project
 from apps.tenancy.principal import Grant, Principal, for_user
 from apps.tenancy.roles import Perm, Role
@@ -172,7 +172,23 @@ def launch(
     if errors:
         raise ValidationFailed("Some parameters are not valid.", details={"parameters": errors})
     ids = _allocation_ids(manifest, allocation_id, allocation_ids)
+    with quotas.denials_audited(principal, "instance.launch", project):
+        return _launch(principal, project, app, app_version, cleaned, ids, name)
+
+
+def _launch(
+    principal: Principal,
+    project: Project,
+    app: App,
+    app_version: AppVersion,
+    cleaned: dict,
+    ids: list,
+    name: str,
+) -> Operation:
+    manifest = app_version.manifest
     with transaction.atomic():
+        # The tenant first, then its nodes: the order allocating takes them in.
+        quotas.enforce(project.tenant, {"app_instances": 1})
         allocations = [_placement(project, pk) for pk in ids]
         # Serializes launches per node; in one order, so two cluster launches cannot deadlock.
         list(Node.objects.select_for_update().filter(pk__in=[a.node_id for a in allocations]).order_by("pk"))

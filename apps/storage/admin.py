@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from apps.core.admin import ReadOnlyModelAdmin
-from apps.storage.models import TenantStorage
+from apps.core.admin import ReadOnlyInline, ReadOnlyModelAdmin
+from apps.storage.models import StorageResize, TenantStorage
+
+
+class StorageResizeInline(ReadOnlyInline):
+    """Every size the directory had: storage is billed at each for its time."""
+
+    model = StorageResize
+    fields = ("resized_at", "from_gb", "to_gb", "resized_by")
+    readonly_fields = fields
 
 
 @admin.register(TenantStorage)
@@ -29,3 +37,4 @@ class TenantStorageAdmin(ReadOnlyModelAdmin):
         "updated_at",
     )
     readonly_fields = fields
+    inlines = (StorageResizeInline,)

@@ -35,3 +35,23 @@ class TenantStorage(UUIDModel):
     @property
     def scope_ids(self):
         return self.tenant_id, None
+
+
+class StorageResize(UUIDModel):
+    """A change of a tenant directory's quota, kept so that storage is billed at the
+    size it had at each moment (``apps.metering.usage``)."""
+
+    storage = models.ForeignKey(TenantStorage, on_delete=models.CASCADE, related_name="resizes")
+    from_gb = models.PositiveIntegerField()
+    to_gb = models.PositiveIntegerField()
+    resized_at = models.DateTimeField(db_index=True)
+    resized_by = models.CharField(max_length=255)
+
+    tenant_path = "storage__tenant_id"
+    project_path = None
+
+    class Meta:
+        ordering = ["resized_at"]
+
+    def __str__(self):
+        return f"{self.storage} {self.from_gb} -> {self.to_gb} GB"

@@ -6,13 +6,14 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from apps.core import audit
 from apps.core.drivers import DriverError
-from apps.core.errors import Unavailable
+from apps.core.errors import InvalidState, Unavailable, ValidationFailed
 from apps.storage.drivers import ddn, ufm
-from apps.storage.models import TenantStorage
-from apps.tenancy import policy
+from apps.storage.models import StorageResize, TenantStorage
+from apps.tenancy import policy, quotas
 from apps.tenancy.models import Tenant
 from apps.tenancy.onboarding import StepFailed
 from apps.tenancy.principal import Principal
@@ -117,10 +118,16 @@ def create_tenant_storage(
     """``POST /api/storage/tenant``: idempotent per tenant; ``True`` when this call made it ready.
 
     A storage record left half-done by an earlier failure is not "existing": the
-    call that finishes it answers as its creator.
+    call that finishes it answers as its creator. A ``quota_gb`` other than the
+    ready directory's resizes it (``resize_tenant_storage``).
     """
     policy.require(principal, Perm.STORAGE_MANAGE, tenant)
     existed = TenantStorage.objects.filter(tenant=tenant, status=TenantStorage.Status.READY).exists()
+    if existed and quota_gb is not None:
+        return resize_tenant_storage(principal, tenant, quota_gb), False
+    if quota_gb is not None and not TenantStorage.objects.filter(tenant=tenant).exists():
+        with quotas.denials_audited(principal, "storage.provision", tenant), transaction.atomic():
+            quotas.enforce(tenant, {"storage_gb": quota_gb})
     try:
         storage = provision_tenant_storage(tenant, tier=tier, quota_gb=quota_gb, principal=principal)
     except DriverError as exc:
@@ -129,7 +136,105 @@ def create_tenant_storage(
         raise Unavailable(
             f"Tenant storage could not be provisioned now: {exc}", retry_after=RETRY_AFTER
         ) from exc
+    if quota_gb is not None and quota_gb != storage.quota_gb:
+        # Reserved by an earlier, failed call at another size: this call's size holds.
+        storage = resize_tenant_storage(principal, tenant, quota_gb)
     return storage, not existed
+
+
+def resize_tenant_storage(principal: Principal, tenant: Tenant, quota_gb: int) -> TenantStorage:
+    """Give the tenant's directory a new quota on DDN: growing takes tenant quota
+    (``storage_gb``, 422 past it), shrinking may not go below what its files use (400).
+
+    The new size is recorded first, so it counts against the tenant's quota at once
+    and two requests cannot both pass on the same headroom; DDN is asked after the
+    commit, with nothing locked while it answers. If DDN fails, the record goes back to
+    the old size (503). Every call, the size the directory already has too, converges
+    DDN on the record: a retry finishes what a crash between the two left.
+    """
+    policy.require(principal, Perm.STORAGE_MANAGE, tenant)
+    storage = TenantStorage.objects.filter(tenant=tenant).first()
+    if storage is None or storage.status != TenantStorage.Status.READY:
+        raise InvalidState("The tenant's storage is not ready; create it first.")
+    change = None
+    try:
+        if quota_gb < storage.quota_gb:
+            _require_room(principal, storage, quota_gb)
+        with quotas.denials_audited(principal, "storage.resize", tenant):
+            change = _record_size(principal, storage, quota_gb)
+        _converge(storage)
+    except DriverError as exc:
+        if change is not None:
+            _undo(change)
+        audit.record(
+            principal, "storage.resize", target=storage, outcome=audit.FAILURE, details={"reason": str(exc)}
+        )
+        raise Unavailable(f"Tenant storage could not be resized now: {exc}", retry_after=RETRY_AFTER) from exc
+    if change is not None:
+        audit.record(
+            principal,
+            "storage.resize",
+            target=storage,
+            details={"from_gb": change.from_gb, "to_gb": change.to_gb},
+        )
+    storage.refresh_from_db()
+    return storage
+
+
+def _require_room(principal: Principal, storage: TenantStorage, quota_gb: int) -> None:
+    used = ddn.driver().used_bytes(storage.path)
+    if used <= quota_gb * ddn.GB:
+        return
+    needed_gb = -(-used // ddn.GB)
+    audit.record(
+        principal,
+        "storage.resize",
+        target=storage,
+        outcome=audit.DENIED,
+        details={"reason": "below_used", "requested_gb": quota_gb, "used_bytes": used},
+    )
+    raise ValidationFailed(
+        "The new quota is smaller than what the tenant's files take.",
+        details={"quota_gb": [f"{used} bytes are in use; the quota may not go below {needed_gb} GB."]},
+    )
+
+
+def _record_size(principal: Principal, storage: TenantStorage, quota_gb: int) -> StorageResize | None:
+    with transaction.atomic():
+        current = TenantStorage.objects.select_for_update().get(pk=storage.pk)
+        if quota_gb == current.quota_gb:
+            return None
+        if quota_gb > current.quota_gb:
+            quotas.enforce(current.tenant, {"storage_gb": quota_gb - current.quota_gb})
+        change = StorageResize.objects.create(
+            storage=current,
+            from_gb=current.quota_gb,
+            to_gb=quota_gb,
+            resized_at=timezone.now(),
+            resized_by=principal.name,
+        )
+        TenantStorage.objects.filter(pk=current.pk).update(quota_gb=quota_gb, updated_at=timezone.now())
+    return change
+
+
+def _converge(storage: TenantStorage) -> None:
+    """DDN at the recorded size; asked again when another resize recorded a new size
+    while DDN answered, so the last one recorded is the one DDN keeps."""
+    for _ in range(3):
+        size = TenantStorage.objects.values_list("quota_gb", flat=True).get(pk=storage.pk)
+        ddn.driver().set_quota(storage.path, size)
+        if TenantStorage.objects.filter(pk=storage.pk, quota_gb=size).exists():
+            return
+    raise DriverError("the directory's size kept changing while DDN was asked")
+
+
+def _undo(change: StorageResize) -> None:
+    with transaction.atomic():
+        # Only while no later resize followed: that one's converging sets DDN anyway.
+        if TenantStorage.objects.filter(pk=change.storage_id, quota_gb=change.to_gb).update(
+            quota_gb=change.from_gb, updated_at=timezone.now()
+        ):
+            change.delete()
 
 
 def attach_node(tenant_pk, node) -> dict:

@@ -6,7 +6,7 @@ from apps.tenancy import quotas
 from apps.tenancy.models import Membership, Project, Tenant
 from apps.tenancy.roles import Role
 
-DEMO_QUOTA = {"gpus": 256, "nodes": 32, "storage_gb": 102400}
+DEMO_QUOTA = {"gpus": 256, "nodes": 32, "storage_gb": 102400, "app_instances": 256}
 
 
 def bootstrap(stdout) -> None:

@@ -8,15 +8,23 @@ the storage sit above tenancy, so each registers its count in its
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 
-from apps.tenancy.models import Quota
+from apps.core import audit
+from apps.core.errors import QuotaExceeded
+from apps.tenancy.models import Quota, Tenant
 
-DEFAULT_QUOTA = {"gpus": 64, "nodes": 8, "storage_gb": 10240}
+DEFAULT_QUOTA = {"gpus": 64, "nodes": 8, "storage_gb": 10240, "app_instances": 64}
 QUOTA_MAX = 2**63 - 1  # what the database keeps (BigIntegerField)
+
+# Sent after the commit of a transaction that took quota (``enforce``), with ``tenant``:
+# metering follows the 80/90 % warnings on it.
+quota_taken = Signal()
 
 _usage_sources: list[Callable[[object], dict[str, int]]] = []
 
@@ -89,3 +97,37 @@ def check(tenant, requested: dict[str, int]) -> tuple[dict[str, dict], dict | No
                 "requested": amount,
             }
     return items, exceeded
+
+
+def enforce(tenant, requested: dict[str, int]) -> Tenant:
+    """Take ``requested`` against the limits or raise ``QuotaExceeded`` (422).
+
+    The one place every domain checks before it takes a resource: inside the caller's
+    transaction it locks the tenant row, so two requests of one tenant cannot both
+    pass on the same headroom; the lock holds until the caller's commit, after its
+    new rows count. Answers the locked tenant.
+    """
+    locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    _, exceeded = check(locked, requested)
+    if exceeded:
+        raise QuotaExceeded(
+            f"Quota exceeded for {exceeded['resource']}: {exceeded['used']} of {exceeded['limit']} used, "
+            f"{exceeded['requested']} requested.",
+            details=exceeded,
+        )
+    transaction.on_commit(lambda: quota_taken.send(sender=Tenant, tenant=locked))
+    return locked
+
+
+@contextmanager
+def denials_audited(principal, action: str, target) -> Iterator[None]:
+    """Around the transaction that calls ``enforce``: a refusal is audited as
+    ``action`` denied once that transaction has rolled back, so the denial stays on
+    the trail."""
+    try:
+        yield
+    except QuotaExceeded as exc:
+        audit.record(
+            principal, action, target=target, outcome=audit.DENIED, details={"reason": "quota", **exc.details}
+        )
+        raise

@@ -43,6 +43,7 @@ class Perm(models.TextChoices):
     QUOTA_VIEW = "quota.view"
     QUOTA_MANAGE = "quota.manage"
     USAGE_VIEW = "usage.view"
+    BILLING_ADJUST = "billing.adjust"
     ALLOCATION_VIEW = "allocation.view"
     ALLOCATION_MANAGE = "allocation.manage"
     INSTANCE_VIEW = "instance.view"

@@ -75,6 +75,7 @@ def test_usage_per_project_counts_only_the_hours_inside_the_window(api, ccp_issu
         "cpu_hours": 112 * (12 + live_hours),
         "cluster_hours": 0,
         "storage_gb_hours": 0,
+        "gpu_utilization": None,  # no metrics provider: not measured, not 0 %
     }
     assert (rows["cell-2"]["node_hours"], rows["cell-2"]["gpu_hours"], rows["cell-2"]["cpu_hours"]) == (
         1.5,
@@ -134,8 +135,8 @@ def export(api, token, **query):
 
 def test_the_billing_export_prices_each_project_and_resource(api, ccp_issuer, october, settings):
     settings.BILLING_CURRENCY = "EUR"
-    Rate.objects.create(resource="storage_gb_hours", rate=Decimal("0.0001"))
-    Rate.objects.create(resource="gpu_hours", rate=Decimal("0"))
+    Rate.objects.create(resource="storage_gb_hours", rate=Decimal("0.0001"), effective_from=OCTOBER)
+    Rate.objects.create(resource="gpu_hours", rate=Decimal("0"), effective_from=OCTOBER)
     token = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
     response = export(api, token, tenant_id="acme", period="2026-10")
     assert response.status_code == 200, response.content
@@ -166,7 +167,7 @@ def test_the_billing_export_prices_each_project_and_resource(api, ccp_issuer, oc
     assert lines[("cell-2", "cpu_hours", "")]["amount"] == "0.00"  # no rate for CPU-hours: listed at 0
     assert all(row["tenant_id"] == "acme" for row in rows)
     event = AuditEvent.objects.get(action="billing.export")
-    assert event.details == {"from": OCTOBER.isoformat(), "to": NOVEMBER.isoformat()}
+    assert event.details == {"from": OCTOBER.isoformat(), "to": NOVEMBER.isoformat(), "final": True}
 
 
 def test_the_billing_export_wants_a_month_and_a_tenant_in_scope(api, ccp_issuer, october):

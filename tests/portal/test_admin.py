@@ -27,6 +27,11 @@ MODELS = [
     "tenancy.quota",
     "access.accesscredential",
     "access.projectsecret",
+    "metering.rate",
+    "metering.billingexport",
+    "metering.billingadjustment",
+    "metering.quotacrossing",
+    "storage.tenantstorage",
 ]
 
 

@@ -6,10 +6,15 @@ from __future__ import annotations
 import csv
 import io
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 
+from apps.catalog.models import Flavor
 from apps.core.models import AuditEvent
+from apps.metering import services
+from apps.metering.models import BillingExport, Rate
+from apps.tenancy.principal import for_user
 from tests.factories import FlavorFactory
 from tests.support.fleet import made_allocation, make_nodes
 from tests.support.members import member
@@ -61,3 +66,31 @@ def test_project_roles_and_other_tenants_do_not_see_the_tenants_charges(as_user,
         "/tenants/acme/usage/"
         not in as_user(member("project_admin", project=project)).get("/").content.decode()
     )
+
+
+def test_an_exported_month_is_shown_as_exported_with_the_corrections_of_earlier_months(
+    as_user, billing_admin, platform_admin, october
+):
+    client = as_user(billing_admin)
+    BillingExport.objects.create(
+        tenant=october.tenant, period=datetime(2026, 9, 1).date(), body="", sha256=""
+    )
+    services.record_adjustment(
+        for_user(platform_admin), october.tenant, month="2026-09", amount="-5.00", reason="Outage credit"
+    )
+    client.get("/tenants/acme/usage/", {"month": "2026-10", "format": "csv"})  # October exported
+    flavor = Flavor.objects.get(name="h100-8x")
+    Rate.objects.create(
+        resource="node_hours",
+        flavor=flavor,
+        rate=Decimal("99"),
+        effective_from=datetime(2026, 10, 1, tzinfo=UTC),
+    )
+
+    text = " ".join(client.get("/tenants/acme/usage/", {"month": "2026-10"}).content.decode().split())
+    assert "Exported on" in text
+    assert "105.00" in text  # the price it was exported at, not the rate added since
+    assert "Adjustment" in text
+    assert "of 2026-09:" in text
+    assert "Outage credit" in text
+    assert "100.00" in text  # the total: 105 less the 5 credited

@@ -6,7 +6,7 @@ from rest_framework.response import Response
 
 from apps.core.errors import ValidationFailed
 from apps.core.idempotency import idempotent
-from apps.metering import services, usage
+from apps.metering import billing, services, usage
 from apps.tenancy import policy
 from apps.tenancy.api.base import BaseAPIView
 from apps.tenancy.models import Tenant
@@ -63,6 +63,11 @@ class ProjectUsageSerializer(serializers.Serializer):
     node_hours = serializers.FloatField()
     cluster_hours = serializers.FloatField()
     storage_gb_hours = serializers.FloatField()
+    gpu_utilization = serializers.FloatField(
+        allow_null=True,
+        help_text="Mean measured GPU utilization (DCGM_FI_DEV_GPU_UTIL, percent) of the project's GPUs "
+        "while allocated in the window, beside the billed gpu_hours; null when not measured",
+    )
 
 
 # Built with type(): one of its fields is named "from", a Python keyword.
@@ -116,4 +121,4 @@ class BillingExportView(BaseAPIView):
     def get(self, request):
         tenant = _tenant_for(self.principal, request.query_params.get("tenant_id"), Perm.USAGE_VIEW)
         start, end = usage.period(request.query_params.get("period"))
-        return usage.csv_response(usage.export(self.principal, tenant, start, end), tenant, start)
+        return billing.csv_response(billing.export(self.principal, tenant, start, end), tenant, start)

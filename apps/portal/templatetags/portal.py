@@ -33,6 +33,7 @@ SECTIONS = {
     "instance_detail": "apps",
     "instance_action": "apps",
     "instance_share": "apps",
+    "tenant_quota": "dashboard",
 }
 
 TONES = {
@@ -46,7 +47,13 @@ TONES = {
     "revoked": "muted",
 }
 
-QUOTA_LABELS = {"gpus": "GPUs", "nodes": "Nodes", "storage_gb": "Storage (GB)"}
+QUOTA_LABELS = {
+    "gpus": "GPUs",
+    "nodes": "Nodes",
+    "storage_gb": "Storage (GB)",
+    "storage_used_gb": "Storage used (GB of the directory)",
+    "app_instances": "App instances",
+}
 
 
 @register.simple_tag(takes_context=True)
@@ -73,6 +80,12 @@ def page_query(context, param: str, number) -> str:
     """``{% querystring %}`` for a page parameter named by a variable: a tab with two
     paged lists gives each its own (``page``, ``tenant_page``)."""
     return querystring(context, **{param: number})
+
+
+@register.filter
+def meter_step(percent: float) -> int:
+    """A bar's width class (``pct-N``) in 5 % steps: the CSP allows no inline style."""
+    return int(min(100, max(0, 5 * round(percent / 5))))
 
 
 @register.filter

@@ -33,6 +33,7 @@ from apps.portal.htmx import (
     refreshing,
     render_page_or_fragment,
 )
+from apps.portal.templatetags.portal import meter_step
 from apps.portal.views.base import filtered, portal_view, refusal_on, scoped_project
 from apps.portal.views.project_detail import _tabs
 from apps.tenancy import policy
@@ -214,7 +215,7 @@ def _plan_context(plan) -> dict:
         percent = 100.0 * after / limit if limit else (100.0 if after else 0.0)
         level = "over" if after > limit else warning_level(percent)
         # Widths in 5 % steps: the CSP allows no inline style, so the bar is a class.
-        used_width = _step(100.0 * used / limit if limit else (100.0 if used else 0.0))
+        used_width = meter_step(100.0 * used / limit if limit else (100.0 if used else 0.0))
         rows.append(
             {
                 "resource": resource,
@@ -223,14 +224,10 @@ def _plan_context(plan) -> dict:
                 "percent": round(percent),
                 "over_by": max(0, after - limit),
                 "used_width": used_width,
-                "added_width": max(0, _step(percent) - used_width),
+                "added_width": max(0, meter_step(percent) - used_width),
             }
         )
     return {"plan": plan, "quota_rows": rows}
-
-
-def _step(percent: float) -> int:
-    return int(min(100, max(0, 5 * round(percent / 5))))
 
 
 @require_http_methods(["GET", "HEAD", "POST"])

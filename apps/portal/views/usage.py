@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from apps.core.errors import ValidationFailed
-from apps.metering import usage
+from apps.metering import billing, usage
 from apps.portal.views.base import portal_view
 from apps.tenancy import policy
 from apps.tenancy.models import Tenant
@@ -45,8 +45,8 @@ def tenant_usage(request, principal, tenant_id):
         error, status, month = "Choose a month as YYYY-MM.", 400, f"{now:%Y-%m}"
         start, end = usage.period(month)
     if request.GET.get("format") == "csv" and not error:
-        return usage.csv_response(usage.export(principal, tenant, start, end), tenant, start)
-    charges = usage.charges(tenant, start, end)
+        return billing.csv_response(billing.export(principal, tenant, start, end), tenant, start)
+    rows, record = billing.statement(tenant, start, end)
     return render(
         request,
         "portal/usage.html",
@@ -55,8 +55,11 @@ def tenant_usage(request, principal, tenant_id):
             "month": month,
             "months": sorted(set(_months(now)) | {month}, reverse=True),
             "so_far": start <= now < end,
-            "charges": charges,
-            "total": sum((charge.amount for charge in charges), start=Decimal(0)),
+            "rows": rows,
+            "exported": record,
+            "month_start": start,
+            "month_end": end,
+            "total": sum((row.amount for row in rows), start=Decimal(0)),
             "currency": settings.BILLING_CURRENCY,
             "error": error,
         },

@@ -5,7 +5,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.core.idempotency import idempotent
-from apps.core.schema import UNAVAILABLE
+from apps.core.schema import QUOTA_EXCEEDED, UNAVAILABLE
 from apps.storage import services
 from apps.storage.models import TenantStorage
 from apps.tenancy import policy
@@ -17,7 +17,12 @@ from apps.tenancy.roles import Perm
 class TenantStorageRequestSerializer(serializers.Serializer):
     tenant_id = serializers.CharField(max_length=64, validators=[ccp_identifier])
     tier = serializers.CharField(max_length=32, required=False)
-    quota_gb = serializers.IntegerField(required=False, min_value=1)
+    quota_gb = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=2**31 - 1,
+        help_text="On existing storage: the directory's new quota (resize); growing takes tenant quota",
+    )
 
 
 class TenantStorageSerializer(serializers.ModelSerializer):
@@ -31,8 +36,13 @@ class TenantStorageSerializer(serializers.ModelSerializer):
 class TenantStorageView(BaseAPIView):
     @extend_schema(
         request=TenantStorageRequestSerializer,
-        responses={201: TenantStorageSerializer, 200: TenantStorageSerializer, 503: UNAVAILABLE},
-        summary="Tenant Lustre directory, NodeMap and PKey (idempotent per tenant)",
+        responses={
+            201: TenantStorageSerializer,
+            200: TenantStorageSerializer,
+            422: QUOTA_EXCEEDED,
+            503: UNAVAILABLE,
+        },
+        summary="Tenant Lustre directory, NodeMap and PKey (idempotent per tenant); resize with quota_gb",
     )
     @idempotent
     def post(self, request):

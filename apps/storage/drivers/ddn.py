@@ -8,12 +8,16 @@ from typing import Protocol
 from apps.core import simulation
 from apps.core.drivers import DriverError, load
 
+GB = 2**30  # Lustre quotas count binary gigabytes (``lfs setquota -B 10G``)
+
 
 class Ddn(Protocol):
     def create_directory(self, path: str, quota_gb: int) -> None: ...
     def create_nodemap(self, nodemap: str, path: str) -> None: ...
     def add_node(self, nodemap: str, hostname: str) -> None: ...
     def remove_node(self, nodemap: str, hostname: str) -> None: ...
+    def set_quota(self, path: str, quota_gb: int) -> None: ...
+    def used_bytes(self, path: str) -> int: ...
 
 
 def driver() -> Ddn:
@@ -45,3 +49,19 @@ class SimulatedDdn:
         with simulation.locked(self.system, "nodemap", nodemap) as resource:
             if resource is not None:
                 simulation.update(resource, nodes=sorted(set(resource.state["nodes"]) - {hostname}))
+
+    def set_quota(self, path: str, quota_gb: int) -> None:
+        simulation.inject(self.system, "set_quota", path)
+        with simulation.locked(self.system, "directory", path) as resource:
+            if resource is None:
+                raise DriverError(f"DDN has no directory {path}", transient=False)
+            simulation.update(resource, quota_gb=quota_gb)
+
+    def used_bytes(self, path: str) -> int:
+        """What the tenant's files take; the simulated world fills a directory only when
+        a drill or test says so (``used_bytes`` in its state)."""
+        simulation.inject(self.system, "used_bytes", path)
+        resource = simulation.get(self.system, "directory", path)
+        if resource is None:
+            raise DriverError(f"DDN has no directory {path}", transient=False)
+        return int(resource.state.get("used_bytes", 0))

@@ -1,0 +1,3 @@
+BEAT_SCHEDULE = {
+    "sweep-quota-thresholds": {"task": "apps.metering.tasks.sweep_quota_thresholds", "schedule": 60.0},
+}
