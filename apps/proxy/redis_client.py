@@ -5,7 +5,8 @@ reads its decision and counts its connection here, so a Redis that stops answeri
 must fail requests quickly rather than hold them: each command has a timeout, and
 the pool is bounded (a burst waits for a connection for as long as a command may
 take, then fails), so a thousand WebSockets closing at once cannot open a thousand
-connections. The callers answer ``Unavailable`` with 503.
+connections. The callers answer ``Unavailable`` with 503. A cancelled command stops
+(``cancellable``): the socket watchers loop on Redis until they are cancelled.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from apps.core.redis_pools import cancellable
 from apps.proxy.perloop import PerLoop
 
 log = logging.getLogger(__name__)
@@ -40,12 +42,14 @@ def client(url: str) -> redis.Redis:
     found = clients.get(url)
     if found is None:
         timeout = settings.PROXY_REDIS_TIMEOUT_SECONDS
-        pool = redis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=settings.PROXY_REDIS_CONNECTIONS,
-            timeout=timeout,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
+        pool = cancellable(
+            redis.BlockingConnectionPool.from_url(
+                url,
+                max_connections=settings.PROXY_REDIS_CONNECTIONS,
+                timeout=timeout,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+            )
         )
         found = clients[url] = redis.Redis(connection_pool=pool)
     return found
