@@ -91,10 +91,10 @@ class _Batch:
             self.sender = None
 
     async def _send(self, batch: list) -> None:
-        pipe = client(self.url).pipeline(transaction=False)
-        for script, keys, args, _, _ in batch:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
         try:
+            pipe = client(self.url).pipeline(transaction=False)
+            for script, keys, args, _, _ in batch:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
             replies = await pipe.execute(raise_on_error=False)
         except (RedisConnectionError, RedisTimeoutError) as exc:
             replies = [Unavailable(f"Redis did not answer: {exc}") for _ in batch]
