@@ -33,6 +33,7 @@ changes to docker/nginx.conf and its Lua.
     .venv/bin/python benchmarks/proxy.py --quick         # CI smoke: 2 s per target, 10 s hold
     .venv/bin/python benchmarks/proxy.py --instructions  # about a minute, needs valgrind
     .venv/bin/python benchmarks/proxy.py --goal-only     # the nginx goal's rounds alone
+    .venv/bin/python benchmarks/proxy.py --asgi-only     # the ASGI goal's rounds alone
 
 Needs PostgreSQL and Redis (``make services``), Debian's ``nginx`` with its Lua
 module (``make nginx``), ``wrk`` (``apt-get install wrk``) and configurable-http-proxy
@@ -122,6 +123,11 @@ def parse_args() -> argparse.Namespace:
         "--goal-only",
         action="store_true",
         help="instead: only the nginx goal's alternating rounds (about a minute)",
+    )
+    parser.add_argument(
+        "--asgi-only",
+        action="store_true",
+        help="instead: only the ASGI goal's alternating rounds with configurable-http-proxy (about a minute)",
     )
     args = parser.parse_args()
     args.duration = args.duration or (2 if args.quick else 10)
@@ -663,6 +669,22 @@ def measure_share(targets: dict[str, Target], args) -> Rounds:
     return rounds
 
 
+def measure_asgi_share(targets: dict[str, Target], args) -> list[float]:
+    """The ASGI proxy's requests per CPU-second over configurable-http-proxy's, in
+    alternating rounds of each (for a change to the ASGI proxy: about a minute)."""
+    ratios = []
+    for _ in range(args.share_rounds):
+        asgi = wrk(targets["asgi"], args.share_seconds, args.connections)
+        chp = wrk(targets["chp"], args.share_seconds, args.connections)
+        ratios.append((asgi.rps / asgi.cpu_cores) / (chp.rps / chp.cpu_cores))
+        print(
+            f"ASGI proxy {asgi.rps:,.0f} req/s on {asgi.cpu_cores:.2f} cores, p99 {asgi.p99_ms:.2f} ms; "
+            f"configurable-http-proxy {chp.rps:,.0f} req/s on {chp.cpu_cores:.2f} cores, "
+            f"p99 {chp.p99_ms:.2f} ms: {ratios[-1]:.2f}x per core"
+        )
+    return ratios
+
+
 def echo_through(pool, target: Target, connections: int, duration: float) -> dict:
     """``echo_load`` in the client process, its failure named after the target."""
     try:
@@ -920,6 +942,21 @@ def page() -> str:
     return ("<!doctype html>\n<html><body><table>\n" + "".join(lines))[:PAGE_BYTES]
 
 
+def measure_one_thing(targets: dict[str, Target], args) -> None:
+    """``--instructions``, ``--goal-only`` or ``--asgi-only`` in place of the whole run."""
+    if args.instructions:
+        measure_instructions({key: targets[key] for key in ("dataplane", "plain")})
+    elif args.goal_only:
+        rounds = measure_share(targets, args)
+        print(
+            f"median: {statistics.median(rounds.shares):.0%}, "
+            f"p99 added {statistics.median(rounds.added_p99_ms):+.2f} ms"
+        )
+    else:
+        ratios = measure_asgi_share(targets, args)
+        print(f"median: {statistics.median(ratios):.2f}x configurable-http-proxy's req/s per core")
+
+
 def run(args, env: dict[str, str], var_dir: Path, ports: dict[str, int], processes: Processes) -> int:
     html = var_dir / "upstream" / "html"
     html.mkdir(parents=True)
@@ -992,15 +1029,8 @@ def run(args, env: dict[str, str], var_dir: Path, ports: dict[str, int], process
         "plain": via("nginx proxy_pass (no auth: reference)", ports["plain"], [processes.add(plain)]),
         "chp": via("configurable-http-proxy 5.2.0 (peer)", ports["chp"], [processes.add(chp())]),
     }
-    if args.instructions:
-        measure_instructions({key: targets[key] for key in ("dataplane", "plain")})
-        return 0
-    if args.goal_only:
-        rounds = measure_share(targets, args)
-        print(
-            f"median: {statistics.median(rounds.shares):.0%}, "
-            f"p99 added {statistics.median(rounds.added_p99_ms):+.2f} ms"
-        )
+    if args.instructions or args.goal_only or args.asgi_only:
+        measure_one_thing(targets, args)
         return 0
     http = measure_http(targets, args)
     rounds = measure_share(targets, args)

@@ -202,9 +202,10 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
     CHANNEL_LAYERS = {
         # redis-py 8 times out channels_redis' blocking reads without an explicit
-        # socket timeout longer than its 5 s BZPOPMIN (django/channels_redis#422).
+        # socket timeout longer than its 5 s BZPOPMIN (django/channels_redis#422); the
+        # layer's own class lets a consumer's cancellation through (apps/core/redis_pools.py).
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "apps.core.redis_pools.RedisChannelLayer",
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
         }
     }

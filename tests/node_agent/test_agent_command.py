@@ -43,6 +43,9 @@ class Command:
                 str(state_dir),
                 "--executor",
                 "process",
+                # A revoked credential shows on the next heartbeat: within a second.
+                "--heartbeat-seconds",
+                "1",
             ],
             cwd=ROOT,
             env=env,

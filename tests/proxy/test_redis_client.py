@@ -94,6 +94,43 @@ def test_an_error_reply_fails_only_its_own_command(url, direct):
         direct.delete(name, "gpuaas:test:redis-client:text")
 
 
+def test_many_scripts_in_flight_each_get_their_own_reply_or_error(url, direct):
+    # Scripts asked for together go out in shared pipelines; one that Redis refuses
+    # fails its own caller only, and the counts given back without waiting all arrive.
+    counters = [key() for _ in range(200)]
+    incr = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
+
+    async def run():
+        replies = [redis_client.run_script(url, incr, [name], [n]) for n, name in enumerate(counters, 1)]
+        wrong = redis_client.run_script(url, incr, ["gpuaas:test:redis-client:text"], [1])
+        results = await asyncio.gather(*replies, wrong, return_exceptions=True)
+        for name in counters:
+            redis_client.run_script_unawaited(url, incr, [name], [-1], failed="not given back")
+        # Pipelines go out in order: a script asked for now is answered after them.
+        await redis_client.run_script(url, "return 1", [], [])
+        return results
+
+    direct.set("gpuaas:test:redis-client:text", "not a number")
+    try:
+        *replies, wrong = asyncio.run(run())
+        assert replies == list(range(1, 201))
+        assert isinstance(wrong, ResponseError)
+        assert [int(value) for value in direct.mget(counters)] == list(range(200))
+    finally:
+        direct.delete(*counters, "gpuaas:test:redis-client:text")
+
+
+def test_scripts_waiting_on_a_server_that_stops_answering_all_fail(settings, stalled):
+    settings.PROXY_REDIS_TIMEOUT_SECONDS = 0.5
+
+    async def run():
+        waiting = [redis_client.run_script(stalled, "return 1", [key()], []) for _ in range(20)]
+        # The outer bound only keeps a hanging client from hanging the test.
+        return await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), timeout=30)
+
+    assert all(isinstance(reply, redis_client.Unavailable) for reply in asyncio.run(run()))
+
+
 def test_a_script_runs_again_after_redis_forgot_it(url, direct):
     source = f"return '{key()}'"
 

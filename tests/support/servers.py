@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -55,6 +56,16 @@ class ThreadedUvicorn:
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.05)
         return self
+
+    def busy(self) -> tuple[int, int]:
+        """Open connections and running tasks (the server's own aside) on the server's loop."""
+
+        async def others() -> int:
+            return len(asyncio.all_tasks()) - 2  # this one and uvicorn's serve()
+
+        loop = self.server.servers[0].get_loop()
+        tasks = asyncio.run_coroutine_threadsafe(others(), loop).result(timeout=10)
+        return len(self.server.server_state.connections), tasks
 
     def stop(self) -> None:
         self.server.should_exit = True

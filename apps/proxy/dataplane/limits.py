@@ -4,16 +4,20 @@ proxy process shares the count, and in process on the embedded default.
 
 One command each way: a script counts the connection on both keys only if both
 stay within their limits (and reads the request's decision keys in the same
-command, ``apps.proxy.access.admit``), another gives it back.
+command, ``apps.proxy.access.admit``), another gives it back: the counts given back
+in one turn of the event loop, together.
 Each key gets an expiry on every count: a process that dies holding connections
 leaks its counts only until then.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from typing import TYPE_CHECKING, NamedTuple
 
 from apps.proxy import redis_client
+from apps.proxy.perloop import PerLoop
 
 if TYPE_CHECKING:
     from apps.proxy.access import Target
@@ -38,8 +42,10 @@ if #KEYS > 2 then
 end
 return {counted, {}}
 """
-_RELEASE = "redis.call('DECR', KEYS[1]) redis.call('DECR', KEYS[2])"
+# KEYS: counters; ARGV: how many to give back on each.
+_RELEASE = "for i, key in ipairs(KEYS) do redis.call('DECRBY', key, ARGV[i]) end"
 _local: dict[str, int] = {}
+_given_back: PerLoop[dict[str, Counter]] = PerLoop(dict)
 
 
 class Count(NamedTuple):
@@ -77,13 +83,13 @@ async def acquire(
 def release(count: Count) -> None:
     """Give a connection back. Not awaited: the request is over."""
     if count.redis_url:
-        redis_client.run_script_unawaited(
-            count.redis_url,
-            _RELEASE,
-            keys=[count.instance_key, count.user_key],
-            args=[],
-            failed="a proxied connection's count was not given back (it expires in an hour)",
-        )
+        pending = _given_back.get()
+        given = pending.get(count.redis_url)
+        if given is None:
+            given = pending[count.redis_url] = Counter()
+            asyncio.get_running_loop().call_soon(_give_back, pending, count.redis_url)
+        given[count.instance_key] += 1
+        given[count.user_key] += 1
         return
     for key in (count.instance_key, count.user_key):
         left = _local.get(key, 1) - 1
@@ -91,3 +97,14 @@ def release(count: Count) -> None:
             _local[key] = left
         else:
             _local.pop(key, None)
+
+
+def _give_back(pending: dict[str, Counter], redis_url: str) -> None:
+    given = pending.pop(redis_url)
+    redis_client.run_script_unawaited(
+        redis_url,
+        _RELEASE,
+        keys=list(given),
+        args=list(given.values()),
+        failed="proxied connections' counts were not given back (they expire in an hour)",
+    )
