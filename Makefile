@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check install services sandbox firewall browser nginx node-deps bench-tools lint e2e bench fuzz clean
+.PHONY: run test check install services sandbox firewall browser nginx metrics-db node-deps bench-tools lint e2e bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ firewall:
 nginx:
 	bash scripts/ensure-nginx.sh
 
+# VictoriaMetrics: the metrics database the monitoring tests scrape real agents with
+# (tests/support/victoria.py); the package's own service is left stopped.
+metrics-db:
+	command -v victoria-metrics >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics)
+
 node-deps:
 	cd tests/e2e/oidc_provider && npm ci --silent --no-audit --no-fund
 
@@ -53,11 +59,11 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/core/test_bad_input.py tests/core/test_pagination.py tests/core/test_idempotency.py \
 	tests/core/test_openapi.py tests/core/test_audit.py tests/metering/test_usage.py \
 	tests/allocations/test_lifecycle_api.py tests/allocations/test_quota_and_capacity.py \
-	tests/runtime/test_launch_api.py tests/ops/test_make_run_path.py
+	tests/runtime/test_launch_api.py tests/ops/test_make_run_path.py tests/monitoring/test_gpu_metrics_api.py
 
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
-test: install services sandbox firewall browser nginx node-deps bench-tools
+test: install services sandbox firewall browser nginx metrics-db node-deps bench-tools
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
 	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
@@ -66,7 +72,7 @@ test: install services sandbox firewall browser nginx node-deps bench-tools
 # The fast inner loop: lint, the layers (lint-imports) and every test but the slow ones
 # `make test` runs: browser, nginx, benchmark smoke, the API fuzz (`make fuzz`), real
 # JupyterLab kernels and the killed Celery worker.
-check: install services sandbox
+check: install services sandbox metrics-db
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports

@@ -1,0 +1,167 @@
+"""The embedded metrics store: GPU readings in the platform's own database
+(``GpuSample``), for deployments without a time-series database.
+
+Readings arrive every ``GPUAAS_METRICS_INTERVAL_SECONDS`` from each agent and are
+averaged into one row per GPU and minute as they come. ``rollup`` folds finished
+minutes into 5-minute and hourly rows; ``prune`` drops rows past their keep, so a
+week of 1-minute rows never piles up: minutes are kept a day, 5-minute rows a
+week, hourly rows the whole retention (``GPUAAS_METRICS_RETENTION_DAYS``), each
+capped by the retention. A range query reads the coarsest resolution that is
+still at least as fine as its step and kept as far back as its start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Avg, F, IntegerField, Max, Min
+from django.db.models.expressions import ExpressionWrapper
+
+from apps.monitoring.metrics.base import METRICS, Reading, Series
+from apps.monitoring.models import GpuSample
+
+MINUTE, FIVE_MINUTES, HOUR = 60, 300, 3600
+DAY = 86400
+# Each resolution, the one it is rolled up from, and how long it is kept at most.
+KEEP_SECONDS = {MINUTE: DAY, FIVE_MINUTES: 7 * DAY, HOUR: None}
+ROLLUPS = ((FIVE_MINUTES, MINUTE), (HOUR, FIVE_MINUTES))
+# A rollup recomputes the last two hours of its source, so late readings still count.
+ROLLUP_LOOKBACK_SECONDS = 2 * HOUR
+INSTANT_LOOKBACK_SECONDS = 300
+VALUES = ("utilization", "memory_used", "memory_free", "temperature", "power")
+
+_TABLE = GpuSample._meta.db_table
+_COLUMNS = ", ".join(VALUES)
+# Both statements are built from this module's constants; values go as parameters.
+# Insert a reading, or average it into its minute's row. The WHERE makes a retried
+# report (same reading time) a no-op, so the agent's retries never count twice.
+_UPSERT = f"""
+INSERT INTO {_TABLE} (node_id, gpu, uuid, resolution, ts, count, last_ts, {_COLUMNS})
+VALUES (%s, %s, %s, {MINUTE}, %s, 1, %s, {", ".join(["%s"] * len(VALUES))})
+ON CONFLICT (node_id, resolution, ts, gpu) DO UPDATE SET
+  {", ".join(f"{v} = ({_TABLE}.{v} * {_TABLE}.count + excluded.{v}) / ({_TABLE}.count + 1)" for v in VALUES)},
+  count = {_TABLE}.count + 1, last_ts = excluded.last_ts, uuid = excluded.uuid
+WHERE {_TABLE}.last_ts < excluded.last_ts
+"""  # noqa: S608
+_ROLLUP = f"""
+INSERT INTO {_TABLE} (node_id, gpu, uuid, resolution, ts, count, last_ts, {_COLUMNS})
+SELECT node_id, gpu, MAX(uuid), %(target)s, (ts / %(target)s) * %(target)s, SUM(count), MAX(last_ts),
+  {", ".join(f"SUM({v} * count) / SUM(count)" for v in VALUES)}
+FROM {_TABLE}
+WHERE resolution = %(source)s AND ts >= %(since)s AND ts < %(until)s
+GROUP BY node_id, gpu, (ts / %(target)s) * %(target)s
+ON CONFLICT (node_id, resolution, ts, gpu) DO UPDATE SET
+  {", ".join(f"{v} = excluded.{v}" for v in VALUES)},
+  count = excluded.count, last_ts = excluded.last_ts, uuid = excluded.uuid
+"""  # noqa: S608
+
+
+def write(node_id, readings: Iterable[dict]) -> int:
+    """Store one node's readings (``gpu``, ``uuid``, ``at`` unix seconds and the
+    ``VALUES``); how many were given."""
+    node_key = GpuSample._meta.get_field("node").get_db_prep_value(node_id, connection)
+    rows = [
+        (
+            node_key,
+            r["gpu"],
+            r["uuid"],
+            int(r["at"]) // MINUTE * MINUTE,
+            float(r["at"]),
+            *(float(r[value]) for value in VALUES),
+        )
+        for r in readings
+    ]
+    if rows:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.executemany(_UPSERT, rows)
+    return len(rows)
+
+
+def rollup(now: float | None = None) -> None:
+    """Fold finished minutes into 5-minute rows and those into hourly rows. Each
+    round starts a little before the newest row it made last time, so readings
+    that came late still count and a round missed (beat down) is caught up; a
+    bucket is recomputed whole, so running it twice changes nothing."""
+    now = time.time() if now is None else now
+    with connection.cursor() as cursor:
+        for target, source in ROLLUPS:
+            until = int(now) // target * target
+            done = GpuSample.objects.filter(resolution=target).aggregate(last=Max("ts"))["last"]
+            if done is None:
+                done = GpuSample.objects.filter(resolution=source).aggregate(first=Min("ts"))["first"]
+                if done is None:
+                    continue
+                done += ROLLUP_LOOKBACK_SECONDS
+            since = (done - ROLLUP_LOOKBACK_SECONDS) // target * target
+            cursor.execute(_ROLLUP, {"target": target, "source": source, "since": since, "until": until})
+
+
+def keep_seconds(resolution: int) -> int:
+    retention = settings.METRICS_RETENTION_DAYS * DAY
+    cap = KEEP_SECONDS[resolution]
+    return retention if cap is None else min(cap, retention)
+
+
+def prune(now: float | None = None) -> int:
+    """Drop rows past their keep; how many."""
+    now = time.time() if now is None else now
+    deleted = 0
+    for resolution in KEEP_SECONDS:
+        deleted += GpuSample.objects.filter(
+            resolution=resolution, ts__lt=int(now) - keep_seconds(resolution)
+        ).delete()[0]
+    return deleted
+
+
+def resolution_for(step: int, start: int, now: float | None = None) -> int:
+    now = time.time() if now is None else now
+    fitting = [r for r in KEEP_SECONDS if r <= step and now - keep_seconds(r) <= start]
+    if fitting:
+        return max(fitting)
+    kept = [r for r in KEEP_SECONDS if now - keep_seconds(r) <= start]
+    return min(kept) if kept else HOUR
+
+
+class EmbeddedSource:
+    def range(self, metrics: list[str], node_ids: list[str], start: int, end: int, step: int) -> list[Series]:
+        if not node_ids:
+            return []
+        resolution = resolution_for(step, start)
+        # The point at t is the mean of the buckets that start in (t - step, t].
+        bucket = ExpressionWrapper((F("ts") + (step - 1)) / step * step, output_field=IntegerField())
+        averages = {f"avg_{m}": Avg(METRICS[m].column) for m in metrics}
+        rows = (
+            GpuSample.objects.filter(
+                node_id__in=node_ids, resolution=resolution, ts__gt=start - step, ts__lte=end
+            )
+            .annotate(t=bucket)
+            .values("node_id", "gpu", "t")
+            .annotate(gpu_uuid=Max("uuid"), **averages)
+            .order_by("node_id", "gpu", "t")
+            .values_list("node_id", "gpu", "t", "gpu_uuid", *averages)
+        )
+        series: dict[tuple, list[Series]] = {}
+        for node_id, gpu, t, uuid, *values in rows:
+            key = (str(node_id), gpu)
+            if key not in series:
+                series[key] = [Series(str(node_id), gpu, uuid, metric) for metric in metrics]
+            for one, value in zip(series[key], values, strict=True):
+                one.points.append([t, round(value, 3)])
+        return [one for group in series.values() for one in group]
+
+    def instant(self, metric: str, node_ids: list[str] | None = None) -> list[Reading]:
+        column = METRICS[metric].column
+        recent = GpuSample.objects.filter(
+            resolution=MINUTE, ts__gte=int(time.time()) - INSTANT_LOOKBACK_SECONDS
+        )
+        if node_ids is not None:
+            recent = recent.filter(node_id__in=node_ids)
+        latest: dict[tuple, Reading] = {}
+        for node_id, gpu, uuid, last_ts, value in recent.order_by("ts").values_list(
+            "node_id", "gpu", "uuid", "last_ts", column
+        ):
+            latest[(node_id, gpu)] = Reading(str(node_id), gpu, uuid, metric, last_ts, value)
+        return list(latest.values())
