@@ -82,7 +82,8 @@ def test_victoria_metrics_scrapes_the_agent_with_the_allocation_labels(
     found = wait_for(answered, what="the API answering from VictoriaMetrics")
     assert {s["allocation_id"] for s in found} == {str(active_allocation.pk)}
     idle = [v for s in found if s["metric"] == "utilization" for _, v in s["points"]]
-    assert idle and max(idle) < 5  # no workload on the node: the simulated GPUs idle
+    assert idle
+    assert max(idle) < 5  # no workload on the node: the simulated GPUs idle
 
     call_command("simulate_gpu", node.hostname, "--gpu", "3", "--temperature", "91")
 
@@ -101,14 +102,8 @@ def test_an_xid_error_is_served_and_recorded_once(scraped, node_agent, active_al
     assert (event.gpu, event.code, event.severity, event.is_open) == (2, 79, "critical", True)
     exporter = NodeExporter.objects.get(node=node)
     page = httpx.get(f"http://127.0.0.1:{exporter.port}/metrics").text
-    assert (
-        'DCGM_FI_DEV_XID_ERRORS{Hostname="%s",UUID="%s",device="nvidia2",gpu="2"} 79.0'
-        % (
-            node.hostname,
-            event.uuid,
-        )
-        in page
-    )
+    labels = f'Hostname="{node.hostname}",UUID="{event.uuid}",device="nvidia2",gpu="2"'
+    assert f"DCGM_FI_DEV_XID_ERRORS{{{labels}}} 79.0" in page
     # Held, the error is not reported again with every reading: one event, one occurrence.
     for _ in range(3):  # each new page is a new reading, after a report went out
         wait_for(lambda seen=page: httpx.get(f"http://127.0.0.1:{exporter.port}/metrics").text != seen)
