@@ -48,9 +48,7 @@ def test_an_xid_is_an_event_when_it_appears_and_stays_in_the_gauge():
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     page = generate_latest(registry).decode()
-    assert (
-        f'DCGM_FI_DEV_XID_ERRORS{{Hostname="gpu-1",UUID="{gpu_uuid("gpu-1", 1)}",device="nvidia1",gpu="1"}} 79.0'
-        in page
-    )
+    labels = f'Hostname="gpu-1",UUID="{gpu_uuid("gpu-1", 1)}",device="nvidia1",gpu="1"'
+    assert f"DCGM_FI_DEV_XID_ERRORS{{{labels}}} 79.0" in page
     gpus.configure(2, {"1": {"xid": 48}})
     assert [e["code"] for e in gpus.xids(gpus.read(busy=False))] == [48]
