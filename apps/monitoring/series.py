@@ -31,6 +31,8 @@ CHART_METRICS = ["utilization", "memory_used", "temperature", "power"]
 DEFAULT_WINDOW_SECONDS = 3600
 DEFAULT_STEP_SECONDS = 60
 MAX_POINTS = 11_000
+# The portal's chart windows: how far back, and the step that keeps each chart near 150 points.
+CHART_WINDOWS = {"1h": (3600, 60), "24h": (86400, 600), "7d": (7 * 86400, 3600)}
 
 
 def window(start: str | None, end: str | None, step: str | None) -> tuple[int, int, int]:

@@ -25,11 +25,10 @@ from apps.monitoring.models import GpuSample
 
 MINUTE, FIVE_MINUTES, HOUR = 60, 300, 3600
 DAY = 86400
-# Each resolution, the one it is rolled up from, and how long it is kept at most.
+# Each resolution, how long it is kept at most, and what it is rolled up from; a
+# rollup recomputes a little of what it did last time, so late readings still count.
 KEEP_SECONDS = {MINUTE: DAY, FIVE_MINUTES: 7 * DAY, HOUR: None}
-ROLLUPS = ((FIVE_MINUTES, MINUTE), (HOUR, FIVE_MINUTES))
-# A rollup recomputes the last two hours of its source, so late readings still count.
-ROLLUP_LOOKBACK_SECONDS = 2 * HOUR
+ROLLUPS = ((FIVE_MINUTES, MINUTE, 3 * FIVE_MINUTES), (HOUR, FIVE_MINUTES, 2 * HOUR))
 INSTANT_LOOKBACK_SECONDS = 300
 VALUES = ("utilization", "memory_used", "memory_free", "temperature", "power")
 
@@ -87,15 +86,15 @@ def rollup(now: float | None = None) -> None:
     bucket is recomputed whole, so running it twice changes nothing."""
     now = time.time() if now is None else now
     with connection.cursor() as cursor:
-        for target, source in ROLLUPS:
+        for target, source, lookback in ROLLUPS:
             until = int(now) // target * target
             done = GpuSample.objects.filter(resolution=target).aggregate(last=Max("ts"))["last"]
             if done is None:
                 done = GpuSample.objects.filter(resolution=source).aggregate(first=Min("ts"))["first"]
                 if done is None:
                     continue
-                done += ROLLUP_LOOKBACK_SECONDS
-            since = (done - ROLLUP_LOOKBACK_SECONDS) // target * target
+                done += lookback
+            since = (done - lookback) // target * target
             cursor.execute(_ROLLUP, {"target": target, "source": source, "since": since, "until": until})
 
 
