@@ -325,7 +325,8 @@ def main() -> int:
                 )
             print()
             print(
-                f"## GET /api/metrics/gpu: {args.tenant_nodes} nodes, 24 h, step 60 s, {args.requests} requests"
+                f"## GET /api/metrics/gpu: {args.tenant_nodes} nodes, 24 h, step 60 s, "
+                f"{args.requests} requests"
             )
             for name, latencies in (("embedded store", embedded_ms), ("VictoriaMetrics", victoria_ms)):
                 p50, p95 = percentile(latencies, 50), percentile(latencies, 95)

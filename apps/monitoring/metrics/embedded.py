@@ -38,11 +38,12 @@ _COLUMNS = ", ".join(VALUES)
 # Insert a minute's readings, or average them into its row. The WHERE makes a retried
 # report (same newest reading) a no-op, so the agent's retries never count twice.
 _UPSERT_INTO = (
-    f"INSERT INTO {_TABLE} (node_id, gpu, uuid, resolution, ts, count, last_ts, {_COLUMNS}) VALUES "
+    f"INSERT INTO {_TABLE} (node_id, gpu, uuid, resolution, ts, count, last_ts, {_COLUMNS}) VALUES "  # noqa: S608
 )
 _UPSERT_ROW = f"(%s, %s, %s, {MINUTE}, %s, %s, %s, {', '.join(['%s'] * len(VALUES))})"
 _MERGED = ", ".join(
-    f"{v} = ({_TABLE}.{v} * {_TABLE}.count + excluded.{v} * excluded.count) / ({_TABLE}.count + excluded.count)"
+    f"{v} = ({_TABLE}.{v} * {_TABLE}.count + excluded.{v} * excluded.count) "
+    f"/ ({_TABLE}.count + excluded.count)"
     for v in VALUES
 )
 _UPSERT_MERGE = f"""
