@@ -80,6 +80,7 @@ check: install services sandbox metrics-db
 	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not fuzz" \
 		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
 		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
+		--ignore=tests/ops/test_monitoring_benchmark_smoke.py \
 		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
 		--ignore=tests/runtime/test_remote_node.py --ignore=tests/allocations/test_worker_crash.py
 
@@ -96,9 +97,10 @@ fuzz: install services sandbox
 	GPUAAS_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) GPUAAS_FUZZ_COVERAGE=all \
 		$(PY) -m pytest -n auto -p no:cacheprovider -m fuzz tests/core/test_api_fuzz.py
 
-bench: install services nginx bench-tools
+bench: install services nginx bench-tools metrics-db
 	$(PY) benchmarks/api_auth.py
 	$(PY) benchmarks/proxy.py
+	$(PY) benchmarks/monitoring.py
 
 clean:
 	rm -rf $(VENV) var
