@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Avg, F, IntegerField, Max, Min
 from django.db.models.expressions import ExpressionWrapper
 
@@ -37,10 +37,17 @@ _COLUMNS = ", ".join(VALUES)
 # Both statements are built from this module's constants; values go as parameters.
 # Insert a minute's readings, or average them into its row. The WHERE makes a retried
 # report (same newest reading) a no-op, so the agent's retries never count twice.
-_UPSERT_INTO = (
-    f"INSERT INTO {_TABLE} (node_id, gpu, uuid, resolution, ts, count, last_ts, {_COLUMNS}) VALUES "  # noqa: S608
-)
+_INSERT = f"INSERT INTO {_TABLE} (node_id, gpu, uuid, resolution, ts, count, last_ts, {_COLUMNS})"
+_UPSERT_INTO = _INSERT + " VALUES "
 _UPSERT_ROW = f"(%s, %s, %s, {MINUTE}, %s, %s, %s, {', '.join(['%s'] * len(VALUES))})"
+# PostgreSQL reads the rows from a VALUES list (typed: its literals have none), whose
+# WHERE sets synchronous_commit for this statement's own transaction.
+_PG_INTO = _INSERT + " SELECT * FROM (VALUES "  # noqa: S608
+_PG_ROW = (
+    f"(%s::uuid, %s::int, %s::text, {MINUTE}, %s::bigint, %s::int, %s::float8, "
+    f"{', '.join(['%s::float8'] * len(VALUES))})"
+)
+_PG_ASYNC = ") AS reading WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL"
 _MERGED = ", ".join(
     f"{v} = ({_TABLE}.{v} * {_TABLE}.count + excluded.{v} * excluded.count) "
     f"/ ({_TABLE}.count + excluded.count)"
@@ -86,14 +93,18 @@ def write(node_id, readings: Iterable[dict]) -> int:
         for (gpu, ts), group in minutes.items()
     ]
     if rows:
-        with transaction.atomic(), connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                # Readings, not records: a database crash may lose the last fraction of a
-                # second of them, and in exchange a report does not wait for the WAL flush
-                # (most of its cost: decision 0050).
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
-            statement = _UPSERT_INTO + ", ".join([_UPSERT_ROW] * len(rows)) + _UPSERT_MERGE
-            cursor.execute(statement, [value for row in rows for value in row])
+        postgres = connection.vendor == "postgresql"
+        row = _PG_ROW if postgres else _UPSERT_ROW
+        values = ", ".join([row] * len(rows))
+        # PostgreSQL: one statement that also commits without waiting for the WAL flush
+        # (decision 0050); readings, not records, may lose their last second in a crash.
+        statement = (
+            _PG_INTO + values + _PG_ASYNC + _UPSERT_MERGE
+            if postgres
+            else _UPSERT_INTO + values + _UPSERT_MERGE
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(statement, [value for one in rows for value in one])
     return sum(len(group) for group in minutes.values())
 
 
