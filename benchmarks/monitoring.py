@@ -69,11 +69,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, help="ingestion fleet (default 1,250; quick 50)")
     parser.add_argument("--intervals", type=int, help="15 s intervals ingested (default 8; quick 2)")
     parser.add_argument("--tenant-nodes", type=int, help="nodes of the queried tenant (default 100; quick 4)")
-    parser.add_argument("--requests", type=int, help="API requests per store (default 20; quick 3)")
+    parser.add_argument("--requests", type=int, help="API requests per store (default 5; quick 3)")
     parser.add_argument("--db-name", default="gpuaas_bench_monitoring")
     parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
-    defaults = (50, 2, 4, 3) if args.quick else (1250, 8, 100, 20)
+    defaults = (50, 2, 4, 3) if args.quick else (1250, 8, 100, 5)
     for name, value in zip(("nodes", "intervals", "tenant_nodes", "requests"), defaults, strict=True):
         if getattr(args, name) is None:
             setattr(args, name, value)
