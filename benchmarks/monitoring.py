@@ -259,7 +259,8 @@ def query_api(env, var_dir: str, issuer, requests: int, expected_series: int, **
                     raise RuntimeError(f"{len(body['series'])} series, expected {expected_series}")
                 if attempt:  # the first one warms up (JWKS fetch, imports)
                     latencies.append(elapsed)
-                    print(f"  {extra or 'embedded'}: {elapsed:.0f} ms", file=sys.stderr)
+                    store = "VictoriaMetrics" if extra.get("GPUAAS_METRICS_URL") else "embedded"
+                    print(f"  {store}: {elapsed:.0f} ms", file=sys.stderr)
         points = sum(len(s["points"]) for s in body["series"])
         print(
             f"  {len(body['series'])} series, {points} points, {len(response.content) / 1e6:.1f} MB",
