@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check install services sandbox firewall browser nginx node-deps bench-tools lint e2e bench fuzz clean
+.PHONY: run test check install services sandbox firewall browser nginx metrics-db node-deps bench-tools lint e2e bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ firewall:
 nginx:
 	bash scripts/ensure-nginx.sh
 
+# VictoriaMetrics: the metrics database the monitoring tests scrape real agents with
+# (tests/support/victoria.py); the package's own service is left stopped.
+metrics-db:
+	command -v victoria-metrics >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics)
+
 node-deps:
 	cd tests/e2e/oidc_provider && npm ci --silent --no-audit --no-fund
 
@@ -56,11 +62,12 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/runtime/test_launch_api.py tests/runtime/test_app_instance_quota.py \
 	tests/storage/test_storage_resize.py tests/ops/test_make_run_path.py tests/access/test_secrets_store.py \
 	tests/access/test_migrate_and_rotate.py tests/access/test_project_secrets.py \
-	tests/access/test_access_credentials.py
+	tests/access/test_access_credentials.py tests/monitoring/test_gpu_metrics_api.py \
+	tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py
 
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
-test: install services sandbox firewall browser nginx node-deps bench-tools
+test: install services sandbox firewall browser nginx metrics-db node-deps bench-tools
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
 	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
@@ -69,13 +76,14 @@ test: install services sandbox firewall browser nginx node-deps bench-tools
 # The fast inner loop: lint, the layers (lint-imports) and every test but the slow ones
 # `make test` runs: browser, nginx, benchmark smoke, the API fuzz (`make fuzz`), real
 # JupyterLab kernels and the killed Celery worker.
-check: install services sandbox
+check: install services sandbox metrics-db
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not fuzz" \
 		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
 		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
+		--ignore=tests/ops/test_monitoring_benchmark_smoke.py \
 		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
 		--ignore=tests/runtime/test_remote_node.py --ignore=tests/allocations/test_worker_crash.py
 
@@ -92,9 +100,10 @@ fuzz: install services sandbox
 	GPUAAS_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) GPUAAS_FUZZ_COVERAGE=all \
 		$(PY) -m pytest -n auto -p no:cacheprovider -m fuzz tests/core/test_api_fuzz.py
 
-bench: install services nginx bench-tools
+bench: install services nginx bench-tools metrics-db
 	$(PY) benchmarks/api_auth.py
 	$(PY) benchmarks/proxy.py
+	$(PY) benchmarks/monitoring.py
 
 clean:
 	rm -rf $(VENV) var

@@ -293,6 +293,19 @@ if not 300 <= PLATFORM_TOKEN_LIFETIME_SECONDS <= 900:
     raise ImproperlyConfigured("GPUAAS_TOKEN_LIFETIME_SECONDS: must be between 300 and 900")
 CCP_ROLE_MAP = env.json_value("GPUAAS_CCP_ROLE_MAP", None)
 
+# GPU telemetry (apps.monitoring): a Prometheus-compatible query API that scrapes the
+# agents (VictoriaMetrics in production), or, unset, the platform's own embedded store.
+METRICS_URL = env.string("GPUAAS_METRICS_URL").rstrip("/")
+METRICS_RETENTION_DAYS = env.integer("GPUAAS_METRICS_RETENTION_DAYS", 7)
+if METRICS_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured("GPUAAS_METRICS_RETENTION_DAYS: must be at least 1")
+# How often agents read their GPUs (and report them to the embedded store).
+METRICS_INTERVAL_SECONDS = env.integer("GPUAAS_METRICS_INTERVAL_SECONDS", 15)
+# The scrape targets (Prometheus file_sd JSON) the platform keeps current for the scraper.
+METRICS_TARGETS_FILE = Path(
+    env.string("GPUAAS_METRICS_TARGETS_FILE", str(VAR_DIR / "metrics" / "targets.json"))
+)
+
 CCP_WEBHOOK_URL = env.string("GPUAAS_CCP_WEBHOOK_URL")
 CCP_WEBHOOK_SECRET = env.string("GPUAAS_CCP_WEBHOOK_SECRET")
 if CCP_WEBHOOK_URL and not CCP_WEBHOOK_SECRET:

@@ -7,6 +7,7 @@ from apps.allocations.api import urls as allocations_api
 from apps.catalog.api.views import CatalogAppDetailView, CatalogAppListView, CatalogVersionView
 from apps.core import views as core_views
 from apps.metering.api.views import BillingExportView, QuotaView, UsageView
+from apps.monitoring.api.views import GpuMetricsView
 from apps.networking.api.views import VpcView
 from apps.proxy.api.views import ProjectProxyView, UiSessionView
 from apps.storage.api.views import TenantStorageView
@@ -55,6 +56,7 @@ urlpatterns = [
     path("api/metering/quota/<str:tenant_id>", QuotaView.as_view(), name="metering-quota"),
     path("api/metering/usage", UsageView.as_view(), name="metering-usage"),
     path("api/metering/export/csv", BillingExportView.as_view(), name="metering-export"),
+    path("api/metrics/gpu/<str:tenant_id>", GpuMetricsView.as_view(), name="metrics-gpu"),
     # Before the admin's own URLs: its login form (AdminSignInForm) is throttled, and a
     # refused attempt answers 429.
     path("admin/login/", passwords.answers_429_while_limited(admin.site.login)),

@@ -43,6 +43,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--executor", choices=executors.KINDS, default="auto")
     parser.add_argument("--heartbeat-seconds", type=float, default=runner.HEARTBEAT_SECONDS)
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("GPUAAS_AGENT_METRICS_PORT", "9400")),
+        help="port of the DCGM-form metrics endpoint (the dcgm-exporter's by default; 0: any free one)",
+    )
     return parser.parse_args(argv)
 
 
@@ -58,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         executor=options.executor,
         bootstrap_token=options.bootstrap_token,
         heartbeat_seconds=options.heartbeat_seconds,
+        metrics_port=options.metrics_port,
     )
 
 

@@ -55,6 +55,15 @@ class AgentClient:
     def heartbeat(self, running: list[str]) -> None:
         self._call("POST", "heartbeat", json={"running": running})
 
+    def telemetry(
+        self, *, readings: list[dict], xids: list[dict], exporter_port: int | None, simulated: bool
+    ) -> dict:
+        """GPU readings and XID errors; answers how the platform wants the next report."""
+        body = {"readings": readings, "xids": xids, "simulated": simulated}
+        if exporter_port:
+            body["exporter_port"] = exporter_port
+        return self._call("POST", "telemetry", json=body)
+
     def fetch_tasks(self, wait: float) -> list[dict]:
         """Pending tasks, waiting up to ``wait`` seconds on the platform's side for one."""
         body = self._call("GET", "tasks", params={"wait": wait}, timeout=wait + 15.0)

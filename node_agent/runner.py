@@ -17,6 +17,7 @@ from pathlib import Path
 from node_agent import credentials, executors
 from node_agent.client import AgentClient, ApiError, Unauthorized
 from node_agent.executors.base import Executor, TaskFailed
+from node_agent.telemetry import Telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +34,9 @@ class Runner:
         *,
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
         poll_seconds: float = POLL_SECONDS,
+        telemetry: Telemetry | None = None,
     ):
-        self.client, self.executor = client, executor
+        self.client, self.executor, self.telemetry = client, executor, telemetry
         self.heartbeat_seconds, self.poll_seconds = heartbeat_seconds, poll_seconds
         self.stopping = threading.Event()
         self.exit_code = 0
@@ -52,6 +54,15 @@ class Runner:
             threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True),
             threading.Thread(target=self._tasks, name="tasks", daemon=True),
         ]
+        if self.telemetry is not None:
+            loops.append(
+                threading.Thread(
+                    target=self.telemetry.loop,
+                    args=(self.stopping, self._guarded),
+                    name="telemetry",
+                    daemon=True,
+                )
+            )
         for loop in loops:
             loop.start()
         while not self.stopping.wait(1.0):
@@ -149,6 +160,7 @@ def run_agent(
     executor: str = "auto",
     bootstrap_token: str | None = None,
     heartbeat_seconds: float = HEARTBEAT_SECONDS,
+    metrics_port: int = 9400,
 ) -> int:
     """Enroll or load the credential, then run until SIGTERM/SIGINT; the exit code."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every long-poll at INFO
@@ -161,7 +173,8 @@ def run_agent(
         logger.error("cannot enroll %s: %s", node, exc)
         return EXIT_UNAUTHORIZED
     chosen = executors.create(executor, state_dir)
-    runner = Runner(client, chosen, heartbeat_seconds=heartbeat_seconds)
+    telemetry = Telemetry(client, node, lambda: bool(chosen.running()), port=metrics_port)
+    runner = Runner(client, chosen, heartbeat_seconds=heartbeat_seconds, telemetry=telemetry)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: runner.stopping.set())
     logger.info("node agent for %s: %s executor, platform %s", node, chosen.name, url)

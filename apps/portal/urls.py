@@ -60,6 +60,11 @@ urlpatterns = [
         name="allocation_detail",
     ),
     path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/metrics/",
+        allocations.allocation_metrics,
+        name="allocation_metrics",
+    ),
+    path(
         "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/release/",
         allocations.allocation_release,
         name="allocation_release",

@@ -43,6 +43,8 @@ class AgentProcess:
                     "process",
                     "--heartbeat-seconds",
                     "1",
+                    "--metrics-port",
+                    "0",
                 ],
                 cwd=ROOT,
                 env=self.env,

@@ -11,11 +11,13 @@ page asks for.
 from __future__ import annotations
 
 import json
+import time
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
+from django.http import JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
@@ -24,7 +26,8 @@ from apps.allocations import services
 from apps.allocations.filters import AllocationFilter
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
-from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed
+from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed, error_json
+from apps.monitoring import series
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import AllocationForm, ReleaseForm
 from apps.portal.htmx import (
@@ -139,11 +142,33 @@ def allocation_detail(request, principal, pk, allocation_pk):
         "phases": _timeline(allocation),
         "can_manage": _can_manage(principal, project),
         "abortable": allocation.state in ABORTABLE and not allocation.abort_requested,
+        "chart_windows": list(series.CHART_WINDOWS),
         **_live(project),
     }
     if refreshing(request, BODY_TARGET):
         return quiet_fragment(request, "portal/partials/allocation_detail_body.html", context)
     return render(request, "portal/allocation_detail.html", context)
+
+
+@require_safe
+@portal_view
+def allocation_metrics(request, principal, pk, allocation_pk):
+    """The allocation's GPU series for its charts: the metrics API's answer, from the
+    same service, over one of the chart windows."""
+    project = scoped_project(principal, pk, Perm.ALLOCATION_VIEW)
+    allocation = _allocation(principal, project, allocation_pk)
+    seconds, step = series.CHART_WINDOWS.get(request.GET.get("window"), series.CHART_WINDOWS["1h"])
+    try:
+        body = series.gpu_series(
+            principal,
+            project.tenant.tenant_id,
+            start=str(int(time.time()) - seconds),
+            step=str(step),
+            allocation=allocation,
+        )
+    except ApiError as exc:
+        return error_json(exc.status_code, exc.code, exc.message, exc.details, exc.retry_after)
+    return JsonResponse(body, headers={"Cache-Control": "no-store"})
 
 
 def _timeline(allocation: Allocation) -> list[tuple[str, list[AllocationStep]]]:

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from apps.allocations import nodes
 from apps.core.errors import Unauthenticated, error_json
+from apps.monitoring import services as monitoring
 from apps.runtime import agents, events
 from apps.runtime.models import AgentTask
 
@@ -139,6 +140,67 @@ class TaskSecretsView(AgentView):
     def get(self, request, task_id):
         return Response(
             agents.task_secrets(request.user.node, task_id), headers={"Cache-Control": "no-store"}
+        )
+
+
+class GpuReadingSerializer(serializers.Serializer):
+    gpu = serializers.IntegerField(min_value=0, max_value=63)
+    uuid = serializers.CharField(max_length=64)
+    at = serializers.FloatField(min_value=0, help_text="unix seconds")
+    utilization = serializers.FloatField(min_value=0, max_value=100, help_text="%")
+    memory_used = serializers.FloatField(min_value=0, help_text="MiB")
+    memory_free = serializers.FloatField(min_value=0, help_text="MiB")
+    temperature = serializers.FloatField(min_value=-50, max_value=200, help_text="C")
+    power = serializers.FloatField(min_value=0, max_value=10000, help_text="W")
+
+
+class XidReportSerializer(serializers.Serializer):
+    gpu = serializers.IntegerField(min_value=0, max_value=63)
+    uuid = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    code = serializers.IntegerField(min_value=1, max_value=100000)
+    at = serializers.FloatField(min_value=0, help_text="unix seconds")
+
+
+class TelemetrySerializer(serializers.Serializer):
+    # Bounded: a node has at most a few dozen GPUs, and reports every few seconds.
+    readings = GpuReadingSerializer(many=True, required=False, max_length=64 * 8)
+    xids = XidReportSerializer(many=True, required=False, max_length=64)
+    exporter_port = serializers.IntegerField(
+        min_value=1, max_value=65535, required=False, help_text="where the agent serves its DCGM-form metrics"
+    )
+    simulated = serializers.BooleanField(
+        default=False, help_text="the node has no NVIDIA GPUs: the agent reads the simulated world"
+    )
+
+
+class TelemetryConfigSerializer(serializers.Serializer):
+    report_readings = serializers.BooleanField(help_text="false: a metrics database scrapes the agent")
+    interval_seconds = serializers.IntegerField()
+    address = serializers.IPAddressField(allow_null=True, help_text="serve metrics on this address")
+    gpus = serializers.IntegerField(required=False, help_text="simulated agents: the node's GPU count")
+    held = serializers.DictField(
+        required=False, help_text="simulated agents: readings simulate_gpu holds, per GPU index or 'all'"
+    )
+
+
+class TelemetryView(AgentView):
+    @extend_schema(
+        request=TelemetrySerializer,
+        responses=TelemetryConfigSerializer,
+        summary="GPU readings and XID errors",
+    )
+    def post(self, request):
+        data = TelemetrySerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        return Response(
+            monitoring.record_telemetry(
+                request.user.node,
+                readings=values.get("readings", []),
+                xids=values.get("xids", []),
+                exporter_port=values.get("exporter_port"),
+                simulated=values["simulated"],
+            )
         )
 
 

@@ -31,8 +31,12 @@ class Command(BaseCommand):
         parser.add_argument("--state-dir", type=Path, help="default: var/agent/NODE")
         parser.add_argument("--executor", choices=executors.KINDS, default="auto")
         parser.add_argument("--heartbeat-seconds", type=float, default=runner.HEARTBEAT_SECONDS)
+        # Any free port: several local agents may share this machine; the platform learns it.
+        parser.add_argument(
+            "--metrics-port", type=int, default=0, help="DCGM-form metrics port (0: any free)"
+        )
 
-    def handle(self, *args, node, url, state_dir, executor, heartbeat_seconds, **options):
+    def handle(self, *args, node, url, state_dir, executor, heartbeat_seconds, metrics_port, **options):
         found = Node.objects.filter(hostname=node).first()
         if found is None:
             raise CommandError(f"No node {node!r}.")
@@ -51,6 +55,7 @@ class Command(BaseCommand):
                 executor=executor,
                 bootstrap_token=token,
                 heartbeat_seconds=heartbeat_seconds,
+                metrics_port=metrics_port,
             )
             if (
                 code == runner.EXIT_UNAUTHORIZED

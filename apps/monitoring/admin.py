@@ -1,0 +1,66 @@
+"""Operator surfaces: XID events (read-only; resolved through an audited action)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from apps.core.admin import ReadOnlyModelAdmin, ReasonForm, apply_each, confirmation_page
+from apps.monitoring import services
+from apps.monitoring.models import XidEvent
+from apps.tenancy import principal as principals
+
+
+def _label(event: XidEvent) -> str:
+    return f"XID {event.code} on {event.node.hostname} GPU {event.gpu}"
+
+
+@admin.register(XidEvent)
+class XidEventAdmin(ReadOnlyModelAdmin):
+    list_display = (
+        "code",
+        "severity",
+        "description",
+        "node",
+        "gpu",
+        "occurrences",
+        "last_seen_at",
+        "resolved_at",
+    )
+    list_filter = ("severity", "code", ("resolved_at", admin.EmptyFieldListFilter))
+    search_fields = ("node__hostname", "uuid")
+    search_help_text = "Node hostname or GPU UUID."
+    list_select_related = ("node",)
+    actions = ("resolve",)
+
+    def has_operate_permission(self, request):
+        return request.user.has_perm("monitoring.change_xidevent")
+
+    @admin.action(description="Resolve selected XID events", permissions=["operate"])
+    def resolve(self, request, queryset):
+        queryset = queryset.select_related("node")
+        form = ReasonForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            operator = principals.for_user(request.user)
+            note = form.cleaned_data["reason"]
+            apply_each(
+                self,
+                request,
+                queryset,
+                lambda event: services.resolve_xid(operator, event, note),
+                done="Resolved",
+                label=_label,
+                already=(lambda event: not event.is_open, "Already resolved"),
+            )
+            return None
+        return confirmation_page(
+            self,
+            request,
+            queryset,
+            action="resolve",
+            title="Resolve XID events",
+            intro="Say what was done (GPU reset, node drained, RMA...). A later occurrence of the same "
+            "error opens a new event.",
+            submit="Resolve",
+            form=form,
+            label=_label,
+        )

@@ -1,0 +1,5 @@
+BEAT_SCHEDULE = {
+    "write-metrics-scrape-targets": {"task": "apps.monitoring.tasks.write_scrape_targets", "schedule": 15.0},
+    "rollup-metrics": {"task": "apps.monitoring.tasks.rollup_metrics", "schedule": 60.0},
+    "prune-metrics": {"task": "apps.monitoring.tasks.prune_metrics", "schedule": 3600.0},
+}

@@ -1,0 +1,22 @@
+from celery import shared_task
+from django.conf import settings
+
+from apps.monitoring import services
+from apps.monitoring.metrics import embedded
+
+
+@shared_task(name="apps.monitoring.tasks.write_scrape_targets")
+def write_scrape_targets() -> bool:
+    # Without a metrics database nobody scrapes: the agents report to the embedded store.
+    return bool(settings.METRICS_URL) and services.write_scrape_targets()
+
+
+@shared_task(name="apps.monitoring.tasks.rollup_metrics")
+def rollup_metrics() -> None:
+    if not settings.METRICS_URL:
+        embedded.rollup()
+
+
+@shared_task(name="apps.monitoring.tasks.prune_metrics")
+def prune_metrics() -> int:
+    return 0 if settings.METRICS_URL else embedded.prune()

@@ -1,0 +1,73 @@
+"""The allocation page charts its GPUs' telemetry with uPlot in Chromium: one chart
+per metric with a line per GPU, from the same service as the metrics API, in the
+1 h, 24 h and 7 d windows, under the portal's CSP (no console errors).
+
+Set ``GPUAAS_E2E_SCREENSHOTS=/some/dir`` to keep a screenshot of the charts."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from django.utils import timezone
+
+from apps.allocations.models import Allocation
+from apps.monitoring import services as monitoring
+from apps.monitoring import tasks
+from apps.tenancy.models import Membership
+from tests.e2e.allocations import active_allocation_on
+from tests.factories import ProjectFactory, TenantFactory, UserFactory
+
+SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
+
+
+def test_the_allocation_page_charts_its_gpus(portal, page, settings):
+    settings.METRICS_URL = ""
+    project = ProjectFactory(tenant=TenantFactory(tenant_id="acme", name="Acme"), project_id="cell-1")
+    alice = UserFactory(username="alice")
+    Membership.objects.create(user=alice, tenant=project.tenant, project=project, role="viewer")
+    allocation = active_allocation_on(project, "gpu-chart-001", "alice", enrolled=True)
+    Allocation.objects.filter(pk=allocation.pk).update(
+        state=Allocation.State.ACTIVE, activated_at=timezone.now() - timedelta(hours=3)
+    )
+    now = time.time()
+    readings = [
+        {
+            "gpu": gpu,
+            "uuid": f"GPU-chart-{gpu}",
+            "at": moment,
+            "utilization": 40.0 + gpu,
+            "memory_used": 2000.0,
+            "memory_free": 79559.0,
+            "temperature": 50.0 + gpu,
+            "power": 300.0,
+        }
+        for moment in range(int(now) - 2 * 3600, int(now), 30)
+        for gpu in range(2)
+    ]
+    monitoring.record_telemetry(allocation.node, readings=readings, xids=[], exporter_port=None)
+    tasks.rollup_metrics()  # the beat's work, every minute
+
+    page.goto(f"{portal.url}/accounts/login/")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "pw")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{portal.url}/")
+    page.goto(f"{portal.url}/projects/{project.pk}/allocations/{allocation.pk}/")
+
+    charts = page.locator("[data-gpu-charts]")
+    charts.and_(page.locator('[data-loaded="1h"]')).wait_for()
+    for metric in ("utilization", "memory_used", "temperature", "power"):
+        figure = page.locator(f'figure[data-metric="{metric}"]')
+        assert figure.locator("canvas").count() == 1
+        assert int(figure.get_attribute("data-points")) >= 55
+        assert figure.locator(".u-legend").inner_text().count("GPU ") == 2
+
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / "gpu-charts.png"), full_page=True)
+    page.click('button[data-window="24h"]')
+    page.locator('[data-gpu-charts][data-loaded="24h"]').wait_for()
+    assert 10 <= int(page.locator('figure[data-metric="temperature"]').get_attribute("data-points")) <= 13
+    assert page.js_errors == []

@@ -1,0 +1,96 @@
+"""The two metrics stores the monitoring tests run against, fed the same readings:
+the embedded store (through the agent API, as agents report) and a real
+VictoriaMetrics (its import API for readings in the past; its scraper for live
+agents)."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.allocations import nodes as fleet
+from apps.monitoring.metrics import METRICS
+from tests.support.victoria import VictoriaMetrics
+
+AGENT_TELEMETRY = "/api/agent/v1/telemetry"
+
+
+@pytest.fixture(scope="session")
+def victoria(tmp_path_factory):
+    server = VictoriaMetrics(tmp_path_factory.mktemp("victoria-metrics"))
+    yield server
+    server.stop()
+
+
+class EmbeddedFeed:
+    name = "embedded"
+
+    def __init__(self, client):
+        self.client, self.credentials = client, {}
+
+    def feed(self, node, readings: list[dict]) -> None:
+        credential = self.credentials.get(node.pk)
+        if credential is None:
+            token = fleet.issue_bootstrap_token(node)
+            _, credential = fleet.enroll(node.hostname, token, address="127.0.0.1")
+            self.credentials[node.pk] = credential
+        for first in range(0, len(readings), 512):
+            response = self.client.post(
+                AGENT_TELEMETRY,
+                {"readings": readings[first : first + 512]},
+                format="json",
+                HTTP_AUTHORIZATION=f"Node {credential}",
+            )
+            assert response.status_code == 200, response.content
+
+
+class VictoriaFeed:
+    """Samples as the scraper would store them, with the node label the target file
+    gives; a tenant label that is wrong on purpose, since attribution must not use it."""
+
+    name = "victoria"
+
+    def __init__(self, server: VictoriaMetrics):
+        self.server = server
+
+    def feed(self, node, readings: list[dict]) -> None:
+        lines = []
+        for r in readings:
+            labels = (
+                f'gpu="{r["gpu"]}",UUID="{r["uuid"]}",Hostname="{node.hostname}",'
+                f'node_id="{node.pk}",tenant_id="not-this-one"'
+            )
+            for metric in METRICS.values():
+                lines.append(f"{metric.name}{{{labels}}} {r[metric.column]} {int(r['at'] * 1000)}")
+        self.server.import_prometheus("\n".join(lines) + "\n")
+
+
+@pytest.fixture(params=["embedded", "victoria"])
+def store(request, settings, api):
+    """Where the API reads from, and how readings get there."""
+    if request.param == "victoria":
+        server = request.getfixturevalue("victoria")
+        settings.METRICS_URL = server.url
+        return VictoriaFeed(server)
+    settings.METRICS_URL = ""
+    return EmbeddedFeed(api)
+
+
+def readings(start: float, end: float, every: int, *, gpus: int = 2, **values) -> list[dict]:
+    """Readings of ``gpus`` GPUs every ``every`` seconds from ``start`` to ``end``; each
+    GPU's values are the given ones plus its index (so GPUs are told apart)."""
+    base = {
+        "utilization": 50.0,
+        "memory_used": 1000.0,
+        "memory_free": 80000.0,
+        "temperature": 40.0,
+        "power": 300.0,
+    }
+    base.update(values)
+    out, moment = [], start
+    while moment <= end:
+        for gpu in range(gpus):
+            out.append(
+                {"gpu": gpu, "uuid": f"GPU-test-{gpu}", "at": moment, **{k: v + gpu for k, v in base.items()}}
+            )
+        moment += every
+    return out

@@ -1,0 +1,239 @@
+"""``GET /api/metrics/gpu/{tenant_id}`` (CONTRACT "Monitoring and alerts") against
+both stores: who sees which tenant, windows and steps, the 11,000-point limit,
+and attribution by the platform's allocation records across a release and the
+node's re-allocation to another tenant."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+
+import pytest
+
+from apps.allocations.models import Allocation
+from apps.monitoring.metrics import embedded
+from tests.factories import ProjectFactory, TenantFactory
+from tests.monitoring.conftest import readings
+from tests.support.fleet import made_allocation, make_nodes
+
+pytestmark = pytest.mark.django_db
+INTEGRATION = {"roles": ["GPUaaS Platform Integration"]}
+HOUR = 3600
+
+
+def get_metrics(api, token, tenant_id="acme", **query):
+    return api.get(f"/api/metrics/gpu/{tenant_id}", query, HTTP_AUTHORIZATION=f"Bearer {token}")
+
+
+def ago(seconds: float) -> datetime:
+    return datetime.now(UTC) - timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def fleet(ready_tenant, project, other_project, other_tenant_project, flavor):
+    """acme/cell-1 holds node 0 for the last 3 hours, acme/cell-2 node 1; globex node 2.
+    Every node reported constant readings for the last 3 hours."""
+    machines = make_nodes(flavor, 3, prefix="mon")
+    held = {
+        "cell-1": made_allocation(project, machines[0], flavor, ago(3 * HOUR), state=Allocation.State.ACTIVE),
+        "cell-2": made_allocation(
+            other_project, machines[1], flavor, ago(3 * HOUR), state=Allocation.State.ACTIVE
+        ),
+        "g-1": made_allocation(
+            other_tenant_project, machines[2], flavor, ago(3 * HOUR), state=Allocation.State.ACTIVE
+        ),
+    }
+    return machines, held
+
+
+@pytest.fixture
+def reported(store, fleet):
+    machines, held = fleet
+    now = time.time()
+    for index, node in enumerate(machines):
+        store.feed(node, readings(now - 3 * HOUR, now, 30, temperature=40.0 + 10 * index))
+    return held
+
+
+def series_of(body, **match):
+    return [s for s in body["series"] if all(s[k] == v for k, v in match.items())]
+
+
+def test_a_platform_caller_reads_any_tenant_and_gets_every_gpu_and_metric(api, ccp_issuer, reported):
+    token = ccp_issuer.token(INTEGRATION)
+    response = get_metrics(api, token)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["tenant_id"], body["step"]) == ("acme", 60)
+    start, end = datetime.fromisoformat(body["from"]), datetime.fromisoformat(body["to"])
+    assert timedelta(minutes=59) <= end - start <= timedelta(hours=1)
+    assert {s["project_id"] for s in body["series"]} == {"cell-1", "cell-2"}
+    one = series_of(body, project_id="cell-1", gpu=1, metric="temperature")
+    assert len(one) == 1
+    assert one[0]["unit"] == "C"
+    assert one[0]["allocation_id"] == str(reported["cell-1"].pk)
+    assert one[0]["hostname"] == reported["cell-1"].node.hostname
+    assert one[0]["uuid"] == "GPU-test-1"
+    assert 55 <= len(one[0]["points"]) <= 61
+    assert {value for _, value in one[0]["points"]} == {41.0}
+    metrics = {(s["gpu"], s["metric"]) for s in series_of(body, project_id="cell-1")}
+    assert metrics == {(g, m) for g in (0, 1) for m in ("utilization", "memory_used", "temperature", "power")}
+
+    other = get_metrics(api, token, tenant_id="globex").json()
+    assert {s["project_id"] for s in other["series"]} == {"g-1"}
+    assert {v for _, v in series_of(other, gpu=0, metric="temperature")[0]["points"]} == {60.0}
+
+
+@pytest.mark.parametrize(
+    ("claims", "tenant_id", "status", "projects"),
+    [
+        ({"domain_id": "acme", "roles": ["Tenant Administrator"]}, "acme", 200, {"cell-1", "cell-2"}),
+        ({"domain_id": "acme", "roles": ["Tenant Viewer"]}, "acme", 200, {"cell-1", "cell-2"}),
+        ({"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"]}, "acme", 200, {"cell-1"}),
+        ({"domain_id": "acme", "roles": ["Tenant Administrator"]}, "globex", 404, None),
+        ({"domain_id": "globex", "roles": ["Tenant Super Administrator"]}, "acme", 404, None),
+        ({"domain_id": "acme", "roles": ["Tenant Administrator"]}, "nobody", 404, None),
+        (INTEGRATION, "nobody", 404, None),
+    ],
+)
+def test_tenant_callers_see_only_their_own_tenant(
+    api, ccp_issuer, reported, claims, tenant_id, status, projects
+):
+    response = get_metrics(api, ccp_issuer.token(claims), tenant_id=tenant_id)
+    assert response.status_code == status, response.content
+    if projects is None:
+        assert response.json()["error"]["code"] == "not_found"
+    else:
+        assert {s["project_id"] for s in response.json()["series"]} == projects
+
+
+def test_an_anonymous_caller_is_refused(api, reported):
+    response = api.get("/api/metrics/gpu/acme")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthenticated"
+
+
+def test_a_portal_user_reads_their_tenant_with_their_session(api, reported, viewer, other_tenant_project):
+    api.force_login(viewer)
+    assert {s["project_id"] for s in api.get("/api/metrics/gpu/acme").json()["series"]} == {"cell-1"}
+    assert api.get("/api/metrics/gpu/globex").status_code == 404
+
+
+def test_project_and_node_filters(api, ccp_issuer, reported):
+    token = ccp_issuer.token(INTEGRATION)
+    body = get_metrics(api, token, project_id="cell-2").json()
+    assert {s["project_id"] for s in body["series"]} == {"cell-2"}
+    node = reported["cell-1"].node
+    body = get_metrics(api, token, node_id=str(node.pk)).json()
+    assert {s["node_id"] for s in body["series"]} == {str(node.pk)}
+    # Another tenant's node, named explicitly, shows nothing.
+    body = get_metrics(api, token, node_id=str(reported["g-1"].node_id)).json()
+    assert body["series"] == []
+    bad = get_metrics(api, token, node_id="not-a-node")
+    assert (bad.status_code, bad.json()["error"]["code"]) == (400, "validation_error")
+
+
+@pytest.mark.parametrize(
+    ("window", "step", "most"), [(HOUR, 60, 61), (24 * HOUR, 600, 145), (7 * 24 * HOUR, 3600, 169)]
+)
+def test_windows_of_an_hour_a_day_and_a_week(
+    api, ccp_issuer, store, project, flavor, ready_tenant, window, step, most
+):
+    [node] = make_nodes(flavor, 1, prefix="week")
+    made_allocation(project, node, flavor, ago(8 * 24 * HOUR), state=Allocation.State.ACTIVE)
+    now = time.time()
+    store.feed(node, readings(now - 7 * 24 * HOUR - 600, now, 60, gpus=1, utilization=70.0))
+    embedded.rollup()  # what the beat does every few minutes
+    body = get_metrics(
+        api,
+        ccp_issuer.token(INTEGRATION),
+        **{"from": str(int(now - window)), "to": str(int(now)), "step": str(step)},
+    ).json()
+    [utilization] = series_of(body, metric="utilization")
+    points = utilization["points"]
+    assert most - 3 <= len(points) <= most
+    assert all(later - earlier == step for (earlier, _), (later, _) in pairwise(points))
+    assert {value for _, value in points} == {70.0}
+
+
+def test_iso_and_unix_bounds_answer_the_same(api, ccp_issuer, reported):
+    token = ccp_issuer.token(INTEGRATION)
+    end = int(time.time()) // 60 * 60
+    unix = get_metrics(api, token, **{"from": str(end - 1800), "to": str(end)}).json()
+    iso = get_metrics(
+        api,
+        token,
+        **{
+            "from": datetime.fromtimestamp(end - 1800, UTC).isoformat(),
+            "to": datetime.fromtimestamp(end, UTC).isoformat().replace("+00:00", "Z"),
+        },
+    ).json()
+    assert unix == iso
+    assert (unix["from"], unix["to"]) == (
+        datetime.fromtimestamp(end - 1800, UTC).isoformat(),
+        datetime.fromtimestamp(end, UTC).isoformat(),
+    )
+
+
+def test_at_most_11000_points_a_series(api, ccp_issuer, reported):
+    token = ccp_issuer.token(INTEGRATION)
+    end = int(time.time()) // 60 * 60
+    assert get_metrics(api, token, **{"from": str(end - 10_999 * 60), "to": str(end)}).status_code == 200
+    response = get_metrics(api, token, **{"from": str(end - 11_000 * 60), "to": str(end)})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "validation_error"
+    assert "step" in error["details"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"from": "yesterday"}, "from"),
+        ({"to": "2026-11-01T00:00:00"}, "to"),
+        ({"step": "0"}, "step"),
+        ({"step": "ten"}, "step"),
+        ({"from": "1800000000", "to": "1700000000"}, "to"),
+        ({"from": "1e300"}, "from"),
+        ({"from": "nan"}, "from"),
+        ({"from": "1800000001", "to": "1800000100", "step": "3600"}, "step"),
+    ],
+)
+def test_bad_windows_answer_the_error_envelope(api, ccp_issuer, reported, query, field):
+    response = get_metrics(api, ccp_issuer.token(INTEGRATION), **query)
+    assert response.status_code == 400, response.content
+    assert field in response.json()["error"]["details"]
+
+
+def test_samples_belong_to_a_tenant_only_while_its_allocation_held_the_node(
+    api, ccp_issuer, store, flavor, project
+):
+    """acme held the node from 3 h ago to 2 h ago; after its release globex got it. The
+    store knows nothing of tenants (its tenant label is wrong on purpose)."""
+    [node] = make_nodes(flavor, 1, prefix="shared")
+    released, regiven = ago(2 * HOUR), ago(2 * HOUR - 300)
+    first = made_allocation(project, node, flavor, ago(3 * HOUR), released)
+    later_project = ProjectFactory(
+        tenant=TenantFactory(tenant_id="initech", name="Initech"), project_id="i-1"
+    )
+    second = made_allocation(later_project, node, flavor, regiven, state=Allocation.State.ACTIVE)
+    now = time.time()
+    store.feed(node, readings(now - 4 * HOUR, now, 60, gpus=1))
+    token = ccp_issuer.token(INTEGRATION)
+    window = {"from": str(int(now - 4 * HOUR)), "to": str(int(now)), "step": "60"}
+
+    before = get_metrics(api, token, **window).json()
+    assert {s["allocation_id"] for s in before["series"]} == {str(first.pk)}
+    times = [t for s in before["series"] for t, _ in s["points"]]
+    assert min(times) >= first.activated_at.timestamp() + 60
+    assert max(times) <= released.timestamp() - 60
+    assert len(series_of(before, metric="utilization")[0]["points"]) >= 55
+
+    after = get_metrics(api, token, tenant_id="initech", **window).json()
+    assert {s["allocation_id"] for s in after["series"]} == {str(second.pk)}
+    assert min(t for s in after["series"] for t, _ in s["points"]) >= regiven.timestamp() + 60
+
+    # Its own tenant admin sees the same: nothing of the time before its allocation.
+    own = ccp_issuer.token({"domain_id": "initech", "roles": ["Tenant Administrator"]})
+    assert get_metrics(api, own, tenant_id="initech", **window).json() == after

@@ -1,0 +1,90 @@
+"""A real VictoriaMetrics (Debian's ``victoria-metrics``) for tests: its own data
+directory and port, scraping every second the targets of a file_sd file that the
+platform writes (``GPUAAS_METRICS_TARGETS_FILE``)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.support.servers import free_port
+
+BINARY = "victoria-metrics"
+SCRAPE_CONFIG = """\
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: gpuaas-agents
+    file_sd_configs:
+      - files: ["{targets}"]
+"""
+
+
+class VictoriaMetrics:
+    def __init__(self, root: Path):
+        if shutil.which(BINARY) is None:
+            raise RuntimeError("victoria-metrics is not installed (make metrics-db installs it)")
+        root.mkdir(parents=True, exist_ok=True)
+        self.targets = root / "targets.json"
+        self.targets.write_text("[]")
+        config = root / "scrape.yml"
+        config.write_text(SCRAPE_CONFIG.format(targets=self.targets))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = root / "victoria-metrics.log"
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [
+                    BINARY,
+                    f"-storageDataPath={root / 'data'}",
+                    f"-httpListenAddr=127.0.0.1:{self.port}",
+                    f"-promscrape.config={config}",
+                    "-promscrape.fileSDCheckInterval=1s",
+                    # Answer up to the present: tests read what was scraped a second ago.
+                    "-search.latencyOffset=0s",
+                    "-search.disableCache",
+                    "-retentionPeriod=1y",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self._wait_healthy()
+
+    def _wait_healthy(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"victoria-metrics exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("victoria-metrics did not become healthy")
+
+    def import_prometheus(self, text: str) -> None:
+        """Samples in Prometheus text format with millisecond timestamps, searchable on return."""
+        httpx.post(
+            f"{self.url}/api/v1/import/prometheus", content=text.encode(), timeout=30
+        ).raise_for_status()
+        httpx.get(f"{self.url}/internal/force_flush", timeout=30).raise_for_status()
+
+    def series(self, match: str) -> list[dict]:
+        response = httpx.get(f"{self.url}/api/v1/series", params={"match[]": match}, timeout=10)
+        response.raise_for_status()
+        return response.json()["data"]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
