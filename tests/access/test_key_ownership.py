@@ -14,20 +14,10 @@ from apps.access.models import AuthorizedKey
 from apps.allocations import services as allocations
 from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
-from apps.tenancy import services as tenancy
-from tests.support.members import member
+from tests.support.members import member, service_account_client
 from tests.support.ssh import key_pair
 
 pytestmark = pytest.mark.django_db
-
-
-def _service_account_client(project, name: str) -> tuple[APIClient, str]:
-    operator = principals.for_user(member("tenant_admin", tenant=project.tenant))
-    issued = tenancy.create_service_account(operator, project, name=name, role="project_admin")
-    token, _ = tenancy.issue_token(issued.account.client_id, issued.client_secret)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client, f"sa:{name}"
 
 
 def _user_client(user) -> APIClient:
@@ -48,8 +38,8 @@ def _add(client, keys_url, public_key: str, purpose: str = "user") -> dict:
 
 
 def test_a_service_account_changes_only_the_records_it_owns(keys_url, project, allocator, tmp_path):
-    controller, controller_name = _service_account_client(project, "jupyter-controller")
-    other_controller, _ = _service_account_client(project, "vllm-controller")
+    controller, controller_name = service_account_client(project, "jupyter-controller")
+    other_controller, _ = service_account_client(project, "vllm-controller")
     admin = _user_client(allocator)
     bootstrap = _add(controller, keys_url, key_pair(tmp_path, "controller").public_key, "bootstrap")
     users_key = _add(admin, keys_url, key_pair(tmp_path, "alice").public_key)

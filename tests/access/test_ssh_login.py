@@ -11,7 +11,8 @@ import pytest
 from apps.access.models import AuthorizedKey
 from apps.core.models import AuditEvent
 from tests.support.agent import running_agent, wait_for
-from tests.support.ssh import key_pair, ssh
+from tests.support.members import service_account_client
+from tests.support.ssh import KeyPair, key_pair, ssh
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -129,3 +130,40 @@ def test_keys_an_operator_put_outside_the_managed_block_are_left_alone(
     assert authorized_keys.read_text() == f"# the operator's own\n{operator.public_key}\n"
     assert ssh(access, operator, "true", tmp_path / "known_hosts").returncode == 0
     assert not AuthorizedKey.objects.exists()
+
+
+def test_an_app_controller_logs_in_with_a_delivered_access_credential(
+    api, allocator, project, active_allocation, ssh_agent, tmp_path
+):
+    """Seed 000 section 6: the project's credential is delivered to its app controller,
+    which puts the public half on the allocation as its bootstrap key and logs in with
+    the private half."""
+    api.force_login(allocator)
+    credentials = f"/api/v1/projects/{project.pk}/access-credentials"
+    created = api.post(credentials, {"name": "controller"}, format="json")
+    assert created.status_code == 201, created.content
+    controller, controller_name = service_account_client(project, "slurm-controller")
+    delivered = controller.post(
+        f"{credentials}/{created.json()['id']}/deliver",
+        {"purpose": "bootstrap the allocated node"},
+        format="json",
+    )
+    assert delivered.status_code == 200, delivered.content
+    access_url, keys_url = _urls(project, active_allocation)
+    access = wait_for(lambda: _reported(controller, access_url), timeout=30, what="the node's sshd reported")
+    added = controller.post(
+        keys_url, {"public_key": delivered.json()["public_key"], "purpose": "bootstrap"}, format="json"
+    )
+    assert added.status_code == 201, added.content
+    assert (added.json()["owner"], added.json()["purpose"]) == (controller_name, "bootstrap")
+    wait_applied(controller, keys_url, added.json()["id"])
+    private = tmp_path / "delivered"
+    private.write_text(delivered.json()["private_key"])
+    private.chmod(0o600)
+
+    login = ssh(
+        access, KeyPair(private, delivered.json()["public_key"]), "echo bootstrapped", tmp_path / "kh"
+    )
+
+    assert login.returncode == 0, login.stderr
+    assert login.stdout == "bootstrapped\n"
