@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check install services sandbox firewall browser nginx metrics-db node-deps bench-tools lint e2e bench fuzz clean
+.PHONY: run test check install services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools lint e2e bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-run: install sandbox
+run: install sandbox sshd
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bootstrap_demo
 	$(PY) manage.py serve --host 127.0.0.1 --port 8000
@@ -25,6 +25,9 @@ services:
 
 sandbox:
 	bash scripts/ensure-sandbox.sh
+
+sshd:
+	bash scripts/ensure-sshd.sh
 
 browser:
 	bash scripts/ensure-browser.sh
@@ -62,12 +65,12 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/runtime/test_launch_api.py tests/runtime/test_app_instance_quota.py \
 	tests/storage/test_storage_resize.py tests/ops/test_make_run_path.py tests/access/test_secrets_store.py \
 	tests/access/test_migrate_and_rotate.py tests/access/test_project_secrets.py \
-	tests/access/test_access_credentials.py tests/monitoring/test_gpu_metrics_api.py \
-	tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py
+	tests/access/test_access_credentials.py tests/access/test_key_ownership.py tests/access/test_profile_keys.py \
+	tests/monitoring/test_gpu_metrics_api.py tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py
 
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
-test: install services sandbox firewall browser nginx metrics-db node-deps bench-tools
+test: install services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
 	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
@@ -76,7 +79,7 @@ test: install services sandbox firewall browser nginx metrics-db node-deps bench
 # The fast inner loop: lint, the layers (lint-imports) and every test but the slow ones
 # `make test` runs: browser, nginx, benchmark smoke, the API fuzz (`make fuzz`), real
 # JupyterLab kernels and the killed Celery worker.
-check: install services sandbox metrics-db
+check: install services sandbox sshd metrics-db
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports

@@ -452,6 +452,7 @@ PIPELINE_STEP_BUDGETS = {
     "storage": 300,
     "agent": 900,
     "drain": 600,
+    "access_revoke": 300,
     "storage_detach": 300,
     "os_release": 2400,
     "network_detach": 300,

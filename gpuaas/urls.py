@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from apps.access.api import urls as access_api
 from apps.allocations.api import urls as allocations_api
 from apps.catalog.api.views import CatalogAppDetailView, CatalogAppListView, CatalogVersionView
 from apps.core import views as core_views
@@ -39,6 +40,7 @@ urlpatterns = [
     path("api/v1/", include(allocations_api.v1_urlpatterns)),
     path("api/v1/", include("apps.runtime.api.urls")),
     path("api/v1/", include("apps.access.api.custody")),
+    path("api/v1/", include(access_api.v1_urlpatterns)),
     path("api/v1/workloads/<uuid:iid>/ui/session", UiSessionView.as_view(), name="workload-ui-session"),
     path("api/v1/projects/<uuid:project_pk>/proxy", ProjectProxyView.as_view(), name="project-proxy"),
     path("api/v1/catalog/apps", CatalogAppListView.as_view(), name="catalog-apps"),
@@ -49,6 +51,7 @@ urlpatterns = [
         name="catalog-version",
     ),
     path("api/agent/v1/", include("apps.runtime.api.agent_urls")),
+    path("api/agent/v1/", include(access_api.agent_urlpatterns)),
     path("api/", include(tenancy_api.ccp_urlpatterns)),
     path("api/", include(allocations_api.ccp_urlpatterns)),
     path("api/network-manager/vpc", VpcView.as_view(), name="network-vpc"),

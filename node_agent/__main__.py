@@ -1,5 +1,5 @@
 """``python -m node_agent --url URL --node HOSTNAME [--bootstrap-token T]
-[--state-dir DIR] [--executor auto|process|docker]``.
+[--state-dir DIR] [--executor auto|process|docker] [--ssh off|own|system]``.
 
 The options default to the variables cloud-init writes to ``/etc/gpuaas/agent.env``
 (``GPUAAS_URL``, ``GPUAAS_NODE``, ``GPUAAS_BOOTSTRAP_TOKEN``); prefer the variable
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from node_agent import executors, runner
+from node_agent import access, executors, runner
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -42,6 +42,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=Path(os.environ.get("GPUAAS_AGENT_STATE_DIR", "/var/lib/gpuaas-agent")),
     )
     parser.add_argument("--executor", choices=executors.KINDS, default="auto")
+    parser.add_argument(
+        "--ssh",
+        choices=access.KINDS,
+        default=os.environ.get("GPUAAS_SSH", "off"),
+        help="system: the node's sshd and runtime user (cloud-init sets it); own: an sshd of the "
+        "agent's own on loopback, as the agent's user (the embedded default); off: no SSH access",
+    )
     parser.add_argument("--heartbeat-seconds", type=float, default=runner.HEARTBEAT_SECONDS)
     parser.add_argument(
         "--metrics-port",
@@ -65,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap_token=options.bootstrap_token,
         heartbeat_seconds=options.heartbeat_seconds,
         metrics_port=options.metrics_port,
+        ssh=options.ssh,
     )
 
 

@@ -69,6 +69,13 @@ class AgentClient:
         body = self._call("GET", "tasks", params={"wait": wait}, timeout=wait + 15.0)
         return body["tasks"]
 
+    def access(self) -> dict:
+        """The runtime user and the keys it should hold."""
+        return self._call("GET", "access")
+
+    def report_access(self, report: dict) -> None:
+        self._call("POST", "access", json=report)
+
     def secrets(self, task_id: str) -> dict[str, str]:
         return self._call("GET", f"tasks/{task_id}/secrets")
 

@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from node_agent import credentials, executors
+from node_agent import access, credentials, executors
 from node_agent.client import AgentClient, ApiError, Unauthorized
 from node_agent.executors.base import Executor, TaskFailed
 from node_agent.telemetry import Telemetry
@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 10.0
 POLL_SECONDS = 25.0
+# Keys added or removed on the platform reach the node within this (the contract: 10 s).
+ACCESS_SECONDS = 2.0
 EXIT_UNAUTHORIZED = 2
 
 
@@ -35,8 +37,12 @@ class Runner:
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
         poll_seconds: float = POLL_SECONDS,
         telemetry: Telemetry | None = None,
+        ssh=None,
+        access_seconds: float = ACCESS_SECONDS,
     ):
         self.client, self.executor, self.telemetry = client, executor, telemetry
+        self.ssh, self.access_seconds = ssh, access_seconds
+        self._access_reported: dict | None = None
         self.heartbeat_seconds, self.poll_seconds = heartbeat_seconds, poll_seconds
         self.stopping = threading.Event()
         self.exit_code = 0
@@ -48,6 +54,10 @@ class Runner:
         self._reporting = threading.Lock()
 
     def run(self) -> int:
+        if self.ssh is not None:
+            # Before the first heartbeat, which ends the pipeline's agent step: an ACTIVE
+            # allocation's runtime user exists and its SSH server is reported.
+            self._guarded(self._reconcile_access)
         # First of all: the platform learns which workloads survived before any new task.
         self._guarded(self._heartbeat)
         loops = [
@@ -63,6 +73,8 @@ class Runner:
                     daemon=True,
                 )
             )
+        if self.ssh is not None:
+            loops.append(threading.Thread(target=self._access, name="access", daemon=True))
         for loop in loops:
             loop.start()
         while not self.stopping.wait(1.0):
@@ -78,6 +90,26 @@ class Runner:
     def _heartbeat(self) -> None:
         with self._reporting:
             self.client.heartbeat(self.executor.running())
+
+    def _access(self) -> None:
+        while not self.stopping.wait(self.access_seconds):
+            self._guarded(self._reconcile_access)
+
+    def _reconcile_access(self) -> None:
+        """The runtime user's keys as the platform has them; a report when the node's
+        side changed (or the platform has none, as after a release)."""
+        desired = self.client.access()
+        try:
+            user, applied = self.ssh.apply(desired["user"], desired["keys"])
+        except access.AccessError as exc:
+            logger.error("ssh access: %s", exc)
+            return
+        if not user:
+            return  # no runtime user was ever made here: nothing to report
+        report = {"user": user, "port": self.ssh.port, "host_keys": self.ssh.host_keys(), "applied": applied}
+        if report != self._access_reported or not desired.get("reported"):
+            self.client.report_access(report)
+            self._access_reported = report
 
     def _tasks(self) -> None:
         while not self.stopping.is_set():
@@ -161,6 +193,7 @@ def run_agent(
     bootstrap_token: str | None = None,
     heartbeat_seconds: float = HEARTBEAT_SECONDS,
     metrics_port: int = 9400,
+    ssh: str = "off",
 ) -> int:
     """Enroll or load the credential, then run until SIGTERM/SIGINT; the exit code."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every long-poll at INFO
@@ -174,11 +207,20 @@ def run_agent(
         return EXIT_UNAUTHORIZED
     chosen = executors.create(executor, state_dir)
     telemetry = Telemetry(client, node, lambda: bool(chosen.running()), port=metrics_port)
-    runner = Runner(client, chosen, heartbeat_seconds=heartbeat_seconds, telemetry=telemetry)
+    host = access.create(ssh, state_dir)
+    if host is not None:
+        try:
+            host.start()
+        except access.AccessError as exc:
+            logger.error("no SSH access to this node: %s", exc)
+            host = None
+    runner = Runner(client, chosen, heartbeat_seconds=heartbeat_seconds, telemetry=telemetry, ssh=host)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: runner.stopping.set())
     logger.info("node agent for %s: %s executor, platform %s", node, chosen.name, url)
     try:
         return runner.run()
     finally:
+        if host is not None:
+            host.stop()
         client.close()

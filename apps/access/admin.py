@@ -1,12 +1,16 @@
 """Operators see access credentials and project secrets by name, public key and date;
-private keys and secret values stay in the secrets store and reach no admin page."""
+private keys and secret values stay in the secrets store and reach no admin page. For
+SSH access: the keys on allocations (owner, state, and an action to take keys off a
+node), users' profile keys, and what each node's agent reported about its SSH server."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 
-from apps.access.models import AccessCredential, ProjectSecret
-from apps.core.admin import ReadOnlyModelAdmin
+from apps.access import services
+from apps.access.models import AccessCredential, AuthorizedKey, NodeSshHost, ProjectSecret, UserSshKey
+from apps.core.admin import ReadOnlyModelAdmin, apply_each
+from apps.tenancy import principal as principals
 
 # --- Secrets custody ------------------------------------------------------------------
 
@@ -28,4 +32,76 @@ class ProjectSecretAdmin(ReadOnlyModelAdmin):
     list_filter = ("tenant",)
     search_fields = ("name", "project__project_id")
     fields = ("name", "tenant", "project", "created_by", "created_at", "updated_at")
+    readonly_fields = fields
+
+
+# --- Runtime users and SSH keys ------------------------------------------------------
+
+
+@admin.register(AuthorizedKey)
+class AuthorizedKeyAdmin(ReadOnlyModelAdmin):
+    list_display = (
+        "fingerprint",
+        "allocation",
+        "node",
+        "purpose",
+        "owner",
+        "state",
+        "created_at",
+        "applied_at",
+    )
+    list_filter = ("state", "purpose")
+    search_fields = ("=id", "fingerprint", "owner", "allocation__node__hostname", "=allocation__id")
+    list_select_related = ("allocation__node",)
+    fields = (
+        "id",
+        "allocation",
+        "fingerprint",
+        "public_key",
+        "comment",
+        "purpose",
+        "owner",
+        "owner_user",
+        "owner_service_account",
+        "state",
+        "created_at",
+        "applied_at",
+    )
+    readonly_fields = fields
+    actions = ["remove_keys"]
+
+    @admin.display(description="node")
+    def node(self, key):
+        return key.allocation.node.hostname
+
+    def has_operate_permission(self, request):
+        return request.user.has_perm("access.change_authorizedkey")
+
+    @admin.action(description="Take the selected keys off their nodes", permissions=["operate"])
+    def remove_keys(self, request, queryset):
+        operator = principals.for_user(request.user)
+        apply_each(
+            self,
+            request,
+            queryset.select_related("allocation__node"),
+            lambda key: services.remove_key(operator, key.allocation, key.pk),
+            done="Removing",
+        )
+
+
+@admin.register(UserSshKey)
+class UserSshKeyAdmin(ReadOnlyModelAdmin):
+    list_display = ("user", "name", "fingerprint", "created_at")
+    search_fields = ("fingerprint", "user__username", "name")
+    list_select_related = ("user",)
+    fields = ("id", "user", "name", "fingerprint", "public_key", "created_at")
+    readonly_fields = fields
+
+
+@admin.register(NodeSshHost)
+class NodeSshHostAdmin(ReadOnlyModelAdmin):
+    list_display = ("node", "user", "port", "reported_at")
+    search_fields = ("node__hostname",)
+    list_select_related = ("node",)
+    fields = ("node", "user", "port", "host_keys", "reported_at")
     readonly_fields = fields

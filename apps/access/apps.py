@@ -7,7 +7,11 @@ class AccessConfig(AppConfig):
     verbose_name = "Host access"
 
     def ready(self):
+        from apps.access import services
         from apps.access.models import AccessCredential, ProjectSecret
+        from apps.allocations.drivers import agent
         from apps.core import secrets
 
         secrets.owned_by(AccessCredential, ProjectSecret)
+        agent.register_access_revoker(services.revoke_for_release)
+        from apps.access import receivers  # noqa: F401

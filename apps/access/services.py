@@ -1,24 +1,40 @@
 """Secrets custody for projects: access credentials (SSH key pairs the platform makes)
 and project secrets (values members supply for their apps). Values go to the secrets
-store; the records keep names and public halves. Every change is audited."""
+store; the records keep names and public halves. Every change is audited.
+
+SSH access to allocated nodes: the runtime user's authorized keys (records with an
+owner, a purpose and a state the node's agent moves), what the agent reports about the
+node's SSH server, the keys users keep in their profile, and clearing the keys at release.
+
+The agent reconciles the node from the records (``desired_for_node``) and reports what
+its managed block holds (``agent_report``); ``pending`` becomes ``applied`` and
+``removing`` rows go away only on that report, so the state users see is the node's.
+"""
 
 from __future__ import annotations
 
-import hashlib
-from base64 import b64decode, b64encode
+import ipaddress
+import re
+import shlex
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 
-from apps.access.models import AccessCredential, ProjectSecret
+from apps.access import keys
+from apps.access.keys import fingerprint
+from apps.access.models import AccessCredential, AuthorizedKey, NodeSshHost, ProjectSecret, UserSshKey
+from apps.allocations.models import Allocation, Node
 from apps.core import audit, secrets
-from apps.core.errors import Conflict, Forbidden, ValidationFailed
+from apps.core.errors import Conflict, Forbidden, InvalidState, NotFound, ValidationFailed
 from apps.tenancy import policy
-from apps.tenancy.models import Project
+from apps.tenancy.models import Membership, Project
 from apps.tenancy.principal import Principal
-from apps.tenancy.roles import Perm, Role
+from apps.tenancy.roles import Perm, Role, permissions_of
 
 DEFAULT_PURPOSE = "delivery to the project's app controller"
 # What one project may keep: each is a row here and an entry in the secrets store.
@@ -39,12 +55,6 @@ def _key_pair(comment: str) -> tuple[str, str]:
     ).decode()
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     return private, f"{public.decode()} {comment}"
-
-
-def fingerprint(public_key: str) -> str:
-    """``SHA256:...`` as ``ssh-keygen -l`` prints it."""
-    blob = b64decode(public_key.split()[1])
-    return "SHA256:" + b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
 def create_credential(principal: Principal, project: Project, *, name: str) -> IssuedCredential:
@@ -156,3 +166,336 @@ def delete_secret(principal: Principal, secret: ProjectSecret) -> None:
     with transaction.atomic():
         audit.record(principal, "project_secret.delete", target=secret, details={"name": secret.name})
         secret.delete()
+
+
+# --- Runtime users and SSH keys ------------------------------------------------------
+
+KeyState = AuthorizedKey.State
+MAX_KEYS_PER_ALLOCATION = 100
+MAX_PROFILE_KEYS = 20
+MAX_HOST_KEYS = 8
+USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+# Keys go on a node while it is being set up or in use; not once its release began.
+KEYED_STATES = (Allocation.State.PENDING, Allocation.State.PROVISIONING, Allocation.State.ACTIVE)
+
+
+# --- who may do what ------------------------------------------------------------------
+
+
+def get_allocation(principal: Principal, project_id, allocation_id) -> Allocation:
+    """An allocation whose access the caller may manage: 404 outside their scope, 403
+    for a role that may not manage the project's allocations (viewers included: the
+    access answer is how to log in as root-capable user on the node)."""
+    project = policy.get_object(Project.objects.all(), principal, Perm.PROJECT_VIEW, pk=project_id)
+    policy.require(principal, Perm.ALLOCATION_MANAGE, project)
+    return policy.get_object(
+        Allocation.objects.filter(project=project).select_related("node", "flavor", "tenant", "project"),
+        principal,
+        Perm.ALLOCATION_VIEW,
+        Perm.ALLOCATION_MANAGE,
+        pk=allocation_id,
+    )
+
+
+def owns(principal: Principal, key: AuthorizedKey) -> bool:
+    if principal.service_account is not None:
+        return key.owner_service_account_id == principal.service_account.pk
+    if principal.user is not None:
+        return key.owner_user_id == principal.user.pk
+    return key.owner_user_id is None and key.owner_service_account_id is None and key.owner == principal.name
+
+
+def may_change(principal: Principal, key: AuthorizedKey) -> bool:
+    """A service account (an app controller) changes only the records it owns; a person
+    who may manage the allocation also changes the user keys of others, never a
+    controller's bootstrap key (the controller would lose its way in), which only
+    a platform operator may take off (a leaked key)."""
+    if owns(principal, key) or (principal.kind == "user" and principal.is_platform_admin):
+        return True
+    return principal.kind == "user" and key.purpose == AuthorizedKey.Purpose.USER
+
+
+# --- the allocation's access and keys ---------------------------------------------------
+
+
+def ssh_host(allocation: Allocation) -> NodeSshHost | None:
+    """What the node's current agent reported, once the allocation is active and the
+    node has an address to reach. A report from before the agent last enrolled (the
+    previous OS on the node, with other host keys) does not count."""
+    if allocation.state != Allocation.State.ACTIVE or not allocation.node.agent_address:
+        return None
+    reported = NodeSshHost.objects.filter(node_id=allocation.node_id).first()
+    enrolled_at = allocation.node.enrolled_at
+    if reported is None or (enrolled_at and reported.reported_at < enrolled_at):
+        return None
+    return reported
+
+
+def access_info(allocation: Allocation) -> dict:
+    """How to log in: the node's address, its SSH port and login, and the host keys
+    its agent reported (empty until it has)."""
+    reported = ssh_host(allocation)
+    host = allocation.node.agent_address if reported else None
+    user = reported.user if reported else allocation.flavor.runtime_user
+    host_keys = [
+        {"type": line.split()[0], "public_key": line, "fingerprint": keys.fingerprint(line)}
+        for line in (reported.host_keys if reported else [])
+    ]
+    return {
+        "host": host,
+        "port": reported.port if reported else None,
+        "user": user,
+        "ssh_command": ssh_command(user, host, reported.port) if host else None,
+        "host_key_fingerprints": [item["fingerprint"] for item in host_keys],
+        "host_keys": host_keys,
+        "known_hosts": [known_hosts_line(host, reported.port, item["public_key"]) for item in host_keys],
+    }
+
+
+def ssh_command(user: str, host: str, port: int, *, extra: list[str] = ()) -> str:
+    words = ["ssh", *extra]
+    if port != 22:
+        words += ["-p", str(port)]
+    return shlex.join([*words, f"{user}@{host}"])
+
+
+def tunnel_command(allocation: Allocation, endpoint_host: str, endpoint_port: int) -> str | None:
+    """``ssh -N -L`` forwarding the same local port to an endpoint that listens only on
+    the node (``host_local``); None until the node's SSH server has reported in."""
+    reported = ssh_host(allocation)
+    if reported is None:
+        return None
+    target = f"[{endpoint_host}]" if ":" in endpoint_host else endpoint_host
+    forward = f"{endpoint_port}:{target}:{endpoint_port}"
+    return ssh_command(
+        reported.user, allocation.node.agent_address, reported.port, extra=["-N", "-L", forward]
+    )
+
+
+def known_hosts_line(host: str, port: int, public_key: str) -> str:
+    address = ipaddress.ip_address(host).compressed
+    name = address if port == 22 else f"[{address}]:{port}"
+    return f"{name} {public_key}"
+
+
+def keys_of(allocation: Allocation) -> QuerySet[AuthorizedKey]:
+    return AuthorizedKey.objects.filter(allocation=allocation).select_related("allocation")
+
+
+def get_key(allocation: Allocation, key_id) -> AuthorizedKey:
+    key = keys_of(allocation).filter(pk=key_id).first()
+    if key is None:
+        raise NotFound()
+    return key
+
+
+def add_key(principal: Principal, allocation: Allocation, public_key: str, purpose: str) -> AuthorizedKey:
+    parsed = keys.parse(public_key)
+    if purpose not in AuthorizedKey.Purpose.values:
+        raise ValidationFailed("Invalid purpose.", details={"purpose": ["Use user or bootstrap."]})
+    with transaction.atomic():
+        # Locked: adds count in turn, and none slips past the start of a release.
+        state = Allocation.objects.select_for_update().values_list("state", flat=True).get(pk=allocation.pk)
+        if state not in KEYED_STATES:
+            raise InvalidState(f"The allocation is {state}: keys go only on a live allocation.")
+        live = AuthorizedKey.objects.filter(allocation=allocation, state__in=AuthorizedKey.LIVE_STATES)
+        if live.filter(fingerprint=parsed.fingerprint).exists():
+            raise Conflict(
+                "This key is already on the allocation.", details={"fingerprint": parsed.fingerprint}
+            )
+        if live.count() >= MAX_KEYS_PER_ALLOCATION:
+            raise Conflict(f"An allocation holds at most {MAX_KEYS_PER_ALLOCATION} keys.")
+        try:
+            with transaction.atomic():  # SQLite has no row lock: the constraint decides there
+                key = _create_key(
+                    allocation, parsed, purpose, principal.name, principal.user, principal.service_account
+                )
+        except IntegrityError:
+            raise Conflict("This key is already on the allocation.") from None
+        audit.record(
+            principal,
+            "authorized_key.add",
+            target=key,
+            tenant_id=allocation.tenant_id,
+            project_id=allocation.project_id,
+            details={"allocation": str(allocation.pk), "fingerprint": key.fingerprint, "purpose": purpose},
+        )
+    return key
+
+
+def _create_key(allocation, parsed: keys.PublicKey, purpose: str, owner: str, user, service_account):
+    return AuthorizedKey.objects.create(
+        allocation=allocation,
+        public_key=parsed.public_key,
+        comment=parsed.comment,
+        fingerprint=parsed.fingerprint,
+        purpose=purpose,
+        owner=owner,
+        owner_user=user,
+        owner_service_account=service_account,
+    )
+
+
+def remove_key(principal: Principal, allocation: Allocation, key_id) -> AuthorizedKey:
+    """The node drops the key within seconds; the record goes once its agent reports it gone."""
+    key = get_key(allocation, key_id)
+    if not may_change(principal, key):
+        audit.record(
+            principal,
+            "authorized_key.remove",
+            target=key,
+            tenant_id=allocation.tenant_id,
+            project_id=allocation.project_id,
+            outcome=audit.DENIED,
+            details={"reason": "owned by another principal", "owner": key.owner},
+        )
+        raise Forbidden("This key belongs to another principal; only its owner may remove it.")
+    with transaction.atomic():
+        if not _agent_holds_keys(allocation.node):
+            AuthorizedKey.objects.filter(pk=key.pk).delete()
+        else:
+            AuthorizedKey.objects.filter(pk=key.pk).update(state=KeyState.REMOVING, updated_at=timezone.now())
+            key.state = KeyState.REMOVING
+        audit.record(
+            principal,
+            "authorized_key.remove",
+            target=key,
+            tenant_id=allocation.tenant_id,
+            project_id=allocation.project_id,
+            details={"allocation": str(allocation.pk), "fingerprint": key.fingerprint, "owner": key.owner},
+        )
+    return key
+
+
+def _agent_holds_keys(node: Node) -> bool:
+    """Whether an agent applies keys on the node: only then does a removal wait for it."""
+    return (
+        NodeSshHost.objects.filter(node=node).exists()
+        and Node.objects.filter(pk=node.pk).exclude(credential_hash="").exists()
+    )
+
+
+# --- the node agent's side --------------------------------------------------------------
+
+
+def desired_for_node(node: Node) -> dict:
+    """What the node's runtime user should hold now: the keys of its live allocation;
+    nothing (and no user) once the release began or when none is live."""
+    allocation = Allocation.objects.filter(node=node, state__in=KEYED_STATES).select_related("flavor").first()
+    if allocation is None:
+        return {"user": None, "keys": [], "reported": NodeSshHost.objects.filter(node=node).exists()}
+    wanted = AuthorizedKey.objects.filter(allocation=allocation, state__in=AuthorizedKey.LIVE_STATES)
+    return {
+        "user": allocation.flavor.runtime_user,
+        "keys": [
+            {"id": str(key.pk), "public_key": key.public_key}
+            for key in wanted.order_by("created_at")[:MAX_KEYS_PER_ALLOCATION]
+        ],
+        "reported": NodeSshHost.objects.filter(node=node).exists(),
+    }
+
+
+def agent_report(node: Node, *, user: str, port: int, host_keys: list[str], applied: list) -> None:
+    """The agent's account of the node: its SSH server and which keys its block holds."""
+    if not USER_NAME.match(user):
+        raise ValidationFailed("Invalid user.", details={"user": ["Not a Unix user name."]})
+    lines = [keys.parse(line, "host_keys").public_key for line in host_keys[:MAX_HOST_KEYS]]
+    now = timezone.now()
+    applied = [str(item) for item in applied]
+    with transaction.atomic():
+        NodeSshHost.objects.update_or_create(
+            node=node, defaults={"user": user, "port": port, "host_keys": lines, "reported_at": now}
+        )
+        on_node = AuthorizedKey.objects.filter(allocation__node=node)
+        on_node.filter(state=KeyState.PENDING, pk__in=applied).update(
+            state=KeyState.APPLIED, applied_at=now, updated_at=now
+        )
+        on_node.filter(state=KeyState.REMOVING).exclude(pk__in=applied).delete()
+
+
+# --- release ----------------------------------------------------------------------------
+
+
+def revoke_for_release(allocation: Allocation) -> int:
+    """Release step: every key of the allocation leaves the node before the node is
+    given back. Returns how many the node's agent has yet to take out."""
+    node = allocation.node
+    records = AuthorizedKey.objects.filter(allocation=allocation)
+    marked = records.filter(state__in=AuthorizedKey.LIVE_STATES).update(
+        state=KeyState.REMOVING, updated_at=timezone.now()
+    )
+    if marked:
+        audit.record(
+            None,
+            "authorized_key.revoke_all",
+            target=allocation,
+            details={"keys": marked, "reason": "release"},
+        )
+    if not _agent_holds_keys(node):
+        records.delete()
+        return 0
+    return records.count()
+
+
+# --- keys users keep in their profile ------------------------------------------------------
+
+
+def require_person(principal: Principal) -> None:
+    if principal.user is None:
+        raise Forbidden("Only people keep SSH keys in a profile.")
+
+
+def profile_keys(user) -> QuerySet[UserSshKey]:
+    return UserSshKey.objects.filter(user=user)
+
+
+def add_profile_key(principal: Principal, public_key: str, name: str = "") -> UserSshKey:
+    require_person(principal)
+    parsed = keys.parse(public_key)
+    if profile_keys(principal.user).count() >= MAX_PROFILE_KEYS:
+        raise Conflict(f"A profile holds at most {MAX_PROFILE_KEYS} keys.")
+    try:
+        with transaction.atomic():
+            key = UserSshKey.objects.create(
+                user=principal.user,
+                name=(name or parsed.comment)[:100],
+                public_key=parsed.public_key,
+                fingerprint=parsed.fingerprint,
+            )
+    except IntegrityError:
+        raise Conflict("This key is already in your profile.") from None
+    audit.record(principal, "ssh_key.add", target=key, details={"fingerprint": key.fingerprint})
+    return key
+
+
+def remove_profile_key(principal: Principal, key_id) -> None:
+    """Off the profile; keys already put on allocations stay until removed there."""
+    require_person(principal)
+    key = profile_keys(principal.user).filter(pk=key_id).first()
+    if key is None:
+        raise NotFound()
+    key.delete()
+    audit.record(principal, "ssh_key.remove", target_type="usersshkey", target_id=str(key_id))
+
+
+def seed_profile_keys(allocation: Allocation) -> int:
+    """A new allocation gets the profile keys of every person who may manage the
+    project's allocations, each owned by that person (they can remove it there)."""
+    members = Membership.objects.filter(tenant_id=allocation.tenant_id).filter(
+        Q(project_id=allocation.project_id) | Q(project__isnull=True)
+    )
+    user_ids = {m.user_id for m in members if Perm.ALLOCATION_MANAGE in permissions_of(m.role, m.limit)}
+    users = {user.pk: user for user in get_user_model().objects.filter(pk__in=user_ids, is_active=True)}
+    added = 0
+    for profile_key in UserSshKey.objects.filter(user_id__in=users).order_by("created_at"):
+        if added >= MAX_KEYS_PER_ALLOCATION:
+            break
+        user = users[profile_key.user_id]
+        parsed = keys.PublicKey(profile_key.public_key, profile_key.name, profile_key.fingerprint)
+        if AuthorizedKey.objects.filter(allocation=allocation, fingerprint=parsed.fingerprint).exists():
+            continue  # two members keep the same key: once is enough
+        _create_key(allocation, parsed, AuthorizedKey.Purpose.USER, user.get_username(), user, None)
+        added += 1
+    if added:
+        audit.record(None, "authorized_key.seed", target=allocation, details={"keys": added})
+    return added

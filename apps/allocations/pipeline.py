@@ -100,6 +100,13 @@ def _drain(allocation: Allocation, step: AllocationStep) -> Outcome:
     return Done({"drained": True})
 
 
+def _access_revoke(allocation: Allocation, step: AllocationStep) -> Outcome:
+    remaining = agent.revoke_access(allocation)
+    if remaining:
+        return Wait(settings.PIPELINE_POLL_SECONDS, f"waiting for the node to drop {remaining} login key(s)")
+    return Done({"keys_revoked": True})
+
+
 def _storage_detach(allocation: Allocation, step: AllocationStep) -> Outcome:
     storage.detach_node(allocation.tenant_id, allocation.node)
     return Done()
@@ -142,6 +149,8 @@ PROVISION = [
 ]
 RELEASE = [
     StepSpec("drain", _drain, 20, undoes="agent"),
+    # Before the node goes back: nobody may log in to a node that is no longer theirs.
+    StepSpec("access_revoke", _access_revoke, 30, undoes="agent"),
     StepSpec("storage_detach", _storage_detach, 40, undoes="storage"),
     StepSpec("os_release", _os_release, 80, undoes="os_deploy"),
     StepSpec("network_detach", _network_detach, 100, undoes="network"),

@@ -1,9 +1,14 @@
 from __future__ import annotations
 
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 from apps.core.models import UUIDModel
+
+# What useradd accepts on every distribution the nodes run (the node agent checks the same).
+RUNTIME_USER_VALIDATOR = RegexValidator(
+    r"^[a-z_][a-z0-9_-]{0,31}$", "A Unix user name: lower-case letters, digits, _ and -, at most 32."
+)
 
 
 class Flavor(UUIDModel):
@@ -16,6 +21,14 @@ class Flavor(UUIDModel):
     memory_gb = models.PositiveIntegerField()
     rate_per_node_hour = models.DecimalField(max_digits=10, decimal_places=4, default=0)
     description = models.CharField(max_length=200, blank=True)
+    # The login the pipeline's agent step creates on each node of this flavor; the
+    # allocations read it here because the access app, which manages its keys, sits above them.
+    runtime_user = models.CharField(
+        max_length=32,
+        default="gpuaas",
+        validators=[RUNTIME_USER_VALIDATOR],
+        help_text="the Unix user made on each allocated node for SSH access",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -17,7 +17,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 
 
 class NodeCredentialScheme(OpenApiAuthenticationExtension):
-    target_class = "apps.runtime.api.agent.NodeCredentialAuthentication"
+    target_class = "apps.allocations.api.agent_auth.NodeCredentialAuthentication"
     name = "nodeCredential"
 
     def get_security_definition(self, auto_schema):

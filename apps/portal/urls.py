@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.portal.views import (
+    access,
     allocations,
     apps,
     audit,
@@ -69,6 +70,18 @@ urlpatterns = [
         allocations.allocation_release,
         name="allocation_release",
     ),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/access/",
+        access.allocation_access,
+        name="allocation_access",
+    ),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/access/keys/<uuid:key_pk>/remove/",
+        access.allocation_key_remove,
+        name="allocation_key_remove",
+    ),
+    path("profile/", access.profile, name="profile"),
+    path("profile/ssh-keys/<uuid:key_pk>/remove/", access.profile_key_remove, name="profile_key_remove"),
     path("apps/", apps.app_catalog, name="app_catalog"),
     path("apps/<slug:slug>/", apps.app_detail, name="app_detail"),
     path("projects/<uuid:pk>/apps/<slug:slug>/launch/", apps.app_launch, name="app_launch"),

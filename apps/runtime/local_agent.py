@@ -41,6 +41,9 @@ def start(host: str, port: int) -> subprocess.Popen | None:
         url,
         "--executor",
         "process",
+        # Users log in to the local node through an sshd of the agent's own (decision 0045).
+        "--ssh",
+        "own",
     ]
     logger.info("local node agent for %s started", node.hostname)
     return subprocess.Popen(command)

@@ -7,6 +7,7 @@ import re
 import time
 
 import pytest
+import yaml
 
 from apps.allocations import pipeline, services
 from apps.allocations.drivers import maas
@@ -47,6 +48,13 @@ def test_pipeline_runs_against_maas_and_ndfc_apis_and_the_agent_enrolls(
     # The deployed OS runs cloud-init: its agent enrolls with the bootstrap token, then reports in.
     user_data = base64.b64decode(machine["user_data"]).decode()
     token = re.search(r"GPUAAS_BOOTSTRAP_TOKEN=(\S+)", user_data).group(1)
+    # It also makes the flavor's runtime user, without keys: the agent manages those.
+    config = yaml.safe_load(user_data)
+    [runtime_user] = [user for user in config["users"] if user != "default"]
+    assert runtime_user["name"] == "gpuaas"
+    assert runtime_user["lock_passwd"] is True
+    assert "ssh_authorized_keys" not in runtime_user
+    assert "GPUAAS_SSH=system" in config["write_files"][0]["content"]
     enrolled = api.post(
         "/api/agent/v1/enroll",
         {"hostname": allocation.node.hostname, "bootstrap_token": token},

@@ -63,4 +63,4 @@ def test_allocate_provisions_to_active_and_release_returns_node(
     assert simulation.get("ndfc", "port", node.hostname) is None
     assert node.hostname not in simulation.get("ddn", "nodemap", "nm-acme").state["nodes"]
     assert simulation.get("maas", "machine", node.hostname).state["status"] == "Ready"
-    assert Allocation.objects.get(pk=body["allocation_id"]).steps.filter(status="succeeded").count() == 8
+    assert Allocation.objects.get(pk=body["allocation_id"]).steps.filter(status="succeeded").count() == 9

@@ -35,6 +35,7 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation import GenerationMode
 
+from apps.access import services as access
 from apps.allocations import services as allocations
 from apps.allocations.models import Node
 from apps.catalog.models import Flavor
@@ -54,6 +55,7 @@ from tests.support.catalog import publish
 from tests.support.fleet import make_nodes
 from tests.support.issuer import FakeIssuer
 from tests.support.members import member
+from tests.support.world import MATRIX_KEYS
 
 pytestmark = [pytest.mark.django_db, pytest.mark.fuzz]
 
@@ -141,6 +143,7 @@ def _build_world(issuer: FakeIssuer, capture) -> FuzzWorld:
     instance = operation.instance
     task = AgentTask.objects.filter(instance=instance).first()
     target_member = Membership.objects.get(user=member("viewer", project=project))
+    target_key = access.add_key(allocator, allocation, MATRIX_KEYS[0], "user")
 
     operator = principals.for_user(member("tenant_admin", tenant=tenant))
     machine = tenancy.create_service_account(operator, project, name="fuzz-bot", role=Role.PROJECT_ADMIN)
@@ -183,6 +186,8 @@ def _build_world(issuer: FakeIssuer, capture) -> FuzzWorld:
         ("/api/v1/projects/{project_pk}/members/{id}", "id"): str(target_member.pk),
         ("/api/v1/projects/{project_pk}/service-accounts/{id}", "id"): str(target_account.pk),
         ("/api/v1/projects/{project_pk}/app-instances/{id}", "id"): str(instance.pk),
+        **{(f"{ALLOCATION}/{tail}", "id"): str(allocation.pk) for tail in ACCESS_PATHS},
+        "kid": str(target_key.pk),
     }
     body = {
         "tenant_id": tenant.tenant_id,
@@ -208,6 +213,10 @@ class _Minted:
         if time.monotonic() - self.at > 240:
             self.token, self.at = self.mint(), time.monotonic()
         return f"Bearer {self.token}"
+
+
+ALLOCATION = "/api/v1/projects/{project_pk}/allocations/{id}"
+ACCESS_PATHS = ("access", "authorized-keys", "authorized-keys/{kid}")
 
 
 # Body fields that name existing objects, by operation; the others keep their generated

@@ -1,8 +1,8 @@
 """The README's ``make run`` path, as a newcomer takes it: ``migrate``,
 ``bootstrap_demo`` and ``serve`` on the embedded default (SQLite, the in-process
 worker, the local node agent), then over HTTP as ``demo``: sign in, allocate an
-h100-1x, launch JupyterLab on it and see it running, the usage page, the billing
-CSV. Runs in the SQLite part of ``make test``."""
+h100-1x, log in to it with ssh (the local agent's own sshd), launch JupyterLab on it
+and see it running, the usage page, the billing CSV. Runs in the SQLite part of ``make test``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import httpx
 
 from tests.support.agent import wait_for
 from tests.support.servers import free_port
+from tests.support.ssh import key_pair, ssh
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE")
@@ -70,6 +71,20 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
             timeout=120,
             what="the allocation ACTIVE",
         )
+        allocation_url = f"/api/v1/projects/{project['id']}/allocations/{allocated.json()['allocation_id']}"
+        access = wait_for(
+            lambda: _reported(client, f"{allocation_url}/access"), timeout=60, what="the local node's sshd"
+        )
+        key = key_pair(tmp_path, "newcomer")
+        added = client.post(
+            f"{allocation_url}/authorized-keys", json={"public_key": key.public_key}, headers=csrf
+        )
+        assert added.status_code == 201, added.text
+        wait_for(
+            lambda: ssh(access, key, "echo hello", tmp_path / "known_hosts").stdout == "hello\n",
+            timeout=10,
+            what="an ssh login to the local node",
+        )
 
         launched = client.post(
             f"/api/v1/projects/{project['id']}/app-instances",
@@ -109,6 +124,11 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
 
 def state(client: httpx.Client, url: str) -> str:
     return client.get(url).json()["state"]
+
+
+def _reported(client: httpx.Client, url: str) -> dict | None:
+    access = client.get(url).json()
+    return access if access["host"] else None
 
 
 def _answers(client: httpx.Client, path: str) -> bool:

@@ -13,6 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from apps.access import services as host_access
 from apps.allocations.models import Allocation, Node
 from apps.catalog import services as catalog
 from apps.catalog.models import Entitlement
@@ -26,6 +27,7 @@ from tests.support.catalog import publish
 from tests.support.fleet import make_nodes
 from tests.support.members import member
 from tests.support.pages import HTMX
+from tests.support.world import MATRIX_KEYS
 
 pytestmark = pytest.mark.django_db
 
@@ -656,9 +658,16 @@ def test_workload_shell_tabs_show_status_members_access_and_events(as_user, admi
         f'href="{launcher}" target="_blank" rel="noopener" data-open-endpoint="dashboard">{proxy_url}<'
         in access
     )
-    assert f"ssh -L 42222:127.0.0.1:42222 &lt;user&gt;@{node.hostname}" in access
+    assert "SSH access to the node is not ready yet" in access  # its sshd has not reported
     assert "Interface: <strong>Embedded</strong>" in access
     assert "shares the portal's origin" in access  # no apps domain here: a path-prefix route
+
+    # Once the node's agent reports its SSH server: the real tunnel, as the runtime user.
+    host_access.agent_report(node, user="gpuaas", port=2222, host_keys=[MATRIX_KEYS[0]], applied=[])
+    access = client.get(detail_url(instance) + "?tab=access").content.decode()
+    tunnel = f"ssh -N -L 42222:127.0.0.1:42222 -p 2222 gpuaas@{node.agent_address}"
+    assert f'data-tunnel="shell">{tunnel}</code>' in access
+    assert 'then open <span class="mono">http://127.0.0.1:42222/</span>' in access
 
     app = client.get(detail_url(instance) + "?tab=app").content.decode()
     assert f'<iframe class="app-frame" src="{launcher}?embed=1"' in app

@@ -58,6 +58,7 @@ def test_launch_returns_an_operation_and_the_agent_brings_it_to_running(
             "exposure": "platform_proxy",
             "url": f"http://127.0.0.1:8000/w/{instance.pk}/web/",
             "access": None,
+            "local_url": None,
         }
     ]
     assert detail["members"][0]["hostname"] == active_allocation.node.hostname

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from apps.allocations import nodes
+from node_agent import access
 from node_agent.executors.process import ProcessExecutor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,8 +22,11 @@ class AgentProcess:
     """``python -m node_agent`` for one node, its output kept in a file. Like
     on a node, the bootstrap token stays in its environment across restarts."""
 
-    def __init__(self, url: str, hostname: str, bootstrap_token: str, state_dir: Path, log: Path):
+    def __init__(
+        self, url: str, hostname: str, bootstrap_token: str, state_dir: Path, log: Path, ssh: str = "off"
+    ):
         self.url, self.hostname, self.state_dir, self.log_path = url, hostname, state_dir, log
+        self.ssh = ssh
         self.env = {**os.environ, "GPUAAS_BOOTSTRAP_TOKEN": bootstrap_token}  # never on the command line
         self.process: subprocess.Popen | None = None
 
@@ -45,6 +49,8 @@ class AgentProcess:
                     "1",
                     "--metrics-port",
                     "0",
+                    "--ssh",
+                    self.ssh,
                 ],
                 cwd=ROOT,
                 env=self.env,
@@ -67,17 +73,25 @@ class AgentProcess:
 
 
 @contextlib.contextmanager
-def running_agent(url: str, node, tmp_path: Path) -> Iterator[AgentProcess]:
+def running_agent(url: str, node, tmp_path: Path, *, ssh: str = "off") -> Iterator[AgentProcess]:
     """An agent for ``node`` that reaches the portal at ``url``, started with a fresh
-    bootstrap token; afterwards the agent and every workload it left are gone."""
+    bootstrap token (``ssh="own"``: with an sshd of its own); afterwards the agent and
+    every workload it left are gone."""
     agent = AgentProcess(
-        url, node.hostname, nodes.issue_bootstrap_token(node), tmp_path / "agent", tmp_path / "agent.log"
+        url,
+        node.hostname,
+        nodes.issue_bootstrap_token(node),
+        tmp_path / "agent",
+        tmp_path / "agent.log",
+        ssh=ssh,
     ).start()
     try:
         yield agent
     finally:
         if agent.process.poll() is None:
             agent.kill()
+        if ssh == "own":  # a killed agent leaves its sshd behind, as on a node
+            access.OwnSshd(agent.state_dir).stop_left_over()
         leftovers = ProcessExecutor(agent.state_dir, stop_grace=2)
         for instance_id in leftovers.running():
             leftovers.remove({"instance_id": instance_id})

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from rest_framework.test import APIClient
+
+from apps.tenancy import principal as principals
+from apps.tenancy import services as tenancy
 from apps.tenancy.models import Membership
 from tests.factories import UserFactory
 
@@ -17,3 +21,14 @@ def member(role: str, *, tenant=None, project=None, limit: str = ""):
         limit=limit,
     )
     return user
+
+
+def service_account_client(project, name: str, role: str = "project_admin") -> tuple[APIClient, str]:
+    """An API client holding a fresh token of a new service account of ``project`` (an
+    app controller, with the default role), and the actor name audit events carry."""
+    operator = principals.for_user(member("tenant_admin", tenant=project.tenant))
+    issued = tenancy.create_service_account(operator, project, name=name, role=role)
+    token, _ = tenancy.issue_token(issued.account.client_id, issued.client_secret)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client, f"sa:{name}"

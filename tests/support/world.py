@@ -48,6 +48,8 @@ class World:
     candidate: object = None  # a user of tenant A (viewer of A2) to add to A1
     target_credential: object = None  # an access credential of A1
     target_secret: object = None  # a project secret of A1
+    allocation: object = None  # of A1, for the access endpoints (``with_allocation``)
+    target_key: object = None  # a user key on it, added by A1's project admin
 
 
 def build_world() -> World:
@@ -82,6 +84,30 @@ def build_world() -> World:
     world.target_credential = access.create_credential(operator, world.project, name="a1-key").credential
     world.target_secret, _ = access.put_secret(operator, world.project, name="a1-secret", value="s3cr3t")
     return world
+
+
+def with_allocation(world: World) -> World:
+    """An ACTIVE allocation of A1 holding one user key of its project admin."""
+    from apps.access.models import AuthorizedKey
+    from tests.factories import AllocationFactory
+
+    world.allocation = AllocationFactory(project=world.project)
+    admin = world.users["project_admin"]
+    world.target_key = AuthorizedKey.objects.create(
+        allocation=world.allocation,
+        public_key=MATRIX_KEYS[0],
+        fingerprint="SHA256:matrix-target",
+        owner=admin.get_username(),
+        owner_user=admin,
+    )
+    return world
+
+
+# Two valid ed25519 public keys: one on the world's allocation, one the callers add.
+MATRIX_KEYS = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGOpDC+It32rRl5w9qtLoxuR5mvU8+8CGFrnRhhFfLDF",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIc1Dh0v6K0ckNbTc4wsXKW8wOpN8m2ufmHvuOZ7m2kq",
+)
 
 
 def sign_in(api, world: World, caller: str, issuer=None) -> str:

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import pytest
 
-from apps.access.models import AccessCredential, ProjectSecret
+from apps.access.models import AccessCredential, AuthorizedKey, ProjectSecret
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
-from tests.support.world import CALLERS, build_world, sign_in
+from tests.support.world import CALLERS, MATRIX_KEYS, build_world, sign_in, with_allocation
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def world(db):
-    return build_world()
+    return with_allocation(build_world())
 
 
 @pytest.fixture
@@ -33,6 +33,7 @@ def caller_client(api, world, request):
 
 
 A1 = "/api/v1/projects/{w.project.pk}"
+ALLOCATION = A1 + "/allocations/{w.allocation.pk}"
 
 # endpoint: (method, path template, body)
 ENDPOINTS = {
@@ -70,6 +71,12 @@ ENDPOINTS = {
     "secret_list": ("get", A1 + "/secrets", None),
     "secret_create": ("post", A1 + "/secrets", lambda w: {"name": "new", "value": "v"}),
     "secret_delete": ("delete", A1 + "/secrets/{w.target_secret.pk}", None),
+    # Host access: who may log in to the project's nodes, and with which keys.
+    "access_get": ("get", ALLOCATION + "/access", None),
+    "key_list": ("get", ALLOCATION + "/authorized-keys", None),
+    "key_add": ("post", ALLOCATION + "/authorized-keys", lambda w: {"public_key": MATRIX_KEYS[1]}),
+    "key_get": ("get", ALLOCATION + "/authorized-keys/{w.target_key.pk}", None),
+    "key_remove": ("delete", ALLOCATION + "/authorized-keys/{w.target_key.pk}", None),
 }
 
 # Statuses in the order of CALLERS:
@@ -99,6 +106,12 @@ EXPECTED = {
     "secret_list": (200, 200, 403, 403, 404, 404, 200, 403),
     "secret_create": (201, 201, 403, 403, 404, 404, 201, 403),
     "secret_delete": (204, 204, 403, 403, 404, 404, 204, 403),
+    "access_get": (200, 200, 403, 403, 404, 404, 200, 200),
+    "key_list": (200, 200, 403, 403, 404, 404, 200, 200),
+    "key_add": (201, 201, 403, 403, 404, 404, 201, 201),
+    "key_get": (200, 200, 403, 403, 404, 404, 200, 200),
+    # A machine identity (CCP here) removes only the keys it added; people manage user keys.
+    "key_remove": (204, 204, 403, 403, 404, 404, 204, 403),
 }
 assert set(EXPECTED) == set(ENDPOINTS)
 assert all(len(row) == len(CALLERS) for row in EXPECTED.values())
@@ -120,6 +133,7 @@ def _state(world) -> dict:
         "revoked": ServiceAccount.objects.filter(revoked_at__isnull=False).count(),
         "access_credentials": AccessCredential.objects.count(),
         "project_secrets": ProjectSecret.objects.count(),
+        "keys": list(AuthorizedKey.objects.order_by("pk").values_list("pk", "state")),
     }
 
 

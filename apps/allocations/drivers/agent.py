@@ -12,7 +12,9 @@ from apps.core.drivers import mode
 
 
 def cloud_init(allocation) -> str:
-    """User data for the OS deploy: install the agent and enroll with a fresh bootstrap token."""
+    """User data for the OS deploy: install the agent and enroll with a fresh bootstrap
+    token, and create the flavor's runtime user (no keys: the agent writes those, so
+    that it can take them all off again at release)."""
     from apps.allocations import nodes
 
     token = nodes.issue_bootstrap_token(allocation.node)
@@ -26,6 +28,15 @@ def cloud_init(allocation) -> str:
             f"      GPUAAS_URL={settings.ISSUER}",
             f"      GPUAAS_NODE={allocation.node.hostname}",
             f"      GPUAAS_BOOTSTRAP_TOKEN={token}",
+            # The agent manages the runtime user's keys (and makes the user if it is missing).
+            "      GPUAAS_SSH=system",
+            "users:",
+            "  - default",
+            f"  - name: {allocation.flavor.runtime_user}",
+            "    shell: /bin/bash",
+            "    lock_passwd: true",
+            # Bare metal is the tenant's whole machine: its user administers it.
+            "    sudo: ALL=(ALL) NOPASSWD:ALL",
             "runcmd:",
             "  - [systemctl, enable, --now, gpuaas-agent.service]",
             "",
@@ -67,3 +78,20 @@ def register_drainer(drainer: Callable[[object], int]) -> None:
 def drain(allocation) -> int:
     """Decommission the app instances on the node; how many are still stopping."""
     return sum(drainer(allocation) for drainer in _drainers)
+
+
+# Who may log in to the node is the access app's (above the allocations too): it
+# registers how to take the runtime user's keys off the node (``AccessConfig.ready``).
+_access_revokers: list[Callable[[object], int]] = []
+
+
+def register_access_revoker(revoker: Callable[[object], int]) -> None:
+    """``revoker(allocation)`` takes the allocation's keys off its node and returns how
+    many the node has yet to drop."""
+    if revoker not in _access_revokers:
+        _access_revokers.append(revoker)
+
+
+def revoke_access(allocation) -> int:
+    """Take every login key of the allocation off the node; how many are still there."""
+    return sum(revoker(allocation) for revoker in _access_revokers)

@@ -87,10 +87,20 @@ def _live(project: Project) -> dict:
     return {"ws_url": f"/ws/projects/{project.pk}/allocations/", "tones_json": TONES_JSON}
 
 
-def _decorate(allocation: Allocation) -> Allocation:
+def decorate(allocation: Allocation) -> Allocation:
+    """The allocation with what its pages show about its state (tone, in flight)."""
     allocation.tone = STATE_TONES.get(allocation.state, "muted")
     allocation.in_flight = allocation.state in Allocation.IN_FLIGHT_STATES
     return allocation
+
+
+def allocation_tabs(allocation: Allocation, *, can_manage: bool) -> list[tuple[str, str, str]]:
+    """The allocation page's tabs: (name, label, address); Access for those who manage it."""
+    args = [allocation.project_id, allocation.pk]
+    tabs = [("overview", "Overview", reverse("allocation_detail", args=args))]
+    if can_manage:
+        tabs.append(("access", "Access", reverse("allocation_access", args=args)))
+    return tabs
 
 
 # --- list ----------------------------------------------------------------------
@@ -108,7 +118,7 @@ def allocation_list(request, principal, pk):
     )
     page = Paginator(allocations, ALLOCATIONS_PER_PAGE).get_page(request.GET.get("page"))
     for allocation in page:
-        _decorate(allocation)
+        decorate(allocation)
     context = {
         "project": project,
         "tab": "allocations",
@@ -136,11 +146,14 @@ def allocation_detail(request, principal, pk, allocation_pk):
     project = scoped_project(principal, pk, Perm.ALLOCATION_VIEW)
     remember_project(request, project)
     allocation = _allocation(principal, project, allocation_pk)
+    can_manage = _can_manage(principal, project)
     context = {
         "project": project,
-        "allocation": _decorate(allocation),
+        "allocation": decorate(allocation),
+        "tabs": allocation_tabs(allocation, can_manage=can_manage),
+        "tab": "overview",
         "phases": _timeline(allocation),
-        "can_manage": _can_manage(principal, project),
+        "can_manage": can_manage,
         "abortable": allocation.state in ABORTABLE and not allocation.abort_requested,
         "chart_windows": list(series.CHART_WINDOWS),
         **_live(project),
@@ -329,7 +342,7 @@ def allocation_release(request, principal, pk, allocation_pk):
             return hx_redirect(request, detail_url)
         context = {
             "project": project,
-            "allocation": _decorate(allocation),
+            "allocation": decorate(allocation),
             "aborting": aborting,
             "form": ReleaseForm(),
         }

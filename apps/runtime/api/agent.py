@@ -13,43 +13,16 @@ from django.conf import settings
 from django.http import JsonResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.authentication import BaseAuthentication
-from rest_framework.exceptions import AuthenticationFailed
-from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.allocations import nodes
+from apps.allocations.api.agent_auth import AgentView, NodeCredentialAuthentication
 from apps.core.errors import Unauthenticated, error_json
 from apps.monitoring import services as monitoring
 from apps.runtime import agents, events
 from apps.runtime.models import AgentTask
-
-
-class NodeCredentialAuthentication(BaseAuthentication):
-    keyword = "Node"
-
-    def authenticate_header(self, request):
-        return self.keyword
-
-    def authenticate(self, request):
-        scheme, _, credential = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-        if scheme != self.keyword:
-            return None
-        try:
-            node = nodes.authenticate_agent(credential.strip())
-        except Unauthenticated as exc:
-            raise AuthenticationFailed(exc.message) from exc
-        return AgentUser(node), nodes.agent_principal(node)
-
-
-class AgentUser:
-    is_authenticated = True
-    is_anonymous = False
-
-    def __init__(self, node):
-        self.node = node
-        self.username = f"agent:{node.hostname}"
 
 
 class EnrollSerializer(serializers.Serializer):
@@ -80,11 +53,6 @@ class EnrollView(APIView):
         return Response(
             {"node_id": str(node.pk), "credential": credential, "approved": node.approved}, status=201
         )
-
-
-class AgentView(APIView):
-    authentication_classes = [NodeCredentialAuthentication]
-    permission_classes = [IsAuthenticated]
 
 
 class HeartbeatSerializer(serializers.Serializer):

@@ -25,7 +25,11 @@ class EndpointSerializer(serializers.Serializer):
     protocol = serializers.CharField()
     exposure = serializers.CharField()
     url = serializers.CharField(allow_null=True)
-    access = serializers.CharField(allow_null=True, help_text="how to reach a private endpoint")
+    access = serializers.CharField(
+        allow_null=True,
+        help_text="a private endpoint: the ssh -L command, as the runtime user, that tunnels to it",
+    )
+    local_url = serializers.CharField(allow_null=True, help_text="where the tunnel serves it on your machine")
 
 
 class MemberSerializer(serializers.ModelSerializer):

@@ -1,4 +1,5 @@
-"""``run_node_agent --node NODE [--url URL] [--state-dir DIR] [--executor auto|process|docker]``.
+"""``run_node_agent --node NODE [--url URL] [--state-dir DIR] [--executor auto|process|docker]
+[--ssh off|own|system]``.
 
 Runs the same agent as ``python -m node_agent`` for one node. Having the
 database at hand, it enrolls itself: when it has no saved credential the
@@ -19,7 +20,7 @@ from django.db import connections
 from apps.allocations import nodes
 from apps.allocations.models import Node
 from apps.core.errors import Unauthenticated
-from node_agent import credentials, executors, runner
+from node_agent import access, credentials, executors, runner
 
 
 class Command(BaseCommand):
@@ -35,8 +36,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--metrics-port", type=int, default=0, help="DCGM-form metrics port (0: any free)"
         )
+        parser.add_argument(
+            "--ssh", choices=access.KINDS, default="off", help="own: run an sshd of its own on loopback"
+        )
 
-    def handle(self, *args, node, url, state_dir, executor, heartbeat_seconds, metrics_port, **options):
+    def handle(self, *args, node, url, state_dir, executor, heartbeat_seconds, metrics_port, ssh, **options):
         found = Node.objects.filter(hostname=node).first()
         if found is None:
             raise CommandError(f"No node {node!r}.")
@@ -56,6 +60,7 @@ class Command(BaseCommand):
                 bootstrap_token=token,
                 heartbeat_seconds=heartbeat_seconds,
                 metrics_port=metrics_port,
+                ssh=ssh,
             )
             if (
                 code == runner.EXIT_UNAUTHORIZED

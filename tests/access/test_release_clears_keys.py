@@ -1,0 +1,73 @@
+"""Releasing an allocation takes every login key off the node before the node goes
+back to the pool: the next tenant's node must not let the last one in."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.access.models import AuthorizedKey
+from apps.allocations import services as allocations
+from apps.allocations.models import Allocation, AllocationStep
+from apps.core.models import AuditEvent
+from apps.tenancy import principal as principals
+from tests.access.test_ssh_login import _reported, _urls, wait_applied
+from tests.support.agent import running_agent, wait_for
+from tests.support.ssh import key_pair, ssh
+
+
+def _release_steps(allocation) -> list[tuple[str, str]]:
+    return list(
+        allocation.steps.filter(phase=AllocationStep.Phase.RELEASE)
+        .order_by("finished_at")
+        .values_list("name", "status")
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_release_removes_the_keys_from_the_node_before_giving_it_back(
+    api, allocator, project, portal, active_allocation, tmp_path, django_capture_on_commit_callbacks
+):
+    api.force_login(allocator)
+    access_url, keys_url = _urls(project, active_allocation)
+    with running_agent(portal.url, active_allocation.node, tmp_path, ssh="own") as agent:
+        access = wait_for(lambda: _reported(api, access_url), timeout=30, what="the node's sshd reported")
+        key = key_pair(tmp_path, "alice")
+        added = api.post(keys_url, {"public_key": key.public_key}, format="json").json()
+        wait_applied(api, keys_url, added["id"])
+        assert ssh(access, key, "true", tmp_path / "known_hosts").returncode == 0
+        authorized_keys = agent.state_dir / "ssh" / "authorized_keys"
+
+        with django_capture_on_commit_callbacks(execute=True):
+            allocations.release(principals.for_user(allocator), active_allocation)
+
+        active_allocation.refresh_from_db()
+        assert active_allocation.state == Allocation.State.RELEASED
+        assert authorized_keys.read_text() == ""
+        assert ssh(access, key, "true", tmp_path / "known_hosts").returncode == 255
+    steps = _release_steps(active_allocation)
+    assert [name for name, _ in steps].index("access_revoke") < [name for name, _ in steps].index(
+        "os_release"
+    )
+    assert dict(steps)["access_revoke"] == AllocationStep.Status.SUCCEEDED
+    assert not AuthorizedKey.objects.exists()
+    assert AuditEvent.objects.filter(action="authorized_key.revoke_all", target_id=str(active_allocation.pk))
+
+
+@pytest.mark.django_db
+def test_release_of_a_node_without_an_ssh_agent_drops_the_records(
+    allocator, active_allocation, tmp_path, django_capture_on_commit_callbacks
+):
+    caller = principals.for_user(allocator)
+    AuthorizedKey.objects.create(
+        allocation=active_allocation,
+        public_key=key_pair(tmp_path, "alice").public_key.rsplit(" ", 1)[0],
+        fingerprint="SHA256:x",
+        owner=allocator.username,
+        owner_user=allocator,
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        allocations.release(caller, active_allocation)
+    active_allocation.refresh_from_db()
+    assert active_allocation.state == Allocation.State.RELEASED
+    assert dict(_release_steps(active_allocation))["access_revoke"] == AllocationStep.Status.SUCCEEDED
+    assert not AuthorizedKey.objects.exists()
