@@ -1,5 +1,5 @@
 """``python -m node_agent --url URL --node HOSTNAME [--bootstrap-token T]
-[--state-dir DIR] [--executor auto|process|docker]``.
+[--state-dir DIR] [--executor auto|process|docker] [--terminal-user runtime|agent]``.
 
 The options default to the variables cloud-init writes to ``/etc/gpuaas/agent.env``
 (``GPUAAS_URL``, ``GPUAAS_NODE``, ``GPUAAS_BOOTSTRAP_TOKEN``); prefer the variable
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from node_agent import executors, runner
+from node_agent import executors, runner, terminal
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -43,6 +43,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--executor", choices=executors.KINDS, default="auto")
     parser.add_argument("--heartbeat-seconds", type=float, default=runner.HEARTBEAT_SECONDS)
+    parser.add_argument(
+        "--terminal-user",
+        choices=terminal.TERMINAL_USERS,
+        default="runtime",
+        help="whose shell a web terminal runs: the allocation's runtime user, or this agent's own user",
+    )
     return parser.parse_args(argv)
 
 
@@ -58,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         executor=options.executor,
         bootstrap_token=options.bootstrap_token,
         heartbeat_seconds=options.heartbeat_seconds,
+        terminal_user=options.terminal_user,
     )
 
 

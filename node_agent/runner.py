@@ -17,6 +17,7 @@ from pathlib import Path
 from node_agent import credentials, executors
 from node_agent.client import AgentClient, ApiError, Unauthorized
 from node_agent.executors.base import Executor, TaskFailed
+from node_agent.terminal import TerminalRelay
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ def run_agent(
     executor: str = "auto",
     bootstrap_token: str | None = None,
     heartbeat_seconds: float = HEARTBEAT_SECONDS,
+    terminal_user: str = "runtime",
 ) -> int:
     """Enroll or load the credential, then run until SIGTERM/SIGINT; the exit code."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every long-poll at INFO
@@ -165,7 +167,9 @@ def run_agent(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: runner.stopping.set())
     logger.info("node agent for %s: %s executor, platform %s", node, chosen.name, url)
+    terminals = TerminalRelay(url, client.credential, terminal_user).start()
     try:
         return runner.run()
     finally:
+        terminals.stop()
         client.close()

@@ -1,7 +1,17 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from apps.portal.views import allocations, apps, audit, dashboard, instances, project_detail, projects, usage
+from apps.portal.views import (
+    allocations,
+    apps,
+    audit,
+    dashboard,
+    instances,
+    project_detail,
+    projects,
+    terminal,
+    usage,
+)
 from apps.tenancy.auth import passwords
 
 urlpatterns = [
@@ -39,6 +49,26 @@ urlpatterns = [
         "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/release/",
         allocations.allocation_release,
         name="allocation_release",
+    ),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/terminal/",
+        terminal.terminal,
+        name="allocation_terminal",
+    ),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/terminal/sessions/",
+        terminal.terminal_sessions,
+        name="terminal_sessions",
+    ),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/terminal/sessions/<uuid:session_pk>/",
+        terminal.terminal_replay,
+        name="terminal_replay",
+    ),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/terminal/sessions/<uuid:session_pk>/recording.cast",
+        terminal.terminal_recording,
+        name="terminal_recording",
     ),
     path("apps/", apps.app_catalog, name="app_catalog"),
     path("apps/<slug:slug>/", apps.app_detail, name="app_detail"),

@@ -41,6 +41,10 @@ def start(host: str, port: int) -> subprocess.Popen | None:
         url,
         "--executor",
         "process",
+        # The embedded default has no runtime user of its own: the terminal's shell
+        # is the local agent's user, as its SSH server is (issue 17).
+        "--terminal-user",
+        "agent",
     ]
     logger.info("local node agent for %s started", node.hostname)
     return subprocess.Popen(command)

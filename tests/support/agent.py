@@ -43,6 +43,9 @@ class AgentProcess:
                     "process",
                     "--heartbeat-seconds",
                     "1",
+                    # Terminals open a shell as this test's user, as on the embedded default.
+                    "--terminal-user",
+                    "agent",
                 ],
                 cwd=ROOT,
                 env=self.env,

@@ -20,6 +20,7 @@ from apps.allocations import nodes
 from apps.allocations.models import Node
 from apps.core.errors import Unauthenticated
 from node_agent import credentials, executors, runner
+from node_agent.terminal import TERMINAL_USERS
 
 
 class Command(BaseCommand):
@@ -31,8 +32,9 @@ class Command(BaseCommand):
         parser.add_argument("--state-dir", type=Path, help="default: var/agent/NODE")
         parser.add_argument("--executor", choices=executors.KINDS, default="auto")
         parser.add_argument("--heartbeat-seconds", type=float, default=runner.HEARTBEAT_SECONDS)
+        parser.add_argument("--terminal-user", choices=TERMINAL_USERS, default="runtime")
 
-    def handle(self, *args, node, url, state_dir, executor, heartbeat_seconds, **options):
+    def handle(self, *args, node, url, state_dir, executor, heartbeat_seconds, terminal_user, **options):
         found = Node.objects.filter(hostname=node).first()
         if found is None:
             raise CommandError(f"No node {node!r}.")
@@ -51,6 +53,7 @@ class Command(BaseCommand):
                 executor=executor,
                 bootstrap_token=token,
                 heartbeat_seconds=heartbeat_seconds,
+                terminal_user=terminal_user,
             )
             if (
                 code == runner.EXIT_UNAUTHORIZED
