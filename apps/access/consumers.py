@@ -129,9 +129,6 @@ class BrowserTerminalConsumer(_Refusing):
         except ApiError as error:
             await self.refuse(error)
             return
-        except ValueError:  # a session id that is no UUID
-            await self.refuse(ValidationFailed(details={"session": ["Not a session id."]}))
-            return
         self.session_id = str(session.pk)
         await self.channel_layer.group_add(terminals.browser_group(self.session_id), self.channel_name)
         await self.accept()

@@ -23,7 +23,7 @@ from apps.access.models import TerminalPolicy, TerminalSession
 from apps.allocations.models import Allocation, Node
 from apps.core import audit
 from apps.core.broadcast import group_send
-from apps.core.errors import Conflict, InvalidState, NotFound, Unavailable
+from apps.core.errors import Conflict, InvalidState, NotFound, Unavailable, ValidationFailed
 from apps.tenancy import policy
 from apps.tenancy import principal as principals
 from apps.tenancy.principal import Principal
@@ -140,6 +140,8 @@ def resume_session(
 ) -> TerminalSession:
     """The caller's own live session on that allocation, for a browser coming back."""
     allocation = _managed_allocation(principal, allocation_id)
+    if not _is_uuid(session_id):
+        raise ValidationFailed(details={"session": ["Not a session id."]})
     session = TerminalSession.objects.filter(
         pk=session_id,
         allocation=allocation,
