@@ -342,9 +342,11 @@ class PtySession:
         while True:
             self._wake.clear()
             while self.sent < self.ring.end:
-                chunk = self.ring.read(self.sent, CHUNK_BYTES)
-                await socket.send(HEADER.pack(self.sent) + chunk)
-                self.sent += len(chunk)
+                start = self.sent
+                chunk = self.ring.read(start, CHUNK_BYTES)
+                await socket.send(HEADER.pack(start) + chunk)
+                if self.sent == start:  # else a browser came back meanwhile and rewound it
+                    self.sent = start + len(chunk)
             if self.eof and self.exited.is_set() and not exit_sent:
                 await socket.send(json.dumps({"type": "exit", "code": self.exit_code}))
                 exit_sent = True

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
+from channels.exceptions import ChannelFull
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
@@ -36,6 +37,7 @@ HEADER = struct.Struct(">Q")
 ENDED = 4000
 TAKEN_OVER = 4001
 WATCH_SECONDS = 1.0
+PEER_WAIT_SECONDS = 5.0
 OPEN_RETRY_SECONDS = 2.0
 INPUT_NOTE_SECONDS = 30.0  # how often the last keystroke's time is written down
 
@@ -80,6 +82,22 @@ class _Refusing(AsyncWebsocketConsumer):
     async def group_send(self, group: str, message: dict) -> None:
         await self.channel_layer.group_send(group, message)
 
+    async def send_peer(self, channel: str | None, message: dict, *, wait: bool) -> bool:
+        """Send to the other side's own channel. A full channel (its socket is slow or
+        gone) is waited for a little when ``wait`` (input), else skipped (output: the
+        browser sees the gap in offsets and asks for the bytes again)."""
+        deadline = time.monotonic() + PEER_WAIT_SECONDS
+        while channel is not None:
+            try:
+                await self.channel_layer.send(channel, message)
+            except ChannelFull:
+                if not wait or time.monotonic() > deadline:
+                    return False
+                await asyncio.sleep(0.01)
+            else:
+                return True
+        return False
+
 
 # --- the browser's socket -------------------------------------------------------------
 
@@ -113,6 +131,7 @@ class BrowserTerminalConsumer(_Refusing):
     # as the page opens must not be lost.
     _early: list | None = None
     _early_bytes = 0
+    agent_channel: str | None = None
 
     async def connect(self):
         user = self.scope.get("user")
@@ -144,6 +163,10 @@ class BrowserTerminalConsumer(_Refusing):
             )
         )
         agent = terminals.agent_group(self.session_id)
+        # Until the agent's socket answers with its channel, what the browser sends waits.
+        self._early = []
+        # Attached first: the agent's side sends the replay to the socket attached last.
+        await self.group_send(agent, {"type": "terminal.attached", "channel": self.channel_name})
         if resumed:
             await self.group_send(
                 terminals.browser_group(self.session_id),
@@ -151,11 +174,8 @@ class BrowserTerminalConsumer(_Refusing):
             )
             offset = _offset(_int(query.get("offset", ["0"])[0])) or 0
             await self.group_send(agent, {"type": "terminal.resume", "offset": offset})
-        if session.state != TerminalSession.State.OPEN:
-            self._early = []
-        if not resumed:
+        else:
             self._opening = asyncio.create_task(self._ask_agent(session))
-        await self.group_send(agent, {"type": "terminal.attached"})
 
     async def _ask_agent(self, session: TerminalSession):
         """Ask the node's agent for the shell until its socket connects (a control socket
@@ -180,7 +200,10 @@ class BrowserTerminalConsumer(_Refusing):
             await self.channel_layer.group_discard(
                 terminals.browser_group(self.session_id), self.channel_name
             )
-            await self.group_send(terminals.agent_group(self.session_id), {"type": "terminal.detached"})
+            await self.group_send(
+                terminals.agent_group(self.session_id),
+                {"type": "terminal.detached", "channel": self.channel_name},
+            )
 
     async def receive(self, text_data=None, bytes_data=None):
         if text_data is None or len(text_data) > 2 * settings.TERMINAL_MAX_INPUT_BYTES:
@@ -206,7 +229,9 @@ class BrowserTerminalConsumer(_Refusing):
 
     async def _to_agent(self, message: dict) -> None:
         if self._early is None:
-            await self.group_send(terminals.agent_group(self.session_id), message)
+            if not await self.send_peer(self.agent_channel, message, wait=True):
+                self._early = [message]  # the agent's socket is gone: wait for the next one
+                self.agent_channel = None
             return
         self._early_bytes += len(message.get("data", ""))
         if self._early_bytes > settings.TERMINAL_MAX_INPUT_BYTES:
@@ -220,10 +245,18 @@ class BrowserTerminalConsumer(_Refusing):
         await self.send(bytes_data=event["frame"])
 
     async def terminal_ready(self, event):
+        """The agent's socket is up (or answered our attach): its channel, for the hot path."""
         if self._opening is not None:
             self._opening.cancel()
             self._opening = None
-        early, self._early = self._early or [], None
+        self.agent_channel = event["channel"]
+        if not event.get("reply"):
+            await self.send_peer(
+                self.agent_channel,
+                {"type": "terminal.attached", "channel": self.channel_name, "reply": True},
+                wait=True,
+            )
+        early, self._early, self._early_bytes = self._early or [], None, 0
         for message in early:
             await self._to_agent(message)
         await self.send(text_data='{"type":"ready"}')
@@ -311,6 +344,7 @@ class AgentTerminalConsumer(_Refusing):
     session: TerminalSession | None = None
     recorder: recordings.Recorder | None = None
     _watch: asyncio.Task | None = None
+    browser_channel: str | None = None  # the attached browser's socket, if any
 
     async def connect(self):
         try:
@@ -332,7 +366,9 @@ class AgentTerminalConsumer(_Refusing):
         await self.channel_layer.group_add(terminals.agent_group(self.session_id), self.channel_name)
         await self.accept()
         self._watch = asyncio.create_task(self._watch_limits())
-        await self.group_send(terminals.browser_group(self.session_id), {"type": "terminal.ready"})
+        await self.group_send(
+            terminals.browser_group(self.session_id), {"type": "terminal.ready", "channel": self.channel_name}
+        )
 
     async def disconnect(self, code):
         if self._watch is not None:
@@ -347,8 +383,8 @@ class AgentTerminalConsumer(_Refusing):
                 return
             (offset,) = HEADER.unpack_from(bytes_data)
             self.recorder.output(offset, bytes_data[HEADER.size :])
-            await self.group_send(
-                terminals.browser_group(self.session_id), {"type": "terminal.output", "frame": bytes_data}
+            await self.send_peer(
+                self.browser_channel, {"type": "terminal.output", "frame": bytes_data}, wait=False
             )
             if self.recorder.due():
                 await self._flush()
@@ -414,10 +450,20 @@ class AgentTerminalConsumer(_Refusing):
         await self.send(text_data=json.dumps({"type": "resume", "offset": event["offset"]}))
 
     async def terminal_attached(self, event):
+        """A browser's socket is up (a newer one takes over): output goes to it from now."""
+        self.browser_channel = event["channel"]
         self.detached_since = None
+        if not event.get("reply"):
+            await self.send_peer(
+                self.browser_channel,
+                {"type": "terminal.ready", "channel": self.channel_name, "reply": True},
+                wait=True,
+            )
 
     async def terminal_detached(self, event):
-        self.detached_since = time.monotonic()
+        if event["channel"] == self.browser_channel:
+            self.browser_channel = None
+            self.detached_since = time.monotonic()
 
     async def terminal_ended(self, event):
         await self.send(text_data='{"type":"close"}')

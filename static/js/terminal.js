@@ -8,6 +8,7 @@
 (function () {
   "use strict";
   const ACK_BYTES = 64 * 1024;
+  const ACK_DELAY_MS = 30;
   const PASTE_CHUNK = 16 * 1024;
   const PING_MS = 20000;
   const PONG_MS = 10000;
@@ -25,7 +26,10 @@
     let sessionId = null;
     let received = 0;
     let acked = 0;
+    let writtenUpto = 0;
+    let ackTimer = null;
     let askedFrom = -1;
+    let askedAt = 0;
     let over = false;
     let attempt = 0;
     let pingTimer = null;
@@ -51,9 +55,11 @@
       const offset = Number(new DataView(buffer).getBigUint64(0));
       let bytes = new Uint8Array(buffer, 8);
       if (offset > received) {
-        // A frame was lost on the way: ask once for everything from what we have.
-        if (askedFrom !== received) {
+        // A frame was lost on the way: ask for everything from what we have (again
+        // if a second passed: the answer may have been lost too).
+        if (askedFrom !== received || Date.now() - askedAt > 1000) {
           askedFrom = received;
+          askedAt = Date.now();
           send({ type: "resume", offset: received });
         }
         return;
@@ -62,12 +68,24 @@
       if (!bytes.length) return;
       received += bytes.length;
       const upto = received;
-      term.write(bytes, function () {
-        if (upto - acked >= ACK_BYTES || upto === received) {
-          acked = upto;
-          send({ type: "ack", offset: upto });
-        }
-      });
+      term.write(bytes, function () { written(upto); });
+    }
+
+    // Acknowledged every ACK_BYTES, or shortly after the output pauses: one message
+    // per frame would outnumber the output itself when a shell echoes keystrokes.
+    function written(upto) {
+      writtenUpto = upto;
+      if (writtenUpto - acked >= ACK_BYTES) acknowledge();
+      else if (!ackTimer) ackTimer = setTimeout(acknowledge, ACK_DELAY_MS);
+    }
+
+    function acknowledge() {
+      clearTimeout(ackTimer);
+      ackTimer = null;
+      if (writtenUpto > acked) {
+        acked = writtenUpto;
+        send({ type: "ack", offset: acked });
+      }
     }
 
     function control(message) {
