@@ -345,6 +345,9 @@ class AgentTerminalConsumer(_Refusing):
     recorder: recordings.Recorder | None = None
     _watch: asyncio.Task | None = None
     browser_channel: str | None = None  # the attached browser's socket, if any
+    # The first output offset skipped because the browser's channel was full: asked of
+    # the agent again at the next tick (the browser also asks, if more output follows).
+    resend_from: int | None = None
 
     async def connect(self):
         try:
@@ -383,9 +386,9 @@ class AgentTerminalConsumer(_Refusing):
                 return
             (offset,) = HEADER.unpack_from(bytes_data)
             self.recorder.output(offset, bytes_data[HEADER.size :])
-            await self.send_peer(
-                self.browser_channel, {"type": "terminal.output", "frame": bytes_data}, wait=False
-            )
+            frame = {"type": "terminal.output", "frame": bytes_data}
+            if not await self.send_peer(self.browser_channel, frame, wait=False) and self.resend_from is None:
+                self.resend_from = offset
             if self.recorder.due():
                 await self._flush()
             return
@@ -425,6 +428,9 @@ class AgentTerminalConsumer(_Refusing):
             if reason is not None:
                 await self._end(reason)
                 return
+            if self.resend_from is not None and self.browser_channel is not None:
+                await self.send(text_data=json.dumps({"type": "resume", "offset": self.resend_from}))
+                self.resend_from = None
             if self.recorder.due():
                 await self._flush()
 
