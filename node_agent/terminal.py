@@ -28,15 +28,20 @@ import signal
 import struct
 import threading
 import time
+from collections import deque
 
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 logger = logging.getLogger(__name__)
 
-WINDOW_BYTES = 512 * 1024
-RING_BYTES = 1024 * 1024
-CHUNK_BYTES = 32 * 1024
+WINDOW_BYTES = 1024 * 1024
+RING_BYTES = 2 * 1024 * 1024
+READ_BYTES = 64 * 1024
+# A frame carries what gathered in the ring since the last one, up to this: fewer, larger
+# frames when the browser is behind.
+FRAME_BYTES = 128 * 1024
+FRAMES_IN_FLIGHT = 32  # well under the channel layer's 100 messages a channel
 INPUT_PENDING_BYTES = 256 * 1024
 MAX_MESSAGE_BYTES = 1024 * 1024
 MAX_SESSIONS = 32
@@ -162,6 +167,7 @@ class PtySession:
         self.ended = False
         self.error = ""
         self._wake = asyncio.Event()
+        self._in_flight: deque[int] = deque()  # end offsets of frames sent, not yet acknowledged
         self._pending_input = bytearray()
         self._input_drained = asyncio.Event()
         self._input_drained.set()
@@ -193,7 +199,7 @@ class PtySession:
 
     def _readable(self) -> None:
         try:
-            data = os.read(self.fd, CHUNK_BYTES)
+            data = os.read(self.fd, READ_BYTES)
         except BlockingIOError:
             return
         except OSError:  # EIO: every process on the PTY has closed it
@@ -318,6 +324,7 @@ class PtySession:
         # What was in flight on a lost socket may never have arrived: start again from
         # what the browser confirmed (it drops any bytes it already has).
         self.sent = max(self.acked, self.ring.start)
+        self._in_flight.clear()
         if self.error:
             await socket.send(json.dumps({"type": "error", "message": self.error}))
             await socket.wait_closed()
@@ -341,12 +348,13 @@ class PtySession:
         exit_sent = False
         while True:
             self._wake.clear()
-            while self.sent < self.ring.end:
+            while self.sent < self.ring.end and self._room():
                 start = self.sent
-                chunk = self.ring.read(start, CHUNK_BYTES)
+                chunk = self.ring.read(start, FRAME_BYTES)
                 await socket.send(HEADER.pack(start) + chunk)
                 if self.sent == start:  # else a browser came back meanwhile and rewound it
                     self.sent = start + len(chunk)
+                    self._in_flight.append(self.sent)
             if self.eof and self.exited.is_set() and not exit_sent:
                 await socket.send(json.dumps({"type": "exit", "code": self.exit_code}))
                 exit_sent = True
@@ -371,10 +379,19 @@ class PtySession:
         elif kind == "close":
             self.ended = True
 
+    def _room(self) -> bool:
+        """Whether another frame may go: the browser's channel on the platform holds a
+        bounded number of messages, so frames in flight are counted too (while the
+        limit holds, output gathers in the ring and the next frame is larger)."""
+        while self._in_flight and self._in_flight[0] <= self.acked:
+            self._in_flight.popleft()
+        return len(self._in_flight) < FRAMES_IN_FLIGHT
+
     def _acknowledge(self, offset) -> None:
         if not isinstance(offset, int):
             return
         self.acked = max(self.acked, min(offset, self.ring.end))
+        self._wake.set()
         if self.ring.end - self.acked < WINDOW_BYTES:
             self._resume_reading()
 
@@ -384,6 +401,7 @@ class PtySession:
             return
         offset = min(max(offset, self.ring.start), self.ring.end)
         self.sent = offset
+        self._in_flight.clear()  # what was in flight is lost or will be dropped as a repeat
         self._acknowledge(offset)
         self._wake.set()
 

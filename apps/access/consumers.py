@@ -390,7 +390,7 @@ class AgentTerminalConsumer(_Refusing):
             if not await self.send_peer(self.browser_channel, frame, wait=False) and self.resend_from is None:
                 self.resend_from = offset
             if self.recorder.due():
-                await self._flush()
+                await self._flush_soon()
             return
         try:
             message = json.loads(text_data or "")
@@ -412,6 +412,17 @@ class AgentTerminalConsumer(_Refusing):
         async with self._flushing:
             batch = self.recorder.take()
             await database_sync_to_async(recordings.save)(batch)
+
+    async def _flush_soon(self) -> None:
+        """Write the recording off the relay's path. While a write is under way the next
+        chunk keeps growing, up to ``recordings.HELD_CHARS``: only then does the relay
+        wait for the database (so what a session holds stays bounded)."""
+        if self._flushing.locked():
+            if not self.recorder.full():
+                return
+            await self._flushing.acquire()
+            self._flushing.release()
+        self._flush_task = asyncio.create_task(self._flush())
 
     async def _watch_limits(self) -> None:
         while True:

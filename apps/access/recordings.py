@@ -5,7 +5,7 @@ timed in seconds from the session's start.
 The portal records what it relays, so a recording is what passed through the
 platform whatever the node says. Output is addressed by byte offset, so bytes sent
 again after a reconnect are recorded once. Events go to the database in chunks (at
-most ``FLUSH_CHARS`` held in memory per session); a recording stops growing at
+most ``HELD_CHARS`` held in memory per session); a recording stops growing at
 ``TERMINAL_RECORDING_MAX_CHARS`` with a marker saying so. Input is not recorded:
 it would keep every password typed at a prompt.
 """
@@ -25,7 +25,8 @@ from django.utils import timezone
 
 from apps.access.models import TerminalPolicy, TerminalRecordingChunk, TerminalSession
 
-FLUSH_CHARS = 64 * 1024
+FLUSH_CHARS = 256 * 1024
+HELD_CHARS = 2 * 1024 * 1024  # at most this much waits for the database per session
 FLUSH_SECONDS = 1.0
 CONTENT_TYPE = "application/x-asciicast"
 PRUNE_BATCH = 500
@@ -85,6 +86,9 @@ class Recorder:
         return self._pending >= FLUSH_CHARS or (
             bool(self._pending) and time.monotonic() - self._last_flush >= FLUSH_SECONDS
         )
+
+    def full(self) -> bool:
+        return self._pending >= HELD_CHARS
 
     def take(self) -> dict:
         """What ``save`` writes next; the recorder starts a new chunk."""
