@@ -41,6 +41,7 @@ READ_BYTES = 64 * 1024
 # A frame carries what gathered in the ring since the last one, up to this: fewer, larger
 # frames when the browser is behind.
 FRAME_BYTES = 128 * 1024
+GATHER_SECONDS = 0.002
 FRAMES_IN_FLIGHT = 32  # well under the channel layer's 100 messages a channel
 INPUT_PENDING_BYTES = 256 * 1024
 MAX_MESSAGE_BYTES = 1024 * 1024
@@ -349,6 +350,10 @@ class PtySession:
         while True:
             self._wake.clear()
             while self.sent < self.ring.end and self._room():
+                if self._in_flight and self.ring.end - self.sent < FRAME_BYTES and self.reading:
+                    # Output is streaming: let it gather into a larger frame (a typed
+                    # key's echo, with nothing in flight, goes at once).
+                    await asyncio.sleep(GATHER_SECONDS)
                 start = self.sent
                 chunk = self.ring.read(start, FRAME_BYTES)
                 await socket.send(HEADER.pack(start) + chunk)
