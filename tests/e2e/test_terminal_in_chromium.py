@@ -67,7 +67,11 @@ def test_typing_a_command_shows_its_output_and_the_shell_follows_the_window(term
 
 def test_a_dropped_socket_resumes_with_nothing_lost_or_repeated(terminal_page):
     page = terminal_page
-    run(page, "clear; for i in $(seq 1 3000); do echo n-$i; done; echo fin-$((1+1))")
+    # Output pauses half-way: the socket drops while the shell still has output to come.
+    run(
+        page, "clear; for i in $(seq 1 3000); do echo n-$i; [ $i = 1500 ] && sleep 1; done; echo fin-$((1+1))"
+    )
+    wait_text(page, r"(?m)^n-1500$")
     page.evaluate("window.gpuaasTerminal.drop()")
     screen = wait_text(page, r"(?m)^fin-2$", timeout=60)
     numbers = [int(n) for n in re.findall(r"(?m)^n-(\d+)$", screen)]
@@ -85,3 +89,18 @@ def test_signing_out_in_another_tab_ends_the_terminal(terminal_page, portal):
     assert "signed out" in page.text_content("[data-terminal-status]")
     session = TerminalSession.objects.get()
     assert session.end_reason == "signed out"
+
+
+def test_a_project_admin_replays_the_recording_in_the_portal(terminal_page, portal, active_allocation):
+    page = terminal_page
+    run(page, "echo replayed-$((3*3)); exit")
+    page.wait_for_selector("[data-terminal-status][data-state=ended]")
+    page.click("a.tab:has-text('Terminal sessions')")
+    page.click("a:has-text('Replay')")
+    player = page.wait_for_selector(".ap-wrapper, .ap-player")
+    assert player is not None
+    # The player fetched and parsed the recording: its poster shows the first frame, and
+    # playing it to the end shows the command's output.
+    page.click(".ap-player")
+    wait_for(lambda: "replayed-9" in page.inner_text(".ap-player"), timeout=30, what="the replayed output")
+    assert page.js_errors == []
