@@ -31,6 +31,7 @@ from apps.access.models import TerminalSession
 from apps.allocations import nodes
 from apps.core import audit
 from apps.core.errors import ApiError, NotFound, Unauthenticated, ValidationFailed, envelope
+from apps.core.origins import scope_header
 
 HEADER = struct.Struct(">Q")
 # Close codes the browser's script reads: the session is over, or another window took it.
@@ -40,13 +41,6 @@ WATCH_SECONDS = 1.0
 PEER_WAIT_SECONDS = 5.0
 OPEN_RETRY_SECONDS = 2.0
 INPUT_NOTE_SECONDS = 30.0  # how often the last keystroke's time is written down
-
-
-def _header(scope, name: bytes) -> str:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return ""
 
 
 def _dimension(query: dict, name: str, default: int) -> int:
@@ -230,8 +224,12 @@ class BrowserTerminalConsumer(_Refusing):
     async def _to_agent(self, message: dict) -> None:
         if self._early is None:
             if not await self.send_peer(self.agent_channel, message, wait=True):
-                self._early = [message]  # the agent's socket is gone: wait for the next one
-                self.agent_channel = None
+                # The agent's side is gone or stuck: hold input until a side answers again.
+                self._early, self._early_bytes, self.agent_channel = [message], 0, None
+                await self.group_send(
+                    terminals.agent_group(self.session_id),
+                    {"type": "terminal.attached", "channel": self.channel_name},
+                )
             return
         self._early_bytes += len(message.get("data", ""))
         if self._early_bytes > settings.TERMINAL_MAX_INPUT_BYTES:
@@ -287,7 +285,7 @@ def _int(value: str) -> int | None:
 
 @database_sync_to_async
 def _node(scope):
-    scheme, _, credential = _header(scope, b"authorization").partition(" ")
+    scheme, _, credential = scope_header(scope, b"authorization").partition(" ")
     if scheme != "Node":
         raise Unauthenticated("Expected 'Authorization: Node <credential>'.")
     return nodes.authenticate_agent(credential.strip())
