@@ -35,8 +35,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 logger = logging.getLogger(__name__)
 
-WINDOW_BYTES = 1024 * 1024
-RING_BYTES = 2 * 1024 * 1024
+WINDOW_BYTES = 4 * 1024 * 1024
+RING_BYTES = 8 * 1024 * 1024
 READ_BYTES = 64 * 1024
 # A frame carries what gathered in the ring since the last one, up to this: fewer, larger
 # frames when the browser is behind.
