@@ -63,10 +63,9 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/core/test_openapi.py tests/core/test_audit.py tests/metering \
 	tests/allocations/test_lifecycle_api.py tests/allocations/test_quota_and_capacity.py \
 	tests/runtime/test_launch_api.py tests/runtime/test_app_instance_quota.py \
-	tests/storage/test_storage_resize.py tests/ops/test_make_run_path.py tests/access/test_secrets_store.py \
-	tests/access/test_migrate_and_rotate.py tests/access/test_project_secrets.py \
-	tests/access/test_access_credentials.py tests/access/test_key_ownership.py tests/access/test_profile_keys.py \
-	tests/monitoring/test_gpu_metrics_api.py tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py
+	tests/storage/test_storage_resize.py tests/ops/test_make_run_path.py tests/access \
+	tests/node_agent/test_terminal_ring.py tests/monitoring/test_gpu_metrics_api.py \
+	tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py
 
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
@@ -87,6 +86,7 @@ check: install services sandbox sshd metrics-db
 		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
 		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
 		--ignore=tests/ops/test_monitoring_benchmark_smoke.py \
+		--ignore=tests/ops/test_terminal_benchmark_smoke.py \
 		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
 		--ignore=tests/runtime/test_remote_node.py --ignore=tests/allocations/test_worker_crash.py
 

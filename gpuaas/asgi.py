@@ -14,14 +14,17 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from apps.core.body_limit import RequestBodyLimit  # noqa: E402
 from apps.core.origins import PortalOriginValidator  # noqa: E402
 from apps.proxy.dataplane.dispatch import ProxyDispatcher  # noqa: E402
-from gpuaas.routing import websocket_urlpatterns  # noqa: E402
+from gpuaas.routing import agent_websocket_urlpatterns, by_caller, websocket_urlpatterns  # noqa: E402
 
 # The proxy sees route traffic before Django's middleware, so nothing buffers it.
 application = ProxyDispatcher(
     ProtocolTypeRouter(
         {
             "http": RequestBodyLimit(django_asgi_app),
-            "websocket": PortalOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            "websocket": by_caller(
+                PortalOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+                URLRouter(agent_websocket_urlpatterns),
+            ),
         }
     )
 )

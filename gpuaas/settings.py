@@ -488,6 +488,15 @@ AGENT_TASK_TIMEOUT_SECONDS = env.integer("GPUAAS_AGENT_TASK_TIMEOUT_SECONDS", 90
 # default's local agent), never on a node's network address.
 PROXY_SOURCE_ADDRESSES = env.networks("GPUAAS_PROXY_SOURCE_ADDRESSES")
 
+# --- Web terminal (apps/access, issue 17) -------------------------------------------
+# A project's idle timeout, maximum duration and recording retention are its
+# TerminalPolicy (admin); these are the platform's bounds around them.
+TERMINAL_OPEN_TIMEOUT_SECONDS = 15  # the node agent must pick a new session up within this
+TERMINAL_DETACHED_SECONDS = env.integer("GPUAAS_TERMINAL_DETACHED_SECONDS", 300)  # no browser attached
+TERMINAL_MAX_LIVE_PER_ALLOCATION = env.integer("GPUAAS_TERMINAL_MAX_LIVE_PER_ALLOCATION", 8)
+TERMINAL_MAX_INPUT_BYTES = 64 * 1024  # one message from the browser (a paste)
+TERMINAL_RECORDING_MAX_CHARS = env.integer("GPUAAS_TERMINAL_RECORDING_MAX_CHARS", 8 * 1024 * 1024)
+
 # --- Platform proxy ----------------------------------------------------------------
 # Hard limits (and the longest idle timeout) that manifests, pools and tenant policy
 # can only lower (seed 003 "Protection Model").

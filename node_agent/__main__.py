@@ -1,5 +1,6 @@
 """``python -m node_agent --url URL --node HOSTNAME [--bootstrap-token T]
-[--state-dir DIR] [--executor auto|process|docker] [--ssh off|own|system]``.
+[--state-dir DIR] [--executor auto|process|docker] [--ssh off|own|system]
+[--terminal-user runtime|agent]``.
 
 The options default to the variables cloud-init writes to ``/etc/gpuaas/agent.env``
 (``GPUAAS_URL``, ``GPUAAS_NODE``, ``GPUAAS_BOOTSTRAP_TOKEN``); prefer the variable
@@ -14,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from node_agent import access, executors, runner
+from node_agent import access, executors, runner, terminal
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -56,6 +57,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=int(os.environ.get("GPUAAS_AGENT_METRICS_PORT", "9400")),
         help="port of the DCGM-form metrics endpoint (the dcgm-exporter's by default; 0: any free one)",
     )
+    parser.add_argument(
+        "--terminal-user",
+        choices=terminal.TERMINAL_USERS,
+        default="runtime",
+        help="whose shell a web terminal runs: the allocation's runtime user, or this agent's own user",
+    )
     return parser.parse_args(argv)
 
 
@@ -73,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_seconds=options.heartbeat_seconds,
         metrics_port=options.metrics_port,
         ssh=options.ssh,
+        terminal_user=options.terminal_user,
     )
 
 

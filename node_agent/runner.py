@@ -18,6 +18,7 @@ from node_agent import access, credentials, executors
 from node_agent.client import AgentClient, ApiError, Unauthorized
 from node_agent.executors.base import Executor, TaskFailed
 from node_agent.telemetry import Telemetry
+from node_agent.terminal import TerminalRelay
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +195,7 @@ def run_agent(
     heartbeat_seconds: float = HEARTBEAT_SECONDS,
     metrics_port: int = 9400,
     ssh: str = "off",
+    terminal_user: str = "runtime",
 ) -> int:
     """Enroll or load the credential, then run until SIGTERM/SIGINT; the exit code."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every long-poll at INFO
@@ -218,9 +220,11 @@ def run_agent(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: runner.stopping.set())
     logger.info("node agent for %s: %s executor, platform %s", node, chosen.name, url)
+    terminals = TerminalRelay(url, client.credential, terminal_user).start()
     try:
         return runner.run()
     finally:
+        terminals.stop()
         if host is not None:
             host.stop()
         client.close()

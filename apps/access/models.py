@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -165,3 +166,118 @@ class UserSshKey(UUIDModel):
 
     def __str__(self):
         return f"{self.user_id}: {self.name or self.fingerprint}"
+
+
+# --- web terminal (issue 17) ------------------------------------------------------
+# A terminal session is a login shell as the allocation's runtime user, on a PTY the
+# node agent holds, relayed to the browser through the portal (apps/access/consumers.py).
+# Its output is recorded as asciicast v2 in chunks, kept per the project's policy.
+
+
+class TerminalPolicy(UUIDModel):
+    """A project's terminal limits; a project without a row has the defaults."""
+
+    DEFAULT_IDLE_TIMEOUT_SECONDS = 30 * 60
+    DEFAULT_MAX_DURATION_SECONDS = 8 * 3600
+    DEFAULT_RECORDING_RETENTION_DAYS = 30
+
+    project = models.OneToOneField(
+        "tenancy.Project", on_delete=models.CASCADE, related_name="terminal_policy"
+    )
+    idle_timeout_seconds = models.PositiveIntegerField(
+        default=DEFAULT_IDLE_TIMEOUT_SECONDS,
+        validators=[MinValueValidator(60), MaxValueValidator(7 * 24 * 3600)],
+        help_text="a session with no keystroke for this long is ended",
+    )
+    max_duration_seconds = models.PositiveIntegerField(
+        default=DEFAULT_MAX_DURATION_SECONDS,
+        validators=[MinValueValidator(60), MaxValueValidator(30 * 24 * 3600)],
+        help_text="a session is ended this long after it opened, busy or not",
+    )
+    recording_retention_days = models.PositiveSmallIntegerField(
+        default=DEFAULT_RECORDING_RETENTION_DAYS,
+        validators=[MinValueValidator(1), MaxValueValidator(3650)],
+        help_text="recordings older than this are deleted",
+    )
+
+    tenant_path = "project__tenant_id"
+    project_path = "project_id"
+
+    class Meta:
+        verbose_name_plural = "terminal policies"
+
+    def __str__(self):
+        return f"terminal policy of {self.project_id}"
+
+
+class TerminalSession(UUIDModel):
+    """One shell on an allocation's node, from open to end."""
+
+    class State(models.TextChoices):
+        OPENING = "opening"  # asked of the node agent, which has not connected yet
+        OPEN = "open"
+        ENDED = "ended"
+
+    LIVE_STATES = (State.OPENING, State.OPEN)
+
+    allocation = models.ForeignKey(
+        "allocations.Allocation", on_delete=models.PROTECT, related_name="terminal_sessions"
+    )
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey("tenancy.Project", on_delete=models.PROTECT, related_name="+")
+    node = models.ForeignKey("allocations.Node", on_delete=models.PROTECT, related_name="terminal_sessions")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="terminal_sessions"
+    )
+    username = models.CharField(max_length=150, help_text="who opened it, kept when the user is deleted")
+    runtime_user = models.CharField(max_length=32)
+    # The browser session that opened it (a SHA-256 of its key): its logout ends the terminal.
+    login_session = models.CharField(max_length=64, blank=True, db_index=True)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.OPENING, db_index=True)
+    cols = models.PositiveSmallIntegerField(default=80)
+    rows = models.PositiveSmallIntegerField(default=24)
+    idle_timeout_seconds = models.PositiveIntegerField()
+    max_duration_seconds = models.PositiveIntegerField()
+    last_input_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=200, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    output_bytes = models.BigIntegerField(default=0, help_text="bytes the shell wrote")
+    # The recording: asciicast v2 events for output bytes [0, recorded_bytes).
+    recorded_bytes = models.BigIntegerField(default=0)
+    recording_chars = models.BigIntegerField(default=0, help_text="size of the stored recording")
+    recording_truncated = models.BooleanField(default=False)
+    recording_deleted = models.BooleanField(default=False)
+
+    tenant_path = "tenant_id"
+    project_path = "project_id"
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["allocation", "-created_at"], name="terminal_allocation_recent"),
+            models.Index(fields=["user", "state"], name="terminal_user_state"),
+        ]
+
+    def __str__(self):
+        return f"terminal {self.pk} ({self.state})"
+
+    @property
+    def scope_ids(self):
+        return self.tenant_id, self.project_id
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in self.LIVE_STATES
+
+
+class TerminalRecordingChunk(models.Model):
+    """A run of asciicast v2 event lines (newline-terminated), in order of ``seq``."""
+
+    session = models.ForeignKey(TerminalSession, on_delete=models.CASCADE, related_name="recording_chunks")
+    seq = models.PositiveIntegerField()
+    events = models.TextField()
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="terminal_chunk_seq")]

@@ -1,4 +1,5 @@
-"""What other apps (the runtime) read of a project's secrets."""
+"""What other apps read of host access: a project's secrets (the runtime), the
+runtime user a terminal opens its shell as."""
 
 from __future__ import annotations
 
@@ -19,3 +20,7 @@ def project_secret_value(project_id, name: str) -> str | None:
         return secrets.store().read(secret.secret_path)
     except secrets.SecretNotFound:
         return None
+
+
+def runtime_user(allocation) -> str:
+    return allocation.flavor.runtime_user

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from apps.allocations import signals
 from apps.core import audit
 from apps.core.broadcast import group_send
 
@@ -31,6 +32,7 @@ def state_changed(allocation, previous: str) -> None:
         from apps.webhooks import services as webhooks
 
         webhooks.enqueue_state_change(allocation, previous)
+    signals.state_changed.send(sender=type(allocation), allocation=allocation, previous=previous)
     allocation_changed(allocation.pk)
 
 

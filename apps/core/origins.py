@@ -35,7 +35,8 @@ def _in_apps_domain(hostname: str) -> bool:
     return bool(apps) and (hostname == apps or hostname.endswith("." + apps))
 
 
-def _header(scope, name: bytes) -> str:
+def scope_header(scope, name: bytes) -> str:
+    """The value of header ``name`` (lower-case bytes) in an ASGI scope, or ""."""
     for key, value in scope.get("headers", []):
         if key == name:
             return value.decode("latin1")
@@ -44,7 +45,7 @@ def _header(scope, name: bytes) -> str:
 
 def portal_origins(scope) -> set[tuple[str, str, int]]:
     origins = {_normalised(settings.ISSUER)}
-    host = _header(scope, b"host")
+    host = scope_header(scope, b"host")
     domain, _ = split_domain_port(host)
     if domain and validate_host(domain, settings.ALLOWED_HOSTS):
         scheme = "https" if settings.HTTPS or scope.get("scheme") == "wss" else "http"
@@ -67,7 +68,7 @@ class PortalOriginValidator:
         self.application = application
 
     async def __call__(self, scope, receive, send):
-        origin = _normalised(_header(scope, b"origin"))
+        origin = _normalised(scope_header(scope, b"origin"))
         if origin is not None and origin in portal_origins(scope):
             return await self.application(scope, receive, send)
         return await _refuse(receive, send)

@@ -12,6 +12,7 @@ from apps.portal.views import (
     project_detail,
     projects,
     quotas,
+    terminal,
     usage,
 )
 from apps.tenancy.auth import passwords
@@ -82,6 +83,26 @@ urlpatterns = [
     ),
     path("profile/", access.profile, name="profile"),
     path("profile/ssh-keys/<uuid:key_pk>/remove/", access.profile_key_remove, name="profile_key_remove"),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/terminal/",
+        terminal.terminal,
+        name="allocation_terminal",
+    ),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/terminal/sessions/",
+        terminal.terminal_sessions,
+        name="terminal_sessions",
+    ),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/terminal/sessions/<uuid:session_pk>/",
+        terminal.terminal_replay,
+        name="terminal_replay",
+    ),
+    path(
+        "projects/<uuid:pk>/allocations/<uuid:allocation_pk>/terminal/sessions/<uuid:session_pk>/recording.cast",
+        terminal.terminal_recording,
+        name="terminal_recording",
+    ),
     path("apps/", apps.app_catalog, name="app_catalog"),
     path("apps/<slug:slug>/", apps.app_detail, name="app_detail"),
     path("projects/<uuid:pk>/apps/<slug:slug>/launch/", apps.app_launch, name="app_launch"),

@@ -44,6 +44,10 @@ def start(host: str, port: int) -> subprocess.Popen | None:
         # Users log in to the local node through an sshd of the agent's own (decision 0045).
         "--ssh",
         "own",
+        # The embedded default has no runtime user of its own: the terminal's shell
+        # is the local agent's user, as its SSH server is (issue 17).
+        "--terminal-user",
+        "agent",
     ]
     logger.info("local node agent for %s started", node.hostname)
     return subprocess.Popen(command)

@@ -2,7 +2,8 @@
 ``bootstrap_demo`` and ``serve`` on the embedded default (SQLite, the in-process
 worker, the local node agent), then over HTTP as ``demo``: sign in, allocate an
 h100-1x, log in to it with ssh (the local agent's own sshd), launch JupyterLab on it
-and see it running, the usage page, the billing CSV. Runs in the SQLite part of ``make test``."""
+and see it running, a command in its web terminal, the usage page, the billing CSV.
+Runs in the SQLite part of ``make test``."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 
 from tests.support.agent import wait_for
 from tests.support.servers import free_port
 from tests.support.ssh import key_pair, ssh
+from tests.support.terminal import Terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE")
@@ -98,6 +101,17 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
             timeout=180,
             what="JupyterLab running",
         )
+
+        # The allocation's web terminal: a shell through the local agent (its own user).
+        terminal = Terminal(
+            SimpleNamespace(url=base), allocated.json()["allocation_id"], client.cookies["sessionid"]
+        )
+        try:
+            terminal.connect(cols=100, rows=30)
+            terminal.type("echo from-the-node-$((6*7)); tput cols\r")
+            terminal.read_until(lambda out: b"from-the-node-42\r\n100\r\n" in out, timeout=60)
+        finally:
+            terminal.close()
 
         usage = client.get(f"/tenants/{project['tenant_id']}/usage/")
         assert usage.status_code == 200

@@ -51,6 +51,9 @@ class AgentProcess:
                     "0",
                     "--ssh",
                     self.ssh,
+                    # Terminals open a shell as this test's user, as on the embedded default.
+                    "--terminal-user",
+                    "agent",
                 ],
                 cwd=ROOT,
                 env=self.env,

@@ -95,11 +95,16 @@ def decorate(allocation: Allocation) -> Allocation:
 
 
 def allocation_tabs(allocation: Allocation, *, can_manage: bool) -> list[tuple[str, str, str]]:
-    """The allocation page's tabs: (name, label, address); Access for those who manage it."""
+    """The allocation page's tabs: (name, label, address); Access and the terminal for
+    those who manage it."""
     args = [allocation.project_id, allocation.pk]
     tabs = [("overview", "Overview", reverse("allocation_detail", args=args))]
     if can_manage:
-        tabs.append(("access", "Access", reverse("allocation_access", args=args)))
+        tabs += [
+            ("access", "Access", reverse("allocation_access", args=args)),
+            ("terminal", "Terminal", reverse("allocation_terminal", args=args)),
+            ("sessions", "Terminal sessions", reverse("terminal_sessions", args=args)),
+        ]
     return tabs
 
 

@@ -21,6 +21,7 @@ from apps.allocations import nodes
 from apps.allocations.models import Node
 from apps.core.errors import Unauthenticated
 from node_agent import access, credentials, executors, runner
+from node_agent.terminal import TERMINAL_USERS
 
 
 class Command(BaseCommand):
@@ -39,8 +40,21 @@ class Command(BaseCommand):
         parser.add_argument(
             "--ssh", choices=access.KINDS, default="off", help="own: run an sshd of its own on loopback"
         )
+        parser.add_argument("--terminal-user", choices=TERMINAL_USERS, default="runtime")
 
-    def handle(self, *args, node, url, state_dir, executor, heartbeat_seconds, metrics_port, ssh, **options):
+    def handle(
+        self,
+        *args,
+        node,
+        url,
+        state_dir,
+        executor,
+        heartbeat_seconds,
+        metrics_port,
+        ssh,
+        terminal_user,
+        **options,
+    ):
         found = Node.objects.filter(hostname=node).first()
         if found is None:
             raise CommandError(f"No node {node!r}.")
@@ -61,6 +75,7 @@ class Command(BaseCommand):
                 heartbeat_seconds=heartbeat_seconds,
                 metrics_port=metrics_port,
                 ssh=ssh,
+                terminal_user=terminal_user,
             )
             if (
                 code == runner.EXIT_UNAUTHORIZED

@@ -1,0 +1,113 @@
+"""An allocation's web terminal (xterm.js over ``/ws/allocations/{a}/terminal/``), its
+terminal sessions, and their recordings replayed with asciinema-player. Members who
+may manage the allocation only: a viewer gets 403, anyone outside the project 404.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404, StreamingHttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+from apps.access import recordings, terminals
+from apps.access.models import TerminalSession
+from apps.allocations.models import Allocation
+from apps.core.middleware import default_csp
+from apps.portal.context_processors import remember_project
+from apps.portal.views.allocations import _allocation, allocation_tabs
+from apps.portal.views.base import portal_view, scoped_project
+from apps.tenancy import policy
+from apps.tenancy.roles import Perm
+
+SESSIONS_SHOWN = 50
+
+
+def _managed(principal, pk, allocation_pk):
+    project = scoped_project(principal, pk, Perm.ALLOCATION_MANAGE)
+    return project, _allocation(principal, project, allocation_pk, Perm.ALLOCATION_MANAGE)
+
+
+def _with_inline_styles(request, response, extra_scripts: str = ""):
+    """xterm.js and asciinema-player style their cells through <style> elements they
+    create; asciinema-player also compiles its terminal emulator from WebAssembly."""
+    csp = default_csp(request).replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
+    if extra_scripts:
+        csp = csp.replace("script-src ", f"script-src {extra_scripts} ", 1)
+    response.csp = csp
+    return response
+
+
+@require_safe
+@portal_view
+def terminal(request, principal, pk, allocation_pk):
+    project, allocation = _managed(principal, pk, allocation_pk)
+    remember_project(request, project)
+    context = {
+        "project": project,
+        "allocation": allocation,
+        "tabs": allocation_tabs(allocation, can_manage=True),
+        "active": allocation.state == Allocation.State.ACTIVE,
+        "ws_path": f"/ws/allocations/{allocation.pk}/terminal/",
+    }
+    return _with_inline_styles(request, render(request, "portal/terminal.html", context))
+
+
+def _sessions(principal, allocation):
+    return (
+        terminals.manageable_sessions(principal)
+        .filter(allocation=allocation)
+        .select_related("node")
+        .order_by("-created_at")
+    )
+
+
+@require_safe
+@portal_view
+def terminal_sessions(request, principal, pk, allocation_pk):
+    project, allocation = _managed(principal, pk, allocation_pk)
+    remember_project(request, project)
+    context = {
+        "project": project,
+        "allocation": allocation,
+        "tabs": allocation_tabs(allocation, can_manage=True),
+        "sessions": _sessions(principal, allocation)[:SESSIONS_SHOWN],
+    }
+    return render(request, "portal/terminal_sessions.html", context)
+
+
+def _session(principal, allocation, session_pk) -> TerminalSession:
+    return policy.get_object(
+        TerminalSession.objects.filter(allocation=allocation).select_related("node"),
+        principal,
+        Perm.ALLOCATION_MANAGE,
+        pk=session_pk,
+    )
+
+
+@require_safe
+@portal_view
+def terminal_replay(request, principal, pk, allocation_pk, session_pk):
+    project, allocation = _managed(principal, pk, allocation_pk)
+    session = _session(principal, allocation, session_pk)
+    context = {
+        "project": project,
+        "allocation": allocation,
+        "tabs": allocation_tabs(allocation, can_manage=True),
+        "session": session,
+    }
+    return _with_inline_styles(
+        request, render(request, "portal/terminal_replay.html", context), extra_scripts="'wasm-unsafe-eval'"
+    )
+
+
+@require_safe
+@portal_view
+def terminal_recording(request, principal, pk, allocation_pk, session_pk):
+    _, allocation = _managed(principal, pk, allocation_pk)
+    session = _session(principal, allocation, session_pk)
+    if session.recording_deleted:
+        raise Http404("This recording was deleted at the end of its retention.")
+    response = StreamingHttpResponse(recordings.cast(session), content_type=recordings.CONTENT_TYPE)
+    response["Content-Disposition"] = f'attachment; filename="terminal-{session.pk}.cast"'
+    response["Cache-Control"] = "no-store"
+    return response

@@ -1,0 +1,268 @@
+"""The web terminal through the portal and a node agent's relay, on loopback.
+
+Serves the portal in production mode (``manage.py serve``, PostgreSQL, Redis
+channel layer) and runs a real node agent (``python -m node_agent``) whose shell
+the terminal opens; a client speaking the page's protocol (tests/support/terminal.py)
+stands in for the browser. It prints:
+
+- keystroke-to-echo round trip (one character typed into ``cat``, until its echo
+  arrives), p50/p99 over the keystrokes; goal p99 under 50 ms;
+- ``cat`` of a 50 MB file through the terminal: MB/s from Enter to the end marker,
+  and the portal's resident memory before and at its peak during the run; goals
+  at least 20 MB/s, and memory flat (under 32 MB of growth).
+
+    .venv/bin/python benchmarks/terminal.py            # 300 keystrokes, 50 MB
+    .venv/bin/python benchmarks/terminal.py --quick    # 30 keystrokes, 5 MB (CI smoke)
+
+Needs PostgreSQL and Redis (``make services``). Compare figures only within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.harness import (  # noqa: E402
+    Background,
+    Server,
+    configure_environment,
+    drop_database,
+    free_port,
+    load_average,
+    machine,
+    percentile,
+    print_table,
+    recreate_database,
+    seed_jupyterlab_allocation,
+)
+from tests.support.issuer import FakeIssuer  # noqa: E402
+
+P99_GOAL_MS = 50.0
+THROUGHPUT_GOAL_MB_S = 20.0
+MEMORY_GROWTH_LIMIT_MB = 32.0
+MB = 1024 * 1024
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="30 keystrokes and 5 MB (CI smoke)")
+    parser.add_argument("--keystrokes", type=int, default=300)
+    parser.add_argument("--file-mb", type=int, default=50)
+    parser.add_argument("--db-name", default="gpuaas_bench_terminal")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
+    args = parser.parse_args()
+    if args.quick:
+        args.keystrokes, args.file_mb = 30, 5
+    return args
+
+
+def seed() -> dict:
+    """An ACTIVE allocation and a project admin signed in (a platform session)."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from apps.tenancy.models import Membership
+
+    seeded = seed_jupyterlab_allocation(flavor_name="h100-1x", gpus=1, cpu_cores=16, memory_gb=256)
+    user = get_user_model().objects.create_user("bench-admin", password="unused-" + os.urandom(8).hex())
+    Membership.objects.create(
+        user=user, tenant=seeded["project"].tenant, project=seeded["project"], role="project_admin"
+    )
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    return {**seeded, "session_key": session.session_key}
+
+
+def group_rss_mb(pgid: int) -> float:
+    """Resident memory of every process in the group (the server and its children)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # rss pages
+    return total / MB
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pgid: int):
+        super().__init__(daemon=True)
+        self.pgid, self.peak, self.stopping = pgid, 0.0, threading.Event()
+
+    def run(self):
+        while not self.stopping.wait(0.1):
+            self.peak = max(self.peak, group_rss_mb(self.pgid))
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def round_trips(terminal, count: int) -> list[float]:
+    """Type one character at a time into ``cat`` and time each echo."""
+    terminal.type("stty -icanon; cat >/dev/null\r")
+    time.sleep(0.5)  # let the command start before timing
+    terminal.output.clear()
+    latencies = []
+    for i in range(count):
+        char = "abcdefghijklmnopqrstuvwxyz"[i % 26]
+        seen = len(terminal.output)
+        started = time.perf_counter()
+        terminal.type(char)
+        terminal.read_until(lambda out, seen=seen, char=char: char.encode() in out[seen:], timeout=10)
+        latencies.append((time.perf_counter() - started) * 1000)
+    terminal.type("\x03")  # ^C ends cat
+    terminal.type("stty sane; echo ready-$((1+1))\r")
+    terminal.expect(b"ready-2")
+    return latencies
+
+
+def cat_file(terminal, path: Path, size: int, server_pgid: int) -> tuple[float, float, float]:
+    """Seconds for ``cat`` of the file to come through, and the portal's RSS before and at peak."""
+    terminal.output.clear()
+    terminal.keep = False
+    before = group_rss_mb(server_pgid)
+    sampler = RssSampler(server_pgid)
+    sampler.start()
+    start_offset = terminal.received
+    started = time.perf_counter()
+    terminal.type(f"cat {path}; echo cat-$((40+2))-done\r")
+    terminal.read_until(lambda out: b"cat-42-done" in out, timeout=600)
+    elapsed = time.perf_counter() - started
+    sampler.stopping.set()
+    sampler.join()
+    received = terminal.received - start_offset
+    if received < size:
+        raise RuntimeError(f"only {received} of {size} bytes came through")
+    return elapsed, before, max(sampler.peak, before)
+
+
+def make_file(path: Path, megabytes: int) -> int:
+    line = (b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" * 2)[:127] + b"\n"
+    with open(path, "wb") as out:
+        for _ in range(megabytes * MB // len(line)):
+            out.write(line)
+    return path.stat().st_size
+
+
+def main() -> int:
+    args = parse_args()
+    port = free_port()
+    issuer = FakeIssuer()  # production settings want a trusted issuer; nothing here uses it
+    recreate_database(args.db_name)
+    server = agent = terminal = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="gpuaas-bench-terminal-") as var_dir:
+            env = configure_environment(args, issuer, port, var_dir)
+            Path(var_dir, "static").mkdir()
+            import django
+
+            django.setup()
+            data = seed()
+            from apps.allocations import nodes
+            from tests.support.terminal import Terminal
+
+            print(f"# {machine()}")
+            print(f"# load average before: {load_average()}")
+            server = Server(port, env, 1, Path(var_dir) / "server.log")
+            server.wait_ready()
+            token = nodes.issue_bootstrap_token(data["node"])
+            agent = Background(
+                [
+                    *(sys.executable, "-m", "node_agent", "--url", server.url, "--node", "bench-node-1"),
+                    *("--state-dir", str(Path(var_dir) / "agent"), "--executor", "process"),
+                    *("--terminal-user", "agent"),
+                ],
+                {**env, "GPUAAS_BOOTSTRAP_TOKEN": token},
+                Path(var_dir) / "agent.log",
+            )
+            node = data["node"]
+            wait_for(
+                lambda: type(node).objects.filter(pk=node.pk, credential_hash__gt="").exists(),
+                60,
+                "enrollment",
+            )
+            terminal = Terminal(server, data["allocation"].pk, data["session_key"])
+            terminal.connect(cols=120, rows=40)
+            terminal.type("echo up-$((1+2))\r")
+            terminal.expect(b"up-3", timeout=30)
+
+            latencies = round_trips(terminal, args.keystrokes)
+            big = Path(var_dir) / "big.txt"
+            size = make_file(big, args.file_mb)
+            elapsed, rss_before, rss_peak = cat_file(terminal, big, size, server.pgid)
+            throughput = size / MB / elapsed
+            growth = rss_peak - rss_before
+
+            p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
+            print()
+            print_table(
+                ["measure", "value", "goal", "result"],
+                [
+                    ["keystrokes", len(latencies), "", ""],
+                    ["echo round trip p50 ms", f"{p50:.1f}", "", ""],
+                    [
+                        "echo round trip p99 ms",
+                        f"{p99:.1f}",
+                        f"< {P99_GOAL_MS:.0f}",
+                        _verdict(p99 < P99_GOAL_MS),
+                    ],
+                    [f"cat of {size / MB:.0f} MB, s", f"{elapsed:.2f}", "", ""],
+                    [
+                        "cat throughput MB/s",
+                        f"{throughput:.1f}",
+                        f">= {THROUGHPUT_GOAL_MB_S:.0f}",
+                        _verdict(throughput >= THROUGHPUT_GOAL_MB_S),
+                    ],
+                    ["portal RSS before MB", f"{rss_before:.0f}", "", ""],
+                    ["portal RSS peak MB", f"{rss_peak:.0f}", "", ""],
+                    [
+                        "portal RSS growth MB",
+                        f"{growth:.1f}",
+                        f"< {MEMORY_GROWTH_LIMIT_MB:.0f}",
+                        _verdict(growth < MEMORY_GROWTH_LIMIT_MB),
+                    ],
+                ],
+            )
+            print()
+            print(f"# load average after: {load_average()}")
+            passed = (
+                p99 < P99_GOAL_MS and throughput >= THROUGHPUT_GOAL_MB_S and growth < MEMORY_GROWTH_LIMIT_MB
+            )
+            print("PASS" if passed else "FAIL")
+            return 0
+    finally:
+        if terminal is not None:
+            terminal.close()
+        for process in (agent, server):
+            if process is not None:
+                process.stop()
+        drop_database(args.db_name)
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

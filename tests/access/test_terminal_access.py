@@ -1,0 +1,127 @@
+"""Who may open a terminal, and what closes one: the socket's handshake answers with
+the contract's statuses, and revoked membership, logout, release and an operator
+end an open terminal at once (the portal and a real node agent, no browser)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from apps.access import terminals
+from apps.access.models import TerminalSession
+from apps.allocations import services as allocations
+from apps.core.models import AuditEvent
+from apps.tenancy import principal as principals
+from apps.tenancy.models import Membership
+from tests.factories import AllocationFactory
+from tests.support.agent import running_agent
+from tests.support.members import member
+from tests.support.proxy import login_session
+from tests.support.terminal import Terminal, portal_headers, socket_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The contract's promise: an open terminal closes within 2 s of the change.
+CLOSES_WITHIN_SECONDS = 2.0
+
+
+def handshake(portal, allocation_id, user=None, **query) -> int:
+    """The status the terminal socket's handshake answers (101 when accepted)."""
+    session_key = login_session(user).session_key if user else "none"
+    try:
+        with connect(
+            socket_url(portal, allocation_id, **query),
+            additional_headers=portal_headers(portal, session_key),
+            open_timeout=10,
+        ):
+            return 101
+    except InvalidStatus as refused:
+        return refused.response.status_code
+
+
+def test_a_viewer_is_refused_403_and_others_404(portal, active_allocation, project, other_project):
+    viewer = member("viewer", project=project)
+    other_admin = member("project_admin", project=other_project)
+    elsewhere = AllocationFactory()
+    assert handshake(portal, active_allocation.pk, viewer) == 403
+    assert handshake(portal, active_allocation.pk, other_admin) == 404
+    assert handshake(portal, elsewhere.pk, member("project_admin", project=project)) == 404
+    assert handshake(portal, active_allocation.pk) == 401
+    assert not TerminalSession.objects.exists()
+    assert AuditEvent.objects.filter(actor=viewer.username, outcome="denied").exists()
+
+
+def test_bad_sizes_and_foreign_sessions_are_refused(portal, active_allocation, allocator, project):
+    assert handshake(portal, active_allocation.pk, allocator, cols=0) == 400
+    assert handshake(portal, active_allocation.pk, allocator, cols="wide") == 400
+    mine = terminals.open_session(principals.for_user(allocator), active_allocation.pk, cols=80, rows=24)
+    colleague = member("project_admin", project=project)
+    # Another member may not take over someone's shell, nor may anyone resume an unknown id.
+    assert handshake(portal, active_allocation.pk, colleague, session=mine.pk, offset=0) == 404
+    assert handshake(portal, active_allocation.pk, allocator, session="not-a-uuid", offset=0) == 400
+
+
+def test_a_terminal_needs_an_active_allocation(portal, project, allocator):
+    pending = AllocationFactory(project=project, state="PENDING")
+    assert handshake(portal, pending.pk, allocator) == 409
+
+
+def test_an_agent_socket_needs_the_nodes_credential(portal, active_allocation):
+    base = portal.url.replace("http://", "ws://")
+    for headers in ({}, {"Authorization": "Node not-the-credential"}):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(f"{base}/ws/agent/v1/terminals/", additional_headers=headers, open_timeout=10)
+        assert refused.value.response.status_code == 401
+
+
+@pytest.fixture
+def open_terminal(portal, active_allocation, allocator, tmp_path):
+    with running_agent(portal.url, active_allocation.node, tmp_path):
+        terminal = Terminal.open(portal, active_allocation, allocator)
+        terminal.type("echo up-$((2+3))\r")
+        terminal.expect(b"up-5")
+        yield terminal
+        terminal.close()
+
+
+def _ended(terminal) -> TerminalSession:
+    return TerminalSession.objects.get(pk=terminal.session_id)
+
+
+def test_revoked_membership_closes_the_terminal(open_terminal, allocator):
+    Membership.objects.filter(user=allocator).delete()
+    assert open_terminal.wait_closed(timeout=CLOSES_WITHIN_SECONDS) == 4000
+    assert _ended(open_terminal).end_reason == terminals.REVOKED
+
+
+def test_a_demotion_to_viewer_closes_the_terminal(open_terminal, allocator):
+    Membership.objects.filter(user=allocator).update(role="viewer")
+    # An update() sends no signal: the role change as the services make it, with save().
+    for membership in Membership.objects.filter(user=allocator):
+        membership.save()
+    assert open_terminal.wait_closed(timeout=CLOSES_WITHIN_SECONDS) == 4000
+
+
+def test_logout_closes_the_terminal_it_opened(open_terminal, allocator):
+    browser = Client()
+    browser.cookies["sessionid"] = open_terminal.session_key
+    assert browser.post("/accounts/logout/").status_code in (200, 302)
+    assert open_terminal.wait_closed(timeout=CLOSES_WITHIN_SECONDS) == 4000
+    assert _ended(open_terminal).end_reason == terminals.LOGGED_OUT
+
+
+def test_release_closes_the_terminal(open_terminal, active_allocation, allocator):
+    allocations.release(principals.for_user(allocator), active_allocation)
+    assert open_terminal.wait_closed(timeout=CLOSES_WITHIN_SECONDS) == 4000
+    assert _ended(open_terminal).end_reason == terminals.RELEASED
+
+
+def test_an_operator_ends_a_session_and_it_is_audited(open_terminal, platform_admin):
+    session = TerminalSession.objects.get(pk=open_terminal.session_id)
+    assert terminals.end_by_operator(principals.for_user(platform_admin), session)
+    assert open_terminal.wait_closed(timeout=CLOSES_WITHIN_SECONDS) == 4000
+    assert AuditEvent.objects.filter(action="terminal.end", actor=platform_admin.username).exists()
+    disconnect = AuditEvent.objects.get(action="terminal.disconnect", target_id=str(session.pk))
+    assert disconnect.details["reason"] == f"ended by {platform_admin.username}"
