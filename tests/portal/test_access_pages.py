@@ -41,7 +41,7 @@ def test_the_access_tab_is_for_those_who_manage_the_allocation(
 ):
     urls = _urls(allocation)
     tabs = re.findall(r'data-tab="(\w+)"', as_user(project_admin).get(urls["detail"]).content.decode())
-    assert tabs == ["overview", "access"]
+    assert tabs == ["overview", "access", "terminal", "sessions"]
     assert "data-tab" not in as_user(viewer).get(urls["detail"]).content.decode()
     assert as_user(viewer).get(urls["access"]).status_code == 403
     assert as_user(outsider).get(urls["access"]).status_code == 404
