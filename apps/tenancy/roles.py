@@ -53,6 +53,8 @@ class Perm(models.TextChoices):
     CATALOG_VIEW = "catalog.view"
     CATALOG_MANAGE = "catalog.manage"
     PROXY_MANAGE = "proxy.manage"
+    ALERT_VIEW = "alert.view"
+    ALERT_MANAGE = "alert.manage"
 
 
 _VIEW = {
@@ -64,6 +66,7 @@ _VIEW = {
     Perm.QUOTA_VIEW,
     Perm.USAGE_VIEW,
     Perm.CATALOG_VIEW,
+    Perm.ALERT_VIEW,
 }
 _PROJECT_ADMIN = _VIEW | {
     Perm.MEMBER_MANAGE,
@@ -73,7 +76,7 @@ _PROJECT_ADMIN = _VIEW | {
     Perm.INSTANCE_MANAGE,
     Perm.PROXY_MANAGE,
 }
-_TENANT_ADMIN = _PROJECT_ADMIN | {Perm.PROJECT_CREATE, Perm.AUDIT_VIEW}
+_TENANT_ADMIN = _PROJECT_ADMIN | {Perm.PROJECT_CREATE, Perm.AUDIT_VIEW, Perm.ALERT_MANAGE}
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     Role.PLATFORM_ADMIN: frozenset(Perm.values),
@@ -86,6 +89,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             Perm.ALLOCATION_MANAGE,
             Perm.NETWORK_MANAGE,
             Perm.STORAGE_MANAGE,
+            Perm.ALERT_MANAGE,
         }
     ),
     Role.TENANT_OWNER: frozenset(_TENANT_ADMIN),
