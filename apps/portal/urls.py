@@ -1,13 +1,24 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from apps.portal.views import allocations, apps, audit, dashboard, instances, project_detail, projects, usage
+from apps.portal.views import (
+    alerts,
+    allocations,
+    apps,
+    audit,
+    dashboard,
+    instances,
+    project_detail,
+    projects,
+    usage,
+)
 from apps.tenancy.auth import passwords
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
     path("switch/", dashboard.switch_project, name="switch_project"),
     path("projects/", projects.project_list, name="project_list"),
+    path("alerts/", alerts.alert_list, name="alert_list"),
     path("tenants/<str:tenant_id>/usage/", usage.tenant_usage, name="tenant_usage"),
     path("projects/new/", projects.project_create, name="project_create"),
     path("projects/<uuid:pk>/", project_detail.project_detail, name="project_detail"),
