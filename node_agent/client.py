@@ -55,9 +55,11 @@ class AgentClient:
     def heartbeat(self, running: list[str]) -> None:
         self._call("POST", "heartbeat", json={"running": running})
 
-    def telemetry(self, *, readings: list[dict], xids: list[dict], exporter_port: int | None) -> dict:
+    def telemetry(
+        self, *, readings: list[dict], xids: list[dict], exporter_port: int | None, simulated: bool
+    ) -> dict:
         """GPU readings and XID errors; answers how the platform wants the next report."""
-        body = {"readings": readings, "xids": xids}
+        body = {"readings": readings, "xids": xids, "simulated": simulated}
         if exporter_port:
             body["exporter_port"] = exporter_port
         return self._call("POST", "telemetry", json=body)

@@ -112,9 +112,6 @@ class NvmlGpus:
             except nvml.NVMLError as exc:  # some GPUs (and vGPUs) do not report XIDs
                 logger.warning("XID events unavailable: %s", exc)
 
-    def configure(self, gpus: int, held: dict) -> None:
-        """Real hardware: the platform's simulated world does not apply."""
-
     def read(self, busy: bool, now: float | None = None) -> list[dict]:
         nvml, now = self.nvml, time.time() if now is None else now
         readings = []
@@ -212,11 +209,13 @@ class Telemetry:
             readings=sent,
             xids=self._pending_xids,
             exporter_port=self.server.server_port if self.server else None,
+            simulated=isinstance(self.gpus, SimulatedGpus),
         )
         self._pending_xids = []
         self.interval = float(config.get("interval_seconds") or INTERVAL_SECONDS)
         self.report_readings = bool(config.get("report_readings", True))
-        self.gpus.configure(int(config.get("gpus") or 0), config.get("held") or {})
+        if "gpus" in config:
+            self.gpus.configure(int(config["gpus"]), config.get("held") or {})
         if self.server is None and config.get("address"):
             self._serve(config["address"])
 

@@ -55,6 +55,8 @@ def window(start: str | None, end: str | None, step: str | None) -> tuple[int, i
     if errors:
         raise ValidationFailed(details=errors)
     first, last = math.ceil(since / seconds) * seconds, math.floor(until / seconds) * seconds
+    if first > last:
+        raise ValidationFailed(details={"step": ["Longer than the window: no point would fall in it."]})
     points = (last - first) // seconds + 1
     if points > MAX_POINTS:
         raise ValidationFailed(

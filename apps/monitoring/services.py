@@ -32,9 +32,10 @@ EXPORTER_REFRESH = timedelta(seconds=60)
 
 
 def record_telemetry(
-    node: Node, *, readings: list[dict], xids: list[dict], exporter_port: int | None
+    node: Node, *, readings: list[dict], xids: list[dict], exporter_port: int | None, simulated: bool = False
 ) -> dict:
-    """One agent report; answers what the agent needs for the next one."""
+    """One agent report; answers what the agent needs for the next one (and, for an
+    agent on simulated GPUs, the node's GPU count and the readings held for it)."""
     now = timezone.now()
     if exporter_port:
         _note_exporter(node, exporter_port, now)
@@ -42,14 +43,16 @@ def record_telemetry(
         embedded.write(node.pk, readings)
     for event in xids:
         record_xid(node, event["gpu"], event.get("uuid", ""), event["code"], _at(event["at"]))
-    held = simulation.get(*SIMULATION, str(node.pk))
-    return {
+    answer = {
         "report_readings": not settings.METRICS_URL,
         "interval_seconds": settings.METRICS_INTERVAL_SECONDS,
         "address": node.agent_address,
-        "gpus": node.flavor.gpus_per_node,
-        "held": held.state.get("gpus", {}) if held else {},
     }
+    if simulated:
+        held = simulation.get(*SIMULATION, str(node.pk))
+        answer["gpus"] = node.flavor.gpus_per_node
+        answer["held"] = held.state.get("gpus", {}) if held else {}
+    return answer
 
 
 def _note_exporter(node: Node, port: int, now: datetime) -> None:

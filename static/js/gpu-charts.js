@@ -40,8 +40,12 @@
     var lines = [{}].concat(shaped.gpus.map(function (gpu, i) {
       return { label: "GPU " + gpu, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: false };
     }));
-    new uPlot({ width: width, height: 180, series: lines, legend: { show: true }, scales: { x: { time: true } } },
-      shaped.data, figure);
+    // From zero, so an idle GPU reads as idle; utilization is a percentage.
+    var range = metric === "utilization"
+      ? function () { return [0, 100]; }
+      : function (u, min, max) { return [0, Math.max(1, max * 1.15)]; };
+    new uPlot({ width: width, height: 180, series: lines, legend: { show: true },
+      scales: { x: { time: true }, y: { range: range } } }, shaped.data, figure);
   }
 
   function setup(section) {

@@ -1,11 +1,15 @@
 """The allocation page charts its GPUs' telemetry with uPlot in Chromium: one chart
 per metric with a line per GPU, from the same service as the metrics API, in the
-1 h, 24 h and 7 d windows, under the portal's CSP (no console errors)."""
+1 h, 24 h and 7 d windows, under the portal's CSP (no console errors).
+
+Set ``GPUAAS_E2E_SCREENSHOTS=/some/dir`` to keep a screenshot of the charts."""
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
+from pathlib import Path
 
 from django.utils import timezone
 
@@ -15,6 +19,8 @@ from apps.monitoring import tasks
 from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
+
+SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 
 
 def test_the_allocation_page_charts_its_gpus(portal, page, settings):
@@ -59,6 +65,8 @@ def test_the_allocation_page_charts_its_gpus(portal, page, settings):
         assert int(figure.get_attribute("data-points")) >= 55
         assert figure.locator(".u-legend").inner_text().count("GPU ") == 2
 
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / "gpu-charts.png"), full_page=True)
     page.click('button[data-window="24h"]')
     page.locator('[data-gpu-charts][data-loaded="24h"]').wait_for()
     assert 10 <= int(page.locator('figure[data-metric="temperature"]').get_attribute("data-points")) <= 13

@@ -196,6 +196,8 @@ def test_at_most_11000_points_a_series(api, ccp_issuer, reported):
         ({"step": "ten"}, "step"),
         ({"from": "1800000000", "to": "1700000000"}, "to"),
         ({"from": "1e300"}, "from"),
+        ({"from": "nan"}, "from"),
+        ({"from": "1800000001", "to": "1800000100", "step": "3600"}, "step"),
     ],
 )
 def test_bad_windows_answer_the_error_envelope(api, ccp_issuer, reported, query, field):

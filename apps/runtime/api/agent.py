@@ -168,14 +168,19 @@ class TelemetrySerializer(serializers.Serializer):
     exporter_port = serializers.IntegerField(
         min_value=1, max_value=65535, required=False, help_text="where the agent serves its DCGM-form metrics"
     )
+    simulated = serializers.BooleanField(
+        default=False, help_text="the node has no NVIDIA GPUs: the agent reads the simulated world"
+    )
 
 
 class TelemetryConfigSerializer(serializers.Serializer):
     report_readings = serializers.BooleanField(help_text="false: a metrics database scrapes the agent")
     interval_seconds = serializers.IntegerField()
     address = serializers.IPAddressField(allow_null=True, help_text="serve metrics on this address")
-    gpus = serializers.IntegerField(help_text="the node's GPU count (the simulated world's)")
-    held = serializers.DictField(help_text="simulated readings held by simulate_gpu, per GPU index or 'all'")
+    gpus = serializers.IntegerField(required=False, help_text="simulated agents: the node's GPU count")
+    held = serializers.DictField(
+        required=False, help_text="simulated agents: readings simulate_gpu holds, per GPU index or 'all'"
+    )
 
 
 class TelemetryView(AgentView):
@@ -194,6 +199,7 @@ class TelemetryView(AgentView):
                 readings=values.get("readings", []),
                 xids=values.get("xids", []),
                 exporter_port=values.get("exporter_port"),
+                simulated=values["simulated"],
             )
         )
 
