@@ -10,7 +10,7 @@ import uuid
 from django.conf import settings
 
 from apps.monitoring.alerts import subscriptions
-from apps.monitoring.models import Alert
+from apps.monitoring.models import Alert, AlertSubscription
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
 
@@ -41,14 +41,15 @@ def payload(alert: Alert, event_id: str) -> dict:
     }
 
 
-def send(alert: Alert) -> list[Delivery]:
-    """Called inside the transaction that fired or resolved the alert."""
+def send(alert: Alert, receivers: list[AlertSubscription]) -> list[Delivery]:
+    """Called inside the transaction that fired or resolved the alert; ``receivers``:
+    every subscription (read once per evaluation round)."""
     body = payload(alert, str(uuid.uuid4()))
     sent = []
     if settings.CCP_WEBHOOK_URL:
         url = settings.CCP_WEBHOOK_URL.rstrip("/") + CCP_PATH
         sent.append(webhooks.enqueue(webhooks.ALERT, url, body, tenant_id=alert.tenant_id))
-    for subscription in subscriptions.matching(alert):
+    for subscription in subscriptions.matching(alert, receivers):
         sent.append(
             webhooks.enqueue(
                 webhooks.ALERT, subscription.url, body, tenant_id=alert.tenant_id, signer=str(subscription.pk)

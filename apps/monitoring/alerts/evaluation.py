@@ -31,7 +31,8 @@ from django.utils import timezone
 from apps.allocations.models import Allocation, Node
 from apps.monitoring.alerts import delivery, rules
 from apps.monitoring.alerts.rules import Observation
-from apps.monitoring.models import Alert, AlertEvaluator, AlertRule
+from apps.monitoring.models import Alert, AlertEvaluator, AlertRule, AlertSubscription
+from apps.tenancy.models import Project, Tenant
 
 logger = logging.getLogger(__name__)
 State = Alert.State
@@ -82,10 +83,31 @@ def _take_lease(now: datetime) -> datetime | None:
     return until if free.update(lease_until=until) else None
 
 
+@dataclass
+class Context:
+    """What one round reads once and every rule uses."""
+
+    now: datetime
+    result: Round
+    holdings: dict[str, Holding]
+    down: set[str]
+    tenants: dict
+    projects: dict
+    receivers: list[AlertSubscription]
+
+
 def _round(now: datetime, result: Round) -> None:
     enabled = list(AlertRule.objects.filter(enabled=True))
     holdings = _holdings()
-    down = rules.down_nodes(now)
+    context = Context(
+        now,
+        result,
+        holdings,
+        rules.down_nodes(now),
+        Tenant.objects.only("pk", "tenant_id").in_bulk(),
+        Project.objects.only("pk", "project_id", "tenant_id").in_bulk(),
+        list(AlertSubscription.objects.all()),
+    )
     # Critical first: a warning needs to know where its critical rule breaches.
     enabled.sort(key=lambda rule: (rule.metric, rule.severity != AlertRule.Severity.CRITICAL))
     observations: dict[str, list[Observation]] = {}
@@ -107,8 +129,7 @@ def _round(now: datetime, result: Round) -> None:
         held_back = critical.get(rule.metric, set()) if rule.severity == AlertRule.Severity.WARNING else set()
         if rule.severity == AlertRule.Severity.CRITICAL:
             critical[rule.metric] = set(breaching)
-        node_bound = rule.metric in rules.GPU_METRICS
-        _advance(rule, breaching, now, holdings, held_back, down if node_bound else set(), result)
+        _advance(rule, breaching, held_back, rule.metric in rules.GPU_METRICS, context)
 
 
 def _holdings() -> dict[str, Holding]:
@@ -132,29 +153,35 @@ def _tenant_of(holdings: dict[str, Holding], node_id) -> object:
     return holding.tenant_id if holding else None
 
 
-def _advance(rule, breaching, now, holdings, held_back, down, result) -> None:
+def _advance(rule, breaching, held_back, node_bound: bool, context: Context) -> None:
+    now = context.now
     open_alerts = {a.subject: a for a in Alert.objects.filter(rule=rule, state__in=Alert.OPEN)}
-    new = [_opened(rule, o, now, holdings) for s, o in breaching.items() if s not in open_alerts]
+    new = [_opened(rule, o, now, context.holdings) for s, o in breaching.items() if s not in open_alerts]
     if new:
         Alert.objects.bulk_create(new, ignore_conflicts=True)
         open_alerts.update({a.subject: a for a in new})
     touched = []
     for subject, alert in open_alerts.items():
+        # The round's own copies: the payloads name tenants and projects without a query each.
+        alert.tenant, alert.project = (
+            context.tenants.get(alert.tenant_id),
+            context.projects.get(alert.project_id),
+        )
         observation = breaching.get(subject)
-        node_down = alert.node_id is not None and str(alert.node_id) in down
+        node_down = node_bound and alert.node_id is not None and str(alert.node_id) in context.down
         inhibited = node_down or subject in held_back
         if observation is not None:
             alert.value, alert.last_breach_at, alert.inhibited = observation.value, now, inhibited
             touched.append(alert)
             due = (now - alert.pending_since).total_seconds() >= rule.for_seconds
-            if alert.state == State.PENDING and due and not inhibited and _fire(alert, now):
-                result.fired.append(alert)
+            if alert.state == State.PENDING and due and not inhibited and _fire(alert, context):
+                context.result.fired.append(alert)
         elif alert.state == State.PENDING:
             Alert.objects.filter(pk=alert.pk, state=State.PENDING).delete()
         elif not node_down:
             quiet = (now - alert.last_breach_at).total_seconds() >= settings.ALERT_RESOLVE_AFTER_SECONDS
-            if quiet and _resolve(alert, now):
-                result.resolved.append(alert)
+            if quiet and _resolve(alert, context):
+                context.result.resolved.append(alert)
     if touched:
         Alert.objects.bulk_update(touched, ["value", "last_breach_at", "inhibited"], batch_size=1000)
 
@@ -183,25 +210,27 @@ def _opened(rule: AlertRule, observation: Observation, now: datetime, holdings) 
     )
 
 
-def _fire(alert: Alert, now: datetime) -> bool:
+def _fire(alert: Alert, context: Context) -> bool:
+    now = context.now
     with transaction.atomic():
         if not Alert.objects.filter(pk=alert.pk, state=State.PENDING).update(
             state=State.FIRING, started_at=now, value=alert.value, inhibited=False, updated_at=now
         ):
             return False  # another round fired it
         alert.state, alert.started_at = State.FIRING, now
-        delivery.send(alert)
+        delivery.send(alert, context.receivers)
     logger.info("alert %s fired: %s", alert.pk, alert.summary)
     return True
 
 
-def _resolve(alert: Alert, now: datetime) -> bool:
+def _resolve(alert: Alert, context: Context) -> bool:
+    now = context.now
     with transaction.atomic():
         if not Alert.objects.filter(pk=alert.pk, state=State.FIRING).update(
             state=State.RESOLVED, resolved_at=now, updated_at=now
         ):
             return False
         alert.state, alert.resolved_at = State.RESOLVED, now
-        delivery.send(alert)
+        delivery.send(alert, context.receivers)
     logger.info("alert %s resolved: %s", alert.pk, alert.summary)
     return True

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.core import audit, crypto
@@ -167,10 +167,10 @@ def test_send(principal: Principal, subscription_id) -> Delivery:
     return delivery
 
 
-def matching(alert: Alert) -> list[AlertSubscription]:
-    """Platform-wide subscriptions and the alert's tenant's, of its severity."""
-    scope = Q(tenant__isnull=True)
-    if alert.tenant_id:
-        scope |= Q(tenant_id=alert.tenant_id)
-    # Severities are checked here rather than in SQL: JSON containment differs by database.
-    return [s for s in AlertSubscription.objects.filter(scope) if alert.severity in s.severities]
+def matching(alert: Alert, receivers: list[AlertSubscription]) -> list[AlertSubscription]:
+    """Of ``receivers``, the platform-wide subscriptions and the alert's tenant's, of its severity."""
+    return [
+        s
+        for s in receivers
+        if (s.tenant_id is None or s.tenant_id == alert.tenant_id) and alert.severity in s.severities
+    ]
