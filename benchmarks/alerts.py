@@ -9,7 +9,8 @@
    webhook received by a local CCP receiver, through the real Celery beat (every
    ``GPUAAS_ALERT_EVALUATION_SECONDS``, 15 s) and worker: ``gpu_memory_critical``
    (``for`` 0) and, in a full run, ``gpu_temperature_critical`` (``for`` 120 s).
-   Goals: under 60 s, and under the rule's ``for`` + 20 s.
+   Goals: received within 60 s of the condition having held for the rule's ``for``,
+   and within ``for`` + 20 s of the crossing.
 
     .venv/bin/python benchmarks/alerts.py            # full run (about 5 minutes)
     .venv/bin/python benchmarks/alerts.py --quick    # CI smoke run
@@ -274,7 +275,7 @@ def delivery_latencies(args, env, var_dir: str, receiver: WebhookReceiver) -> li
         worker.stop()
 
 
-def main() -> int:  # noqa: C901 - one linear run, its steps in order
+def main() -> int:
     args = parse_args()
     issuer = FakeIssuer()
     receiver = WebhookReceiver(secret=WEBHOOK_SECRET)
@@ -336,14 +337,12 @@ def main() -> int:  # noqa: C901 - one linear run, its steps in order
             print()
             print("## Threshold crossing to webhook received (evaluation every 15 s)")
             for rule, for_seconds, latency in latencies:
-                ok = latency < 60 or for_seconds >= 40
-                bound = latency < for_seconds + 20
+                # CONTRACT: within 60 s of the condition having held for the rule's ``for``.
+                ok, bound = latency - for_seconds < 60, latency < for_seconds + 20
                 failures += [] if ok and bound else [f"delivery {rule}"]
-                if for_seconds < 40:
-                    print(f"{verdict(ok)} goal: {rule} received < 60 s: {latency:.1f} s")
-                print(
-                    f"{verdict(bound)} goal: {rule} received < for + 20 s ({for_seconds + 20} s): {latency:.1f} s"
-                )
+                late = f"{latency:.1f} s after the crossing, {latency - for_seconds:.1f} s after its for"
+                print(f"{verdict(ok)} goal: {rule} received < 60 s after its for ({for_seconds} s): {late}")
+                print(f"{verdict(bound)} goal: {rule} received < for + 20 s: {late}")
             print()
             print(f"# load average after: {load_average()}")
             if failures:

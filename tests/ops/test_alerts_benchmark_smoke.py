@@ -13,7 +13,7 @@ def test_quick_alerts_benchmark_runs_clean():
     for goal in (
         "goal: embedded store round < 2 s",
         "goal: VictoriaMetrics round < 2 s",
-        "goal: gpu_memory_critical received < 60 s",
+        "goal: gpu_memory_critical received < 60 s after its for",
         "goal: gpu_memory_critical received < for + 20 s",
     ):
         assert goal in stdout
