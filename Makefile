@@ -60,7 +60,8 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/core/test_openapi.py tests/core/test_audit.py tests/metering/test_usage.py \
 	tests/allocations/test_lifecycle_api.py tests/allocations/test_quota_and_capacity.py \
 	tests/runtime/test_launch_api.py tests/ops/test_make_run_path.py tests/monitoring/test_gpu_metrics_api.py \
-	tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py
+	tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py \
+	tests/monitoring/test_alert_rules.py tests/monitoring/test_alert_delivery.py tests/monitoring/test_alerts_api.py
 
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
@@ -80,7 +81,7 @@ check: install services sandbox metrics-db
 	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not fuzz" \
 		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
 		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
-		--ignore=tests/ops/test_monitoring_benchmark_smoke.py \
+		--ignore=tests/ops/test_monitoring_benchmark_smoke.py --ignore=tests/ops/test_alerts_benchmark_smoke.py \
 		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
 		--ignore=tests/runtime/test_remote_node.py --ignore=tests/allocations/test_worker_crash.py
 

@@ -186,6 +186,7 @@ def test_the_subscription_secret_is_stored_encrypted(tenant, settings):
     assert subscriptions.signing_secret(str(subscription.pk)) == "plain-secret-0123456789"
 
 
+@pytest.mark.production
 @pytest.mark.django_db(transaction=True)
 def test_rounds_raced_against_each_other_send_each_transition_once(
     project, other_tenant_project, flavor, receiver
