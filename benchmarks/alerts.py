@@ -27,6 +27,7 @@ import json
 import random
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -175,12 +176,39 @@ def fill_victoria(victoria: VictoriaMetrics, nodes, at: float) -> None:
     victoria.import_prometheus("\n".join(lines) + "\n")
 
 
+def heartbeat() -> None:
+    """Every fleet agent heartbeats now (they do every few seconds: the fleet is up)."""
+    from django.utils import timezone
+
+    from apps.allocations.models import Node
+
+    Node.objects.filter(hostname__startswith="fleet-").update(last_heartbeat_at=timezone.now())
+
+
+class Heartbeats(threading.Thread):
+    """The fleet's agents heartbeating while the beat and worker run."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self.stopped.wait(5):
+                heartbeat()
+        finally:
+            connection.close()
+
+
 def one_round(label: str) -> float:
     from apps.monitoring.alerts import evaluation
     from apps.monitoring.models import Alert
 
     seconds = []
     for _ in range(2):
+        heartbeat()
         done = evaluation.evaluate()
         if done is None:
             raise RuntimeError("the evaluator's lease was held")
@@ -245,6 +273,8 @@ def delivery_latencies(args, env, var_dir: str, receiver: WebhookReceiver) -> li
     from apps.monitoring.models import AlertRule
     from gpuaas.celery import app
 
+    heartbeats = Heartbeats()
+    heartbeats.start()
     worker = CeleryWorker(env, Path(var_dir) / "worker.log", concurrency=2)
     beat = CeleryBeat(env, Path(var_dir) / "beat.log", var_dir)
     try:
@@ -271,6 +301,8 @@ def delivery_latencies(args, env, var_dir: str, receiver: WebhookReceiver) -> li
             measured.append((rule, for_seconds, latency))
         return measured
     finally:
+        heartbeats.stopped.set()
+        heartbeats.join()
         beat.stop()
         worker.stop()
 

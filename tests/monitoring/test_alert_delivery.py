@@ -20,7 +20,7 @@ from tests.monitoring.alerting import Rounds, held_fleet, received
 from tests.support.concurrency import at_once
 from tests.support.receiver import WebhookReceiver
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_alert_rules")]
 HOT = 95.0  # CPU utilization past both thresholds
 
 

@@ -18,7 +18,7 @@ from apps.tenancy.principal import OPERATOR_CLI
 from tests.monitoring.alerting import Rounds, held_fleet, received, states
 from tests.monitoring.conftest import readings
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_alert_rules")]
 
 # A reading that breaches the rule and not the critical one above it (warnings).
 GPU_RULES = {

@@ -13,7 +13,7 @@ from apps.monitoring.models import AlertSubscription
 from tests.monitoring.alerting import Rounds, held_fleet
 from tests.support.members import member
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_alert_rules")]
 INTEGRATION = {"roles": ["GPUaaS Platform Integration"]}
 SECRET = "a-long-enough-secret-0123"
 

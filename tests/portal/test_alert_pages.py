@@ -11,7 +11,7 @@ from apps.monitoring.alerts import services
 from tests.monitoring.alerting import Rounds, held_fleet
 from tests.support.pages import HTMX
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_alert_rules")]
 
 
 @pytest.fixture
