@@ -110,13 +110,18 @@ def _round(now: datetime, result: Round) -> None:
     )
     # Critical first: a warning needs to know where its critical rule breaches.
     enabled.sort(key=lambda rule: (rule.metric, rule.severity != AlertRule.Severity.CRITICAL))
+    lowest: dict[str, float] = {}
+    for rule in enabled:
+        lowest[rule.metric] = min(rule.threshold, lowest.get(rule.metric, rule.threshold))
     observations: dict[str, list[Observation]] = {}
     critical: dict[str, set[str]] = {}
     for rule in enabled:
         if rule.metric not in observations:
             # A metrics database may still hold series of nodes the platform no longer has.
             observations[rule.metric] = [
-                o for o in rules.collect(rule.metric, now) if o.node_id is None or str(o.node_id) in holdings
+                o
+                for o in rules.collect(rule.metric, now, lowest[rule.metric])
+                if o.node_id is None or str(o.node_id) in holdings
             ]
         seen = observations[rule.metric]
         if rule.name == rules.CLUSTER_RULE:
@@ -160,7 +165,7 @@ def _advance(rule, breaching, held_back, node_bound: bool, context: Context) -> 
     if new:
         Alert.objects.bulk_create(new, ignore_conflicts=True)
         open_alerts.update({a.subject: a for a in new})
-    touched = []
+    breached, inhibited_now, free_now = [], [], []
     for subject, alert in open_alerts.items():
         # The round's own copies: the payloads name tenants and projects without a query each.
         alert.tenant, alert.project = (
@@ -171,8 +176,12 @@ def _advance(rule, breaching, held_back, node_bound: bool, context: Context) -> 
         node_down = node_bound and alert.node_id is not None and str(alert.node_id) in context.down
         inhibited = node_down or subject in held_back
         if observation is not None:
-            alert.value, alert.last_breach_at, alert.inhibited = observation.value, now, inhibited
-            touched.append(alert)
+            # Saved below, a few UPDATEs for the whole rule; the value as it was when it fired.
+            alert.value, alert.last_breach_at = observation.value, now
+            breached.append(alert.pk)
+            if inhibited != alert.inhibited:
+                alert.inhibited = inhibited
+                (inhibited_now if inhibited else free_now).append(alert.pk)
             due = (now - alert.pending_since).total_seconds() >= rule.for_seconds
             if alert.state == State.PENDING and due and not inhibited and _fire(alert, context):
                 context.result.fired.append(alert)
@@ -182,8 +191,13 @@ def _advance(rule, breaching, held_back, node_bound: bool, context: Context) -> 
             quiet = (now - alert.last_breach_at).total_seconds() >= settings.ALERT_RESOLVE_AFTER_SECONDS
             if quiet and _resolve(alert, context):
                 context.result.resolved.append(alert)
-    if touched:
-        Alert.objects.bulk_update(touched, ["value", "last_breach_at", "inhibited"], batch_size=1000)
+    for pks, values in (
+        (breached, {"last_breach_at": now}),
+        (inhibited_now, {"inhibited": True}),
+        (free_now, {"inhibited": False}),
+    ):
+        if pks:
+            Alert.objects.filter(pk__in=pks).update(**values)
 
 
 def _opened(rule: AlertRule, observation: Observation, now: datetime, holdings) -> Alert:

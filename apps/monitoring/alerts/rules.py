@@ -63,9 +63,11 @@ def gpu_subject(node_id, gpu) -> str:
     return f"node:{node_id}:gpu:{gpu}"
 
 
-def collect(metric: str, now: datetime) -> list[Observation]:
+def collect(metric: str, now: datetime, above: float) -> list[Observation]:
+    """The subjects of ``metric`` whose value is above ``above`` (the lowest threshold
+    of its rules: nothing under it can breach any of them)."""
     if metric in ("gpu_temperature", "gpu_memory"):
-        return _gpu_readings(metric)
+        return _gpu_readings(metric, above)
     if metric == "gpu_xid":
         return _xid_events()
     if metric == "node_not_ready":
@@ -73,19 +75,20 @@ def collect(metric: str, now: datetime) -> list[Observation]:
     return _measured(metric)
 
 
-def _gpu_readings(metric: str) -> list[Observation]:
+def _gpu_readings(metric: str, above: float) -> list[Observation]:
     metrics = source()
     if metric == "gpu_temperature":
         return [
             Observation(gpu_subject(r.node_id, r.gpu), r.value, f"GPU {r.gpu}", r.node_id, r.gpu)
             for r in metrics.instant("temperature")
+            if r.value > above
         ]
     free = {(r.node_id, r.gpu): r.value for r in metrics.instant("memory_free")}
     found = []
     for r in metrics.instant("memory_used"):
         total = r.value + free.get((r.node_id, r.gpu), 0.0)
-        if total > 0:
-            percent = round(100.0 * r.value / total, 2)
+        percent = round(100.0 * r.value / total, 2) if total > 0 else 0.0
+        if percent > above:
             found.append(
                 Observation(gpu_subject(r.node_id, r.gpu), percent, f"GPU {r.gpu}", r.node_id, r.gpu)
             )
