@@ -81,3 +81,19 @@ def test_the_admin_lists_fleet_alerts_and_rules(as_user, platform_admin, fired):
     assert "cpu_utilization_critical" in client.get("/admin/monitoring/alert/").content.decode()
     rules = client.get("/admin/monitoring/alertrule/").content.decode()
     assert "gpu_temperature_warning" in rules
+
+
+def test_an_operator_edits_a_rule_in_the_admin_audited(as_user, platform_admin):
+    from apps.core.models import AuditEvent
+    from apps.monitoring.models import AlertRule
+
+    client = as_user(platform_admin)
+    url = reverse("admin:monitoring_alertrule_change", args=["gpu_temperature_critical"])
+    response = client.post(url, {"threshold": "88", "for_seconds": "60", "enabled": "on"})
+    assert response.status_code == 302, response.content
+    rule = AlertRule.objects.get(name="gpu_temperature_critical")
+    assert (rule.threshold, rule.for_seconds, rule.enabled) == (88.0, 60, True)
+    assert AuditEvent.objects.filter(
+        action="admin.alertrule.change", target_id="gpu_temperature_critical"
+    ).exists()
+    assert client.get(reverse("admin:monitoring_alertrule_add")).status_code == 403

@@ -78,7 +78,7 @@ def record_measurement(
 
 
 def on_quota_level(sender, *, tenant, resource: str, rule: str, percent, **figures) -> None:
-    """Metering's quota threshold signal (a crossing of 80 % or 90 %, or a fall back
-    below): the tenant's use of that resource, for the ``storage_quota`` and
-    ``quota`` rules."""
+    """Receiver of metering's quota threshold signals (``quota_threshold_crossed`` and
+    ``quota_threshold_cleared``, connected in ``MonitoringConfig.ready``): the tenant's
+    use of that resource, for the ``storage_quota`` and ``quota`` rules."""
     record_measurement(rule, f"{tenant.pk}:{resource}", percent, tenant=tenant, label=resource)
