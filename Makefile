@@ -65,7 +65,8 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/runtime/test_launch_api.py tests/runtime/test_app_instance_quota.py \
 	tests/storage/test_storage_resize.py tests/ops/test_make_run_path.py tests/access \
 	tests/node_agent/test_terminal_ring.py tests/monitoring/test_gpu_metrics_api.py \
-	tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py
+	tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py \
+	tests/monitoring/test_alert_rules.py tests/monitoring/test_alert_delivery.py tests/monitoring/test_alerts_api.py
 
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
@@ -87,6 +88,7 @@ check: install services sandbox sshd metrics-db
 		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
 		--ignore=tests/ops/test_monitoring_benchmark_smoke.py \
 		--ignore=tests/ops/test_terminal_benchmark_smoke.py \
+		--ignore=tests/ops/test_alerts_benchmark_smoke.py \
 		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
 		--ignore=tests/runtime/test_remote_node.py --ignore=tests/allocations/test_worker_crash.py
 

@@ -306,6 +306,18 @@ METRICS_TARGETS_FILE = Path(
     env.string("GPUAAS_METRICS_TARGETS_FILE", str(VAR_DIR / "metrics" / "targets.json"))
 )
 
+# Alerting (apps.monitoring.alerts): how often the platform evaluates its alert rules,
+# and how long a firing alert's condition must stay clear before it resolves (flap damping).
+ALERT_EVALUATION_SECONDS = env.integer("GPUAAS_ALERT_EVALUATION_SECONDS", 15)
+if not 1 <= ALERT_EVALUATION_SECONDS <= 60:
+    # Past 60 s an alert can no longer reach CCP within the contract's 60 s.
+    raise ImproperlyConfigured("GPUAAS_ALERT_EVALUATION_SECONDS: between 1 and 60")
+ALERT_RESOLVE_AFTER_SECONDS = env.integer("GPUAAS_ALERT_RESOLVE_AFTER_SECONDS", 60)
+if ALERT_RESOLVE_AFTER_SECONDS < 0:
+    raise ImproperlyConfigured("GPUAAS_ALERT_RESOLVE_AFTER_SECONDS: 0 or more")
+# Whether a tenant may subscribe a URL on a private address (the platform's own network).
+ALERT_PRIVATE_URLS = env.boolean("GPUAAS_ALERT_PRIVATE_URLS", False)
+
 CCP_WEBHOOK_URL = env.string("GPUAAS_CCP_WEBHOOK_URL")
 CCP_WEBHOOK_SECRET = env.string("GPUAAS_CCP_WEBHOOK_SECRET")
 if CCP_WEBHOOK_URL and not CCP_WEBHOOK_SECRET:

@@ -8,6 +8,7 @@ from apps.allocations.api import urls as allocations_api
 from apps.catalog.api.views import CatalogAppDetailView, CatalogAppListView, CatalogVersionView
 from apps.core import views as core_views
 from apps.metering.api.views import BillingExportView, QuotaView, UsageView
+from apps.monitoring.api import alerts as alerts_api
 from apps.monitoring.api.views import GpuMetricsView
 from apps.networking.api.views import VpcView
 from apps.proxy.api.views import ProjectProxyView, UiSessionView
@@ -60,6 +61,19 @@ urlpatterns = [
     path("api/metering/usage", UsageView.as_view(), name="metering-usage"),
     path("api/metering/export/csv", BillingExportView.as_view(), name="metering-export"),
     path("api/metrics/gpu/<str:tenant_id>", GpuMetricsView.as_view(), name="metrics-gpu"),
+    path("api/alerts", alerts_api.AlertListView.as_view(), name="alerts"),
+    path("api/alerts/subscribe", alerts_api.SubscribeView.as_view(), name="alerts-subscribe"),
+    path("api/alerts/subscriptions", alerts_api.SubscriptionListView.as_view(), name="alert-subscriptions"),
+    path(
+        "api/alerts/subscriptions/<uuid:subscription_id>",
+        alerts_api.SubscriptionDetailView.as_view(),
+        name="alert-subscription",
+    ),
+    path(
+        "api/alerts/subscriptions/<uuid:subscription_id>/test",
+        alerts_api.SubscriptionTestView.as_view(),
+        name="alert-subscription-test",
+    ),
     # Before the admin's own URLs: its login form (AdminSignInForm) is throttled, and a
     # refused attempt answers 429.
     path("admin/login/", passwords.answers_429_while_limited(admin.site.login)),

@@ -5,6 +5,7 @@ in tests/support/; a directory's own fixtures stay in its conftest.py."""
 from __future__ import annotations
 
 import uuid
+from importlib import import_module
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,16 @@ def _fresh_correlation_context():
     token = correlation.set(None)
     yield
     correlation.reset(token)
+
+
+@pytest.fixture
+def shipped_alert_rules(db):
+    """The alert rules the data migration ships, again after a transactional test's
+    flush emptied the table (as a fresh database has them, changed by nobody)."""
+    from django.apps import apps
+
+    shipped = import_module("apps.monitoring.migrations.0003_shipped_alert_rules")
+    shipped.ship(apps, None)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from django.contrib import admin
 
 from apps.core.admin import ReadOnlyModelAdmin, ReasonForm, apply_each, confirmation_page
 from apps.monitoring import services
+from apps.monitoring.alerts import admin as alerts_admin  # noqa: F401 (registers the alerting models)
 from apps.monitoring.models import XidEvent
 from apps.tenancy import principal as principals
 

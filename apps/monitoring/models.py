@@ -1,5 +1,5 @@
 """Monitoring: GPU telemetry (the embedded store's samples, the agents' scrape
-targets, XID events); alert rules and subscriptions come later."""
+targets, XID events) and alerts (rules, alerts, subscriptions, measurements)."""
 
 from __future__ import annotations
 
@@ -101,3 +101,166 @@ class XidEvent(UUIDModel):
     @property
     def is_open(self) -> bool:
         return self.resolved_at is None
+
+
+# --- Alerts (seed 001 section 4.7.2; apps.monitoring.alerts) ---------------------------------------
+
+
+class AlertRule(models.Model):
+    """One metric at one severity: it fires when the metric's value stays above
+    ``threshold`` for ``for_seconds``. Shipped by a data migration with the seed's
+    values; operators change threshold, duration and whether it is on."""
+
+    class Severity(models.TextChoices):
+        WARNING = "warning"
+        CRITICAL = "critical"
+
+    name = models.CharField(max_length=64, primary_key=True, help_text="{metric}_{severity}")
+    metric = models.CharField(max_length=32)
+    severity = models.CharField(max_length=10, choices=Severity.choices)
+    threshold = models.FloatField(help_text="fires above this value")
+    for_seconds = models.PositiveIntegerField(
+        "for (seconds)", default=0, help_text="how long the value must stay above the threshold"
+    )
+    enabled = models.BooleanField(default=True)
+    description = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["metric", "severity"]
+        constraints = [
+            models.UniqueConstraint(fields=["metric", "severity"], name="alert_rule_one_per_severity")
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class Alert(UUIDModel):
+    """One rule's condition on one subject (a GPU, a node, a tenant's quota, a
+    cluster): ``pending`` while it waits out the rule's ``for``, ``firing`` once
+    sent, ``resolved`` once its condition stayed clear (sent again). A pending alert
+    whose condition clears is deleted: it never was an alert to anyone."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        FIRING = "firing"
+        RESOLVED = "resolved"
+
+    OPEN = (State.PENDING, State.FIRING)
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
+    subject = models.CharField(max_length=200, help_text="what the rule watches, e.g. node:<id>:gpu:3")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING, db_index=True)
+    severity = models.CharField(max_length=10)
+    tenant = models.ForeignKey(
+        "tenancy.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    project = models.ForeignKey(
+        "tenancy.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    allocation = models.ForeignKey(
+        "allocations.Allocation", null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts"
+    )
+    node = models.ForeignKey(
+        "allocations.Node", null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
+    )
+    hostname = models.CharField(max_length=253, blank=True)
+    gpu = models.PositiveSmallIntegerField(null=True, blank=True)
+    value = models.FloatField()
+    threshold = models.FloatField()
+    summary = models.CharField(max_length=300)
+    pending_since = models.DateTimeField()
+    last_breach_at = models.DateTimeField(help_text="the last evaluation that found the condition holding")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="when it fired")
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    inhibited = models.BooleanField(
+        default=False, help_text="held back by a critical alert on the same subject or its node being down"
+    )
+
+    tenant_path = "tenant_id"
+    project_path = "project_id"
+    visible_to_project_members = False
+
+    class Meta:
+        ordering = ["-started_at", "-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "subject"],
+                condition=Q(state__in=["pending", "firing"]),
+                name="alert_open_once",
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "state", "started_at"], name="alert_tenant_state")]
+
+    def __str__(self):
+        return f"{self.rule_id} {self.subject} {self.state}"
+
+
+class AlertSubscription(UUIDModel):
+    """A receiver of alerts: one tenant's (``tenant`` set) or every tenant's (CCP,
+    ``tenant`` empty), of the listed severities, signed with its own secret (in the
+    secrets store at ``secret_path``; read only through
+    ``alerts.subscriptions.signing_secret``)."""
+
+    tenant = models.ForeignKey(
+        "tenancy.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="alert_subscriptions"
+    )
+    url = models.URLField(max_length=500)
+    secret_path = models.CharField(max_length=255, editable=False)
+    severities = models.JSONField(default=list)
+    created_by = models.CharField(max_length=255)
+
+    tenant_path = "tenant_id"
+    project_path = None
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self):
+        return f"{self.tenant_id or 'platform'} -> {self.url}"
+
+    @staticmethod
+    def path_for(pk) -> str:
+        return f"monitoring/alert-subscriptions/{pk}"
+
+    @property
+    def scope_ids(self):
+        return self.tenant_id, None
+
+
+class Measurement(models.Model):
+    """The latest value another part of the platform reported for a metric the GPU
+    telemetry does not carry (a tenant's quota use, a node's CPU, DDN latency), for
+    the alert rules on it. One row per metric and subject, overwritten."""
+
+    metric = models.CharField(max_length=32)
+    subject = models.CharField(max_length=200)
+    tenant = models.ForeignKey(
+        "tenancy.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    node = models.ForeignKey(
+        "allocations.Node", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    label = models.CharField(max_length=100, blank=True, help_text="what was measured, for the summary")
+    value = models.FloatField()
+    at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["metric", "subject"], name="measurement_latest")]
+
+    def __str__(self):
+        return f"{self.metric} {self.subject}={self.value}"
+
+
+class AlertEvaluator(models.Model):
+    """The one row whose lease says which worker evaluates the rules now, so that two
+    beats (or a slow round and the next one) never evaluate at the same time."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    last_round_at = models.DateTimeField(null=True, blank=True)
+    last_round_seconds = models.FloatField(null=True, blank=True)
+
+    def __str__(self):
+        return "alert evaluator"

@@ -2,6 +2,7 @@ from celery import shared_task
 from django.conf import settings
 
 from apps.monitoring import services
+from apps.monitoring.alerts import evaluation
 from apps.monitoring.metrics import embedded
 
 
@@ -20,3 +21,11 @@ def rollup_metrics() -> None:
 @shared_task(name="apps.monitoring.tasks.prune_metrics")
 def prune_metrics() -> int:
     return 0 if settings.METRICS_URL else embedded.prune()
+
+
+@shared_task(name="apps.monitoring.tasks.evaluate_alerts", expires=settings.ALERT_EVALUATION_SECONDS)
+def evaluate_alerts() -> int | None:
+    """One round of every alert rule; how many alerts fired or resolved (None: another
+    worker's round was still running)."""
+    done = evaluation.evaluate()
+    return None if done is None else len(done.fired) + len(done.resolved)

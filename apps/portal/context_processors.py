@@ -31,6 +31,12 @@ class Navigation:
         return principal_of(self.request)
 
     @cached_property
+    def can_see_alerts(self) -> bool:
+        from apps.portal.views.base import may
+
+        return may(self.principal, Perm.ALERT_VIEW)
+
+    @cached_property
     def can_audit(self) -> bool:
         from apps.portal.views.base import may
 

@@ -3,6 +3,7 @@ from django.urls import path
 
 from apps.portal.views import (
     access,
+    alerts,
     allocations,
     apps,
     audit,
@@ -21,6 +22,7 @@ urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
     path("switch/", dashboard.switch_project, name="switch_project"),
     path("projects/", projects.project_list, name="project_list"),
+    path("alerts/", alerts.alert_list, name="alert_list"),
     path("tenants/<str:tenant_id>/usage/", usage.tenant_usage, name="tenant_usage"),
     path("tenants/<str:tenant_id>/quota/", quotas.tenant_quota, name="tenant_quota"),
     path("projects/new/", projects.project_create, name="project_create"),

@@ -73,6 +73,10 @@ class Principal:
 
 
 ANONYMOUS = Principal(kind="anonymous", key="anonymous", name="anonymous")
+# Whoever runs an operator's ``manage.py`` command: a platform administrator.
+OPERATOR_CLI = Principal(
+    kind="operator", key="operator:cli", name="operator (manage.py)", grants=[Grant(Role.PLATFORM_ADMIN)]
+)
 
 
 def for_user(user) -> Principal:

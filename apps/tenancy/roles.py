@@ -56,6 +56,8 @@ class Perm(models.TextChoices):
     PROXY_MANAGE = "proxy.manage"
     SECRET_MANAGE = "secret.manage"  # a project's runtime secrets (write-only values)
     ACCESS_CREDENTIAL_MANAGE = "access_credential.manage"  # a project's SSH key pairs
+    ALERT_VIEW = "alert.view"
+    ALERT_MANAGE = "alert.manage"
 
 
 _VIEW = {
@@ -67,6 +69,7 @@ _VIEW = {
     Perm.QUOTA_VIEW,
     Perm.USAGE_VIEW,
     Perm.CATALOG_VIEW,
+    Perm.ALERT_VIEW,
 }
 _PROJECT_ADMIN = _VIEW | {
     Perm.MEMBER_MANAGE,
@@ -78,7 +81,7 @@ _PROJECT_ADMIN = _VIEW | {
     Perm.SECRET_MANAGE,
     Perm.ACCESS_CREDENTIAL_MANAGE,
 }
-_TENANT_ADMIN = _PROJECT_ADMIN | {Perm.PROJECT_CREATE, Perm.AUDIT_VIEW}
+_TENANT_ADMIN = _PROJECT_ADMIN | {Perm.PROJECT_CREATE, Perm.AUDIT_VIEW, Perm.ALERT_MANAGE}
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     Role.PLATFORM_ADMIN: frozenset(Perm.values),
@@ -91,6 +94,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             Perm.ALLOCATION_MANAGE,
             Perm.NETWORK_MANAGE,
             Perm.STORAGE_MANAGE,
+            Perm.ALERT_MANAGE,
         }
     ),
     Role.TENANT_OWNER: frozenset(_TENANT_ADMIN),

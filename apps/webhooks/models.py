@@ -22,6 +22,11 @@ class Delivery(UUIDModel):
     url = models.URLField(max_length=500)
     body = models.TextField(help_text="the exact bytes signed and sent on every attempt")
     correlation_id = models.CharField(max_length=128)
+    signer = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="whose secret signs it (a subscription's id); empty: the CCP webhook secret",
+    )
     tenant = models.ForeignKey(
         "tenancy.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

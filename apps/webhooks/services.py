@@ -1,7 +1,9 @@
-"""Outbound webhooks to CCP: signed, retried with backoff and jitter, dead-lettered.
+"""Outbound webhooks to CCP and alert subscribers: signed, retried with backoff and
+jitter, dead-lettered.
 
 Retry policy per event type from seed 001 section 8.2 (state change: 5 retries,
-2 s to 60 s).
+2 s to 60 s; alerts: 5 retries, 1 s to 120 s). A delivery is signed with the CCP
+webhook secret, or with its ``signer``'s (an alert subscription's) through ``SIGNERS``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
 import httpx
@@ -31,9 +34,20 @@ from apps.webhooks.models import Delivery
 logger = logging.getLogger(__name__)
 
 STATE_CHANGE = "baremetal.state-change"
+ALERT = "alert"
 POLICY = {  # event type: (retries, first backoff s, max backoff s)
     STATE_CHANGE: (5, 2.0, 60.0),
+    ALERT: (5, 1.0, 120.0),
 }
+# Event type -> function answering the secret of a delivery's ``signer`` (None: gone).
+# Upper apps that sign with their own receivers' secrets fill it in AppConfig.ready().
+SIGNERS: dict[str, Callable[[str], str | None]] = {}
+
+
+class SignerGone(Exception):
+    """The receiver whose secret signs a delivery no longer exists."""
+
+
 STATE_CHANGE_PATH = "/ccp/webhooks/baremetal/state-change"
 
 
@@ -53,9 +67,11 @@ def signature_headers(secret: str, body: bytes, timestamp: int) -> dict[str, str
     }
 
 
-def _enqueue(event_type: str, url: str, payload: dict, *, tenant_id=None) -> Delivery:
+def enqueue(event_type: str, url: str, payload: dict, *, tenant_id=None, signer: str = "") -> Delivery:
+    """Called inside the transaction that made the event; sent once it commits."""
     retries, _, _ = POLICY[event_type]
     delivery = Delivery.objects.create(
+        signer=signer,
         event_id=payload["event_id"],
         event_type=event_type,
         url=url,
@@ -84,12 +100,21 @@ def enqueue_state_change(allocation, previous_state: str) -> Delivery | None:
         "occurred_at": timezone.now().isoformat().replace("+00:00", "Z"),
         "failure_reason": allocation.failure_reason or None,
     }
-    return _enqueue(
+    return enqueue(
         STATE_CHANGE,
         settings.CCP_WEBHOOK_URL.rstrip("/") + STATE_CHANGE_PATH,
         payload,
         tenant_id=allocation.tenant_id,
     )
+
+
+def signing_secret(delivery: Delivery) -> str:
+    if not delivery.signer:
+        return settings.CCP_WEBHOOK_SECRET
+    secret = SIGNERS[delivery.event_type](delivery.signer)
+    if secret is None:
+        raise SignerGone(f"the receiver {delivery.signer} no longer exists")
+    return secret
 
 
 def _deliver_soon(delivery_id) -> None:
@@ -120,15 +145,15 @@ def attempt(delivery_id) -> Delivery | None:
         delivery.next_attempt_at = now + timedelta(seconds=settings.WEBHOOK_TIMEOUT_SECONDS * 2)
         delivery.save(update_fields=["attempts", "next_attempt_at", "updated_at"])
     body = delivery.body.encode()
-    headers = {
-        "Content-Type": "application/json",
-        "X-GPUaaS-Event": delivery.event_type,
-        "X-GPUaaS-Event-Id": str(delivery.event_id),
-        "X-Correlation-ID": delivery.correlation_id,
-        **signature_headers(settings.CCP_WEBHOOK_SECRET, body, int(time.time())),
-    }
     error, status_code = "", None
     try:
+        headers = {
+            "Content-Type": "application/json",
+            "X-GPUaaS-Event": delivery.event_type,
+            "X-GPUaaS-Event-Id": str(delivery.event_id),
+            "X-Correlation-ID": delivery.correlation_id,
+            **signature_headers(signing_secret(delivery), body, int(time.time())),
+        }
         response = httpx.post(
             delivery.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS
         )
@@ -137,6 +162,8 @@ def attempt(delivery_id) -> Delivery | None:
             error = f"receiver answered {status_code}"
     except httpx.HTTPError as exc:
         error = f"{exc.__class__.__name__}: {exc}"[:500]
+    except SignerGone as exc:
+        error, delivery.attempts = str(exc), delivery.max_attempts  # no retry can sign it
     delivery.last_status_code, delivery.last_error = status_code, error
     if not error:
         delivery.status, delivery.delivered_at, delivery.next_attempt_at = (
@@ -162,6 +189,7 @@ def attempt(delivery_id) -> Delivery | None:
     delivery.save(
         update_fields=[
             "status",
+            "attempts",
             "delivered_at",
             "next_attempt_at",
             "last_status_code",

@@ -110,9 +110,9 @@ def platform_jwks(api) -> dict:
 @pytest.fixture
 def service_account(project):
     from apps.tenancy import services
-    from apps.tenancy.management.commands.create_service_account import OPERATOR
+    from apps.tenancy.principal import OPERATOR_CLI
 
-    return services.create_service_account(OPERATOR, project, name="ci", role="viewer")
+    return services.create_service_account(OPERATOR_CLI, project, name="ci", role="viewer")
 
 
 def sa_token(api, issued) -> str:

@@ -22,6 +22,7 @@ SECTIONS = {
     "member_remove": "projects",
     "service_account_revoke": "projects",
     "audit_log": "audit",
+    "alert_list": "alerts",
     "allocation_list": "allocations",
     "allocation_create": "allocations",
     "allocation_detail": "allocations",
@@ -45,6 +46,10 @@ TONES = {
     "denied": "warn",
     "suspended": "muted",
     "revoked": "muted",
+    "firing": "bad",
+    "critical": "bad",
+    "warning": "warn",
+    "resolved": "ok",
 }
 
 QUOTA_LABELS = {

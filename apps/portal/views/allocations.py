@@ -28,6 +28,7 @@ from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed, error_json
 from apps.monitoring import series
+from apps.monitoring.alerts import services as alerts
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import AllocationForm, ReleaseForm
 from apps.portal.htmx import (
@@ -46,6 +47,7 @@ from apps.tenancy.quotas import warning_level
 from apps.tenancy.roles import Perm
 
 ALLOCATIONS_PER_PAGE = 25
+ALLOCATION_ALERTS = 10  # the newest; the alerts page has them all
 State = Allocation.State
 # The badge tone of each state; the live script gets the same map (``data-tones``).
 STATE_TONES = {
@@ -161,6 +163,7 @@ def allocation_detail(request, principal, pk, allocation_pk):
         "can_manage": can_manage,
         "abortable": allocation.state in ABORTABLE and not allocation.abort_requested,
         "chart_windows": list(series.CHART_WINDOWS),
+        "alerts": list(alerts.visible_alerts(principal).filter(allocation=allocation)[:ALLOCATION_ALERTS]),
         **_live(project),
     }
     if refreshing(request, BODY_TARGET):

@@ -7,6 +7,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
+from apps.monitoring.alerts import services as alerts
+from apps.monitoring.models import Alert
 from apps.portal import queries
 from apps.portal.context_processors import SESSION_PROJECT
 from apps.portal.views.base import may, portal_view
@@ -16,6 +18,7 @@ from apps.tenancy.roles import Perm
 
 DASHBOARD_TENANTS = 24
 PROJECTS_PER_TENANT = 6
+DASHBOARD_ALERTS = 5
 
 
 @require_safe
@@ -48,6 +51,9 @@ def dashboard(request, principal):
         stats["service_accounts"] = policy.restrict(
             ServiceAccount.objects.filter(revoked_at__isnull=True), principal, Perm.SERVICE_ACCOUNT_VIEW
         ).count()
+    firing = None
+    if may(principal, Perm.ALERT_VIEW):
+        firing = list(alerts.visible_alerts(principal, state=Alert.State.FIRING)[:DASHBOARD_ALERTS])
     recent = None
     if may(principal, Perm.AUDIT_VIEW):
         recent = list(services.list_audit_events(principal)[:6])
@@ -60,6 +66,7 @@ def dashboard(request, principal):
             "more_tenants": len(tenants) > DASHBOARD_TENANTS,
             "stats": stats,
             "recent_events": recent,
+            "firing_alerts": firing,
         },
     )
 

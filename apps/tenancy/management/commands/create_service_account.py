@@ -11,12 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.core.errors import ValidationFailed
 from apps.tenancy import services
 from apps.tenancy.models import Project
-from apps.tenancy.principal import Grant, Principal
-from apps.tenancy.roles import Role
-
-OPERATOR = Principal(
-    kind="operator", key="operator:cli", name="operator (manage.py)", grants=[Grant(Role.PLATFORM_ADMIN)]
-)
+from apps.tenancy.principal import OPERATOR_CLI
 
 
 class Command(BaseCommand):
@@ -32,12 +27,12 @@ class Command(BaseCommand):
     def handle(self, *args, name, platform_role=None, project=None, role=None, **options):
         try:
             if platform_role:
-                issued = services.create_platform_service_account(OPERATOR, name=name, role=platform_role)
+                issued = services.create_platform_service_account(OPERATOR_CLI, name=name, role=platform_role)
             else:
                 if not role:
                     raise CommandError("--role is required with --project")
                 issued = services.create_service_account(
-                    OPERATOR, self._project(project), name=name, role=role
+                    OPERATOR_CLI, self._project(project), name=name, role=role
                 )
         except ValidationFailed as exc:
             raise CommandError(f"{exc.message} {exc.details}") from exc

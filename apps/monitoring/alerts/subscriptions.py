@@ -1,0 +1,176 @@
+"""Alert subscriptions (CONTRACT ``POST /api/alerts/subscribe``): a tenant's, seeing
+only that tenant's alerts, or platform-wide (CCP, no tenant) seeing every alert; of
+the severities listed. A tenant caller subscribes and sees only its own tenant.
+
+The secret that signs a subscription's deliveries is kept in the secrets store and read
+in one place, ``signing_secret``, which the webhooks outbox calls when it signs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import uuid
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from apps.core import audit, secrets
+from apps.core.errors import ValidationFailed
+from apps.monitoring.models import Alert, AlertRule, AlertSubscription
+from apps.tenancy import policy
+from apps.tenancy.models import Tenant
+from apps.tenancy.principal import Principal
+from apps.tenancy.roles import Perm
+from apps.webhooks import services as webhooks
+from apps.webhooks.models import Delivery
+
+SEVERITIES = [AlertRule.Severity.WARNING.value, AlertRule.Severity.CRITICAL.value]
+# A tenant fills this table; each row is a receiver every alert of the tenant goes to.
+MAX_PER_TENANT = 20
+
+
+def signing_secret(subscription_id: str) -> str | None:
+    """The one reader of subscription secrets (the webhooks outbox's signer)."""
+    path = AlertSubscription.objects.filter(pk=subscription_id).values_list("secret_path", flat=True).first()
+    if not path:
+        return None
+    try:
+        return secrets.store().read(path)
+    except secrets.SecretNotFound:
+        return None
+
+
+def visible(principal: Principal) -> QuerySet:
+    policy.require_somewhere(principal, Perm.ALERT_MANAGE)
+    return policy.restrict(AlertSubscription.objects.select_related("tenant"), principal, Perm.ALERT_MANAGE)
+
+
+def _tenant(principal: Principal, tenant_id: str | None) -> Tenant | None:
+    """The subscribing tenant: the one named (if the caller may see it), the caller's
+    only tenant when none is named, or None (platform-wide) for a platform caller."""
+    if tenant_id:
+        return policy.get_object(Tenant.objects.all(), principal, Perm.TENANT_VIEW, tenant_id=tenant_id)
+    if principal.can(Perm.ALERT_MANAGE, None):  # a platform grant: every tenant's alerts
+        return None
+    tenants = principal.tenant_ids()
+    if len(tenants) != 1:
+        raise ValidationFailed(details={"tenant_id": ["Name the tenant whose alerts to subscribe to."]})
+    return Tenant.objects.get(pk=next(iter(tenants)))
+
+
+def _check_url(principal: Principal, url: str) -> None:
+    """A tenant's URL must be reachable on the internet: the platform posts to it
+    from inside its own network, where a private address would be someone else's."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationFailed(details={"url": ["An http or https URL."]})
+    if settings.ALERT_PRIVATE_URLS or principal.can(Perm.ALERT_MANAGE, None):
+        return
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(parts.hostname, parts.port or 443)}
+    except (OSError, UnicodeError):
+        raise ValidationFailed(details={"url": ["The host does not resolve."]}) from None
+    for address in addresses:
+        ip = ipaddress.ip_address(address.split("%")[0])
+        if not ip.is_global:
+            raise ValidationFailed(details={"url": ["The host resolves to a private address."]})
+
+
+def subscribe(
+    principal: Principal, *, url: str, secret: str, tenant_id: str | None = None, severities=None
+) -> AlertSubscription:
+    tenant = _tenant(principal, tenant_id)
+    policy.require_scope(principal, Perm.ALERT_MANAGE, tenant.pk if tenant else None)
+    _check_url(principal, url)
+    with transaction.atomic():
+        if tenant is not None:
+            # Locks the tenant's row: two concurrent requests cannot both pass the bound.
+            Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+            if AlertSubscription.objects.filter(tenant=tenant).count() >= MAX_PER_TENANT:
+                raise ValidationFailed(f"A tenant has at most {MAX_PER_TENANT} alert subscriptions.")
+        subscription = AlertSubscription(
+            tenant=tenant,
+            url=url,
+            severities=sorted(set(severities or SEVERITIES), key=SEVERITIES.index),
+            created_by=principal.audit_actor,
+        )
+        subscription.secret_path = AlertSubscription.path_for(subscription.pk)
+        # Written before the record commits, as every owner of a secret does (apps/core/secrets).
+        secrets.store().write(subscription.secret_path, secret)
+        subscription.save(force_insert=True)
+        audit.record(
+            principal,
+            "alert_subscription.create",
+            target=subscription,
+            tenant_id=tenant.pk if tenant else None,
+            details={"url": url, "severities": subscription.severities},
+        )
+    return subscription
+
+
+def get(principal: Principal, subscription_id) -> AlertSubscription:
+    return policy.get_object(
+        AlertSubscription.objects.select_related("tenant"), principal, Perm.ALERT_MANAGE, pk=subscription_id
+    )
+
+
+def unsubscribe(principal: Principal, subscription_id) -> None:
+    subscription = get(principal, subscription_id)
+    with transaction.atomic():
+        audit.record(
+            principal,
+            "alert_subscription.delete",
+            target=subscription,
+            tenant_id=subscription.tenant_id,
+            details={"url": subscription.url},
+        )
+        subscription.delete()
+
+
+def test_send(principal: Principal, subscription_id) -> Delivery:
+    """A sample alert to this subscription alone, signed as real ones are, so its
+    owner can check the receiver before a real alert depends on it."""
+    subscription = get(principal, subscription_id)
+    now = timezone.now().isoformat().replace("+00:00", "Z")
+    body = {
+        "event_id": str(uuid.uuid4()),
+        "alert_id": str(uuid.uuid4()),
+        "rule": "test",
+        "severity": subscription.severities[-1] if subscription.severities else "warning",
+        "state": "firing",
+        "tenant_id": subscription.tenant.tenant_id if subscription.tenant else None,
+        "project_id": None,
+        "node_id": None,
+        "hostname": None,
+        "gpu": None,
+        "value": 0,
+        "threshold": 0,
+        "started_at": now,
+        "resolved_at": None,
+        "summary": "Test alert: this subscription receives the platform's alerts.",
+    }
+    with transaction.atomic():
+        delivery = webhooks.enqueue(
+            webhooks.ALERT,
+            subscription.url,
+            body,
+            tenant_id=subscription.tenant_id,
+            signer=str(subscription.pk),
+        )
+        audit.record(
+            principal, "alert_subscription.test", target=subscription, tenant_id=subscription.tenant_id
+        )
+    return delivery
+
+
+def matching(alert: Alert, receivers: list[AlertSubscription]) -> list[AlertSubscription]:
+    """Of ``receivers``, the platform-wide subscriptions and the alert's tenant's, of its severity."""
+    return [
+        s
+        for s in receivers
+        if (s.tenant_id is None or s.tenant_id == alert.tenant_id) and alert.severity in s.severities
+    ]

@@ -1,0 +1,55 @@
+"""What the alert tests share: a fleet held by tenants, evaluation rounds at chosen
+moments (the agents heartbeating up to them), and the alerts CCP received."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.utils import timezone
+
+from apps.allocations.models import Allocation, Node
+from apps.monitoring.alerts import evaluation
+from tests.support.fleet import made_allocation, make_nodes
+
+
+def held_fleet(project, other_tenant_project, flavor, count: int = 3) -> list[Node]:
+    """``count`` enrolled nodes: all but the last held by ``project``'s tenant (acme),
+    the last by globex."""
+    machines = make_nodes(flavor, count, prefix="alert")
+    since = timezone.now() - timedelta(hours=1)
+    for index, node in enumerate(machines):
+        owner = other_tenant_project if index == count - 1 else project
+        made_allocation(owner, node, flavor, since, state=Allocation.State.ACTIVE)
+    Node.objects.filter(pk__in=[n.pk for n in machines]).update(
+        credential_hash="0" * 64, enrolled_at=since, last_heartbeat_at=timezone.now()
+    )
+    return machines
+
+
+class Rounds:
+    """Evaluation rounds at moments the test picks, from ``start`` on. Before each
+    one, every enrolled agent but the ``silent`` ones has heartbeaten at that moment."""
+
+    def __init__(self, capture):
+        self.capture = capture
+        self.start = timezone.now()
+        self.silent: set = set()
+
+    def at(self, seconds: float):
+        moment = self.start + timedelta(seconds=seconds)
+        Node.objects.filter(enrolled_at__isnull=False).exclude(pk__in=self.silent).update(
+            last_heartbeat_at=moment
+        )
+        with self.capture(execute=True):
+            return evaluation.evaluate(moment)
+
+
+def received(receiver, rule: str | None = None) -> list[dict]:
+    """The alert webhooks CCP received (of one rule), in order."""
+    bodies = [json.loads(r["body"]) for r in receiver.requests if r["path"] == "/ccp/webhooks/alerts"]
+    return [b for b in bodies if rule is None or b["rule"] == rule]
+
+
+def states(receiver, rule: str) -> list[str]:
+    return [b["state"] for b in received(receiver, rule)]

@@ -1,0 +1,66 @@
+"""End to end with a real node agent: ``simulate_gpu`` holds a reading, the agent
+reports it (embedded store) or a real VictoriaMetrics scrapes it, an evaluation
+round fires the rule and CCP's receiver gets it signed; cleared, it resolves."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+
+from apps.allocations.models import Allocation
+from apps.monitoring import tasks
+from apps.monitoring.alerts import evaluation
+from apps.monitoring.models import NodeExporter
+from tests.monitoring.alerting import received, states
+from tests.support.agent import wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shipped_alert_rules")]
+RULE = "gpu_memory_critical"
+
+
+@pytest.fixture(params=["embedded", "victoria"])
+def live_store(request, settings, active_allocation):
+    settings.METRICS_INTERVAL_SECONDS = 1
+    Allocation.objects.filter(pk=active_allocation.pk).update(
+        activated_at=active_allocation.activated_at - timedelta(hours=1)
+    )
+    if request.param == "embedded":
+        settings.METRICS_URL = ""
+        yield None
+        return
+    server = request.getfixturevalue("victoria")
+    settings.METRICS_URL = server.url
+    settings.METRICS_TARGETS_FILE = server.targets
+    yield server
+    server.targets.write_text("[]")
+
+
+def rounds_until(predicate, what: str):
+    def evaluated():
+        evaluation.evaluate()
+        return predicate()
+
+    return wait_for(evaluated, timeout=150, what=what)
+
+
+def test_a_held_reading_fires_once_and_resolves_once(
+    live_store, node_agent, active_allocation, receiver, settings
+):
+    node = active_allocation.node
+    if live_store is not None:
+        wait_for(lambda: NodeExporter.objects.filter(node=node).exists(), what="the agent's exporter")
+        tasks.write_scrape_targets()
+    call_command("simulate_gpu", node.hostname, "--gpu", "0", "--memory", "97")
+    [fired] = rounds_until(lambda: received(receiver, RULE), "the alert at CCP")
+    assert (fired["state"], fired["hostname"], fired["gpu"]) == ("firing", node.hostname, 0)
+    assert (fired["tenant_id"], fired["project_id"]) == ("acme", "cell-1")
+    assert fired["value"] > 95
+    assert receiver.requests[-1]["verified"]
+
+    settings.ALERT_RESOLVE_AFTER_SECONDS = 0
+    call_command("simulate_gpu", node.hostname, "--clear")
+    rounds_until(lambda: states(receiver, RULE) == ["firing", "resolved"], "the resolution at CCP")
+    evaluation.evaluate()
+    assert states(receiver, RULE) == ["firing", "resolved"]
