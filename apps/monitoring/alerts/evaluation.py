@@ -129,7 +129,8 @@ def _round(now: datetime, result: Round) -> None:
         breaching = {
             o.subject: o
             for o in seen
-            if o.value > rule.threshold and (o.severity is None or o.severity == rule.severity)
+            if rules.breaches(rule.metric, o.value, rule.threshold)
+            and (o.severity is None or o.severity == rule.severity)
         }
         held_back = critical.get(rule.metric, set()) if rule.severity == AlertRule.Severity.WARNING else set()
         if rule.severity == AlertRule.Severity.CRITICAL:
@@ -216,9 +217,7 @@ def _opened(rule: AlertRule, observation: Observation, now: datetime, holdings) 
         gpu=observation.gpu,
         value=observation.value,
         threshold=rule.threshold,
-        summary=f"{rule.severity.capitalize()}: {info.noun} of {where} above {rule.threshold:g}{info.unit}"[
-            :300
-        ],
+        summary=_summary(rule, info, where),
         pending_since=now,
         last_breach_at=now,
     )
@@ -248,3 +247,9 @@ def _resolve(alert: Alert, context: Context) -> bool:
         delivery.send(alert, context.receivers)
     logger.info("alert %s resolved: %s", alert.pk, alert.summary)
     return True
+
+
+def _summary(rule: AlertRule, info: rules.MetricInfo, where: str) -> str:
+    relation = "at or above" if info.at_threshold else "above"
+    summary = f"{rule.severity.capitalize()}: {info.noun} of {where} {relation} {rule.threshold:g}{info.unit}"
+    return summary[:300]

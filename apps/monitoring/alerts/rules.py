@@ -29,6 +29,9 @@ from apps.monitoring.models import Measurement, XidEvent
 class MetricInfo(NamedTuple):
     unit: str
     noun: str  # for summaries: "{noun} of {label} at {value}{unit}"
+    # Quotas warn on reaching 80 % and 90 % (seed 001 section 4.6.3); the seed's other
+    # thresholds are "above" (section 4.7.2).
+    at_threshold: bool = False
 
 
 METRICS: dict[str, MetricInfo] = {
@@ -38,8 +41,8 @@ METRICS: dict[str, MetricInfo] = {
     "node_not_ready": MetricInfo("", "nodes not ready"),
     "cpu_utilization": MetricInfo(" %", "CPU utilization"),
     "memory_utilization": MetricInfo(" %", "memory utilization"),
-    "storage_quota": MetricInfo(" %", "storage quota used"),
-    "quota": MetricInfo(" %", "quota used"),
+    "storage_quota": MetricInfo(" %", "storage quota used", at_threshold=True),
+    "quota": MetricInfo(" %", "quota used", at_threshold=True),
     "storage_latency": MetricInfo(" ms", "storage latency"),
 }
 GPU_METRICS = {"gpu_temperature", "gpu_memory", "gpu_xid"}
@@ -57,6 +60,10 @@ class Observation:
     gpu: int | None = None
     tenant_id: object = None  # the tenant's pk, for subjects that are a tenant's own (quotas)
     severity: str | None = None  # for graded events (XID): only the rule of this severity sees it
+
+
+def breaches(metric: str, value: float, threshold: float) -> bool:
+    return value >= threshold if METRICS[metric].at_threshold else value > threshold
 
 
 def gpu_subject(node_id, gpu) -> str:
