@@ -59,6 +59,31 @@ def test_a_project_admin_gets_the_terminal_and_its_sessions(active_allocation, a
     assert json.loads(lines[1])[1:] == ["o", "$ echo recorded\r\nrecorded\r\n"]
 
 
+def test_the_sessions_page_pages_through_every_session(active_allocation, allocator, recorded):
+    earlier = [
+        TerminalSession(
+            allocation=active_allocation,
+            tenant_id=recorded.tenant_id,
+            project_id=recorded.project_id,
+            node_id=recorded.node_id,
+            username=recorded.username,
+            runtime_user=recorded.runtime_user,
+            state=TerminalSession.State.ENDED,
+            idle_timeout_seconds=recorded.idle_timeout_seconds,
+            max_duration_seconds=recorded.max_duration_seconds,
+        )
+        for _ in range(30)
+    ]
+    TerminalSession.objects.bulk_create(earlier)
+    client = client_for(allocator)
+    first = client.get(urls(active_allocation)["sessions"])
+    assert first.text.count("data-session=") == 25
+    assert "Page 1 of 2 · 31 total" in first.text
+    second = client.get(urls(active_allocation)["sessions"] + "?page=2", HTTP_HX_REQUEST="true")
+    assert second.text.count("data-session=") == 6
+    assert "<html" not in second.text  # the table alone, swapped in by htmx
+
+
 def test_the_overview_links_the_terminal_only_for_those_who_may_open_it(
     active_allocation, allocator, project
 ):

@@ -5,6 +5,7 @@ may manage the allocation only: a viewer gets 403, anyone outside the project 40
 
 from __future__ import annotations
 
+from django.core.paginator import Paginator
 from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
@@ -14,12 +15,13 @@ from apps.access.models import TerminalSession
 from apps.allocations.models import Allocation
 from apps.core.middleware import default_csp
 from apps.portal.context_processors import remember_project
+from apps.portal.htmx import render_page_or_fragment
 from apps.portal.views.allocations import _allocation, allocation_tabs
 from apps.portal.views.base import portal_view, scoped_project
 from apps.tenancy import policy
 from apps.tenancy.roles import Perm
 
-SESSIONS_SHOWN = 50
+SESSIONS_PER_PAGE = 25
 
 
 def _managed(principal, pk, allocation_pk):
@@ -70,9 +72,13 @@ def terminal_sessions(request, principal, pk, allocation_pk):
         "project": project,
         "allocation": allocation,
         "tabs": allocation_tabs(allocation, can_manage=True),
-        "sessions": _sessions(principal, allocation)[:SESSIONS_SHOWN],
+        "page_obj": Paginator(_sessions(principal, allocation), SESSIONS_PER_PAGE).get_page(
+            request.GET.get("page")
+        ),
     }
-    return render(request, "portal/terminal_sessions.html", context)
+    return render_page_or_fragment(
+        request, "portal/terminal_sessions.html", "portal/partials/terminal_session_table.html", context
+    )
 
 
 def _session(principal, allocation, session_pk) -> TerminalSession:
