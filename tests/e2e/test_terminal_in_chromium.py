@@ -65,6 +65,32 @@ def test_typing_a_command_shows_its_output_and_the_shell_follows_the_window(term
     assert page.js_errors == []
 
 
+def paste(page, text: str) -> None:
+    """As the browser delivers a paste: a paste event on xterm.js's input element."""
+    page.evaluate(
+        """(text) => {
+          const data = new DataTransfer();
+          data.setData("text/plain", text);
+          document.querySelector("[data-terminal-screen] textarea").dispatchEvent(
+            new ClipboardEvent("paste", {clipboardData: data, bubbles: true, cancelable: true}));
+        }""",
+        text,
+    )
+
+
+def test_pasting_reaches_the_shell_whole_even_when_large(terminal_page):
+    page = terminal_page
+    paste(page, "echo pasted-$((6*7))")
+    page.keyboard.press("Enter")
+    wait_text(page, r"(?m)^pasted-42$")
+    # 40 KB, more than one input frame: every byte reaches the program reading it (the
+    # terminal out of line mode first, whose lines stop at 4 KB).
+    run(page, "stty -icanon; echo rea''dy; head -c 40000 | wc -c; stty icanon")
+    wait_text(page, r"(?m)^ready$")
+    paste(page, "x" * 40000)
+    wait_text(page, r"x40000\n")  # its echo, then the count on the same line
+
+
 def test_a_dropped_socket_resumes_with_nothing_lost_or_repeated(terminal_page):
     page = terminal_page
     # Output pauses half-way: the socket drops while the shell still has output to come.
