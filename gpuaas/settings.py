@@ -365,6 +365,7 @@ SPECTACULAR_SETTINGS = {
     "SECURITY": [{"bearer": []}],
     # One enum component per choice set (otherwise the names get hash suffixes).
     "ENUM_NAME_OVERRIDES": {
+        "AuthorizedKeyPurposeEnum": "apps.access.models.AuthorizedKey.Purpose",
         "RoleEnum": "apps.tenancy.roles.Role",
         "ProjectRoleEnum": ["project_admin", "viewer"],
         "LimitEnum": "apps.tenancy.roles.Limit",  # model fields (with labels)

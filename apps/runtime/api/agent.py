@@ -111,10 +111,14 @@ class TaskSecretsView(AgentView):
         )
 
 
+# A reading's time as the agent's clock says, bounded to what a datetime can hold.
+LAST_UNIX_SECOND = 4_102_444_800  # 2100-01-01
+
+
 class GpuReadingSerializer(serializers.Serializer):
     gpu = serializers.IntegerField(min_value=0, max_value=63)
     uuid = serializers.CharField(max_length=64)
-    at = serializers.FloatField(min_value=0, help_text="unix seconds")
+    at = serializers.FloatField(min_value=0, max_value=LAST_UNIX_SECOND, help_text="unix seconds")
     utilization = serializers.FloatField(min_value=0, max_value=100, help_text="%")
     memory_used = serializers.FloatField(min_value=0, help_text="MiB")
     memory_free = serializers.FloatField(min_value=0, help_text="MiB")
@@ -126,7 +130,7 @@ class XidReportSerializer(serializers.Serializer):
     gpu = serializers.IntegerField(min_value=0, max_value=63)
     uuid = serializers.CharField(max_length=64, required=False, allow_blank=True)
     code = serializers.IntegerField(min_value=1, max_value=100000)
-    at = serializers.FloatField(min_value=0, help_text="unix seconds")
+    at = serializers.FloatField(min_value=0, max_value=LAST_UNIX_SECOND, help_text="unix seconds")
 
 
 class TelemetrySerializer(serializers.Serializer):
