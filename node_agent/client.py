@@ -56,10 +56,17 @@ class AgentClient:
         self._call("POST", "heartbeat", json={"running": running})
 
     def telemetry(
-        self, *, readings: list[dict], xids: list[dict], exporter_port: int | None, simulated: bool
+        self,
+        *,
+        readings: list[dict],
+        xids: list[dict],
+        exporter_port: int | None,
+        simulated: bool,
+        node: dict | None = None,
     ) -> dict:
-        """GPU readings and XID errors; answers how the platform wants the next report."""
-        body = {"readings": readings, "xids": xids, "simulated": simulated}
+        """GPU readings, XID errors and the node's own readings (``cpu_utilization``,
+        ``memory_utilization``); answers how the platform wants the next report."""
+        body = {**(node or {}), "readings": readings, "xids": xids, "simulated": simulated}
         if exporter_port:
             body["exporter_port"] = exporter_port
         return self._call("POST", "telemetry", json=body)

@@ -7,6 +7,10 @@ when it keeps them itself: with a metrics database it scrapes the endpoint
 instead), where to serve the endpoint (the address the agent enrolled from, as
 the agent's other ports) and, for the simulated world, the node's GPU count and
 the readings ``simulate_gpu`` holds.
+
+With each report goes the node's own CPU and memory utilization, read from
+``/proc`` (for the platform's ``cpu_utilization`` and ``memory_utilization`` alert
+rules); in the simulated world ``simulate_gpu --cpu/--node-memory`` holds them.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -35,6 +40,8 @@ SERIES = (
 )
 INTERVAL_SECONDS = 15.0
 H100_MEMORY_MIB = 81559
+# The node's readings in a report, as the platform's alert metrics name them.
+NODE_READINGS = ("cpu_utilization", "memory_utilization")
 
 
 class SimulatedGpus:
@@ -165,6 +172,62 @@ def open_gpus(hostname: str):
     return gpus
 
 
+def cpu_times(stat: str) -> tuple[int, int] | None:
+    """Idle and total CPU time (in ticks, all CPUs) from ``/proc/stat``'s ``cpu`` line:
+    user nice system idle iowait irq softirq steal (guest time is already in user)."""
+    for line in stat.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            ticks = [int(value) for value in fields[1:9]]
+            return sum(ticks[3:5]), sum(ticks)  # idle and iowait: waiting, not working
+    return None
+
+
+def memory_utilization(meminfo: str) -> float | None:
+    """Percent of memory not available to new work (``MemAvailable`` counts reclaimable
+    cache as free, as ``free`` does) from ``/proc/meminfo``."""
+    sizes = {}
+    for line in meminfo.splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("MemTotal", "MemAvailable") and rest.split():
+            sizes[name] = int(rest.split()[0])
+    total, available = sizes.get("MemTotal"), sizes.get("MemAvailable")
+    if not total or available is None:
+        return None
+    return round(100.0 * (1 - min(available, total) / total), 1)
+
+
+class NodeUsage:
+    """The node's CPU utilization over the time since the previous read (the first
+    read measures from construction) and its memory utilization, in %; what cannot be
+    read (no ``/proc``, as off Linux) is left out."""
+
+    def __init__(self, proc: Path = Path("/proc")):
+        self.proc = proc
+        self._last = self._cpu_times()
+
+    def read(self) -> dict:
+        usage = {}
+        times = self._cpu_times()
+        if times and self._last and times[1] > self._last[1]:
+            idle, total = times[0] - self._last[0], times[1] - self._last[1]
+            usage["cpu_utilization"] = round(max(0.0, min(100.0, 100.0 * (1 - idle / total))), 1)
+        self._last = times or self._last
+        memory = memory_utilization(self._text("meminfo"))
+        if memory is not None:
+            usage["memory_utilization"] = memory
+        return usage
+
+    def _cpu_times(self) -> tuple[int, int] | None:
+        return cpu_times(self._text("stat"))
+
+    def _text(self, name: str) -> str:
+        try:
+            return (self.proc / name).read_text()
+        except OSError:
+            return ""
+
+
 class DcgmCollector:
     """The latest readings as the DCGM exporter names and labels them."""
 
@@ -186,6 +249,8 @@ class Telemetry:
     def __init__(self, client, hostname: str, busy: Callable[[], bool], *, port: int = 9400, gpus=None):
         self.client, self.busy, self.port = client, busy, port
         self.gpus = gpus or open_gpus(hostname)
+        self.node = NodeUsage()
+        self.node_held: dict = {}  # the simulated world's node readings simulate_gpu holds
         self.collector = DcgmCollector(hostname)
         self.interval, self.report_readings = INTERVAL_SECONDS, True
         self.server = None
@@ -210,12 +275,16 @@ class Telemetry:
             xids=self._pending_xids,
             exporter_port=self.server.server_port if self.server else None,
             simulated=isinstance(self.gpus, SimulatedGpus),
+            node={**self.node.read(), **self.node_held},
         )
         self._pending_xids = []
         self.interval = float(config.get("interval_seconds") or INTERVAL_SECONDS)
         self.report_readings = bool(config.get("report_readings", True))
         if "gpus" in config:
-            self.gpus.configure(int(config["gpus"]), config.get("held") or {})
+            held = config.get("held") or {}
+            self.gpus.configure(int(config["gpus"]), held)
+            node_held = held.get("node") or {}
+            self.node_held = {name: float(node_held[name]) for name in NODE_READINGS if name in node_held}
         if self.server is None and config.get("address"):
             self._serve(config["address"])
 

@@ -18,6 +18,7 @@ from apps.allocations.models import Allocation, Node
 from apps.core import audit, simulation
 from apps.core.errors import InvalidState, NotFound
 from apps.monitoring import xid
+from apps.monitoring.alerts.services import record_measurement
 from apps.monitoring.metrics import embedded
 from apps.monitoring.models import NodeExporter, XidEvent
 from apps.tenancy import policy
@@ -26,21 +27,37 @@ from apps.tenancy.roles import Perm
 SIMULATION = ("gpu", "node")  # SimulatedResource system and kind; the key is the node's id
 ALL_GPUS = "all"
 HELD_READINGS = ("temperature", "utilization", "memory", "xid")
+# The node's own held readings (``simulate_gpu --cpu/--node-memory``), under this key
+# as the agent reports them.
+NODE = "node"
+NODE_READINGS = {"cpu": "cpu_utilization", "node_memory": "memory_utilization"}
 # A node whose agent has not reported for this long drops out of the scrape targets.
 TARGET_STALE_AFTER = timedelta(minutes=10)
 EXPORTER_REFRESH = timedelta(seconds=60)
 
 
 def record_telemetry(
-    node: Node, *, readings: list[dict], xids: list[dict], exporter_port: int | None, simulated: bool = False
+    node: Node,
+    *,
+    readings: list[dict],
+    xids: list[dict],
+    exporter_port: int | None,
+    simulated: bool = False,
+    cpu_utilization: float | None = None,
+    memory_utilization: float | None = None,
 ) -> dict:
     """One agent report; answers what the agent needs for the next one (and, for an
-    agent on simulated GPUs, the node's GPU count and the readings held for it)."""
+    agent on simulated GPUs, the node's GPU count and the readings held for it). The
+    node's CPU and memory utilization feed their alert rules whatever the metrics
+    source: the rules read them as measurements."""
     now = timezone.now()
     if exporter_port:
         _note_exporter(node, exporter_port, now)
     if readings and not settings.METRICS_URL:
         embedded.write(node.pk, readings)
+    for metric, value in (("cpu_utilization", cpu_utilization), ("memory_utilization", memory_utilization)):
+        if value is not None:
+            record_measurement(metric, str(node.pk), value, node=node, label=node.hostname[:100])
     for event in xids:
         record_xid(node, event["gpu"], event.get("uuid", ""), event["code"], _at(event["at"]))
     answer = {
@@ -126,8 +143,9 @@ def find_node(reference: str) -> Node:
 
 
 def simulate_gpu(node: Node, gpu: int | None = None, *, clear: bool = False, **readings) -> dict:
-    """Hold readings on the node's GPUs (all of them when ``gpu`` is None) in the
-    simulated world, where its agent reads them until they are cleared; the holds now."""
+    """Hold readings on the node's GPUs (all of them when ``gpu`` is None) and on the
+    node itself (``cpu``, ``node_memory``) in the simulated world, where its agent
+    reads them until they are cleared; the holds now."""
     key = str(gpu) if gpu is not None else ALL_GPUS
     with simulation.locked(*SIMULATION, str(node.pk), gpus={}) as resource:
         held = dict(resource.state.get("gpus", {}))
@@ -135,7 +153,11 @@ def simulate_gpu(node: Node, gpu: int | None = None, *, clear: bool = False, **r
             held = {k: v for k, v in held.items() if gpu is not None and k != key}
         else:
             values = {name: readings[name] for name in HELD_READINGS if readings.get(name) is not None}
-            held[key] = {**held.get(key, {}), **values}
+            if values:
+                held[key] = {**held.get(key, {}), **values}
+            own = {NODE_READINGS[n]: v for n, v in readings.items() if n in NODE_READINGS and v is not None}
+            if own:
+                held[NODE] = {**held.get(NODE, {}), **own}
         simulation.update(resource, gpus=held)
     audit.record(
         None,

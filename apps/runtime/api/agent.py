@@ -143,6 +143,13 @@ class TelemetrySerializer(serializers.Serializer):
     simulated = serializers.BooleanField(
         default=False, help_text="the node has no NVIDIA GPUs: the agent reads the simulated world"
     )
+    # Optional: agents from before these readings still report.
+    cpu_utilization = serializers.FloatField(
+        min_value=0, max_value=100, required=False, help_text="the node's CPU utilization (in %)"
+    )
+    memory_utilization = serializers.FloatField(
+        min_value=0, max_value=100, required=False, help_text="the node's memory utilization (in %)"
+    )
 
 
 class TelemetryConfigSerializer(serializers.Serializer):
@@ -151,7 +158,9 @@ class TelemetryConfigSerializer(serializers.Serializer):
     address = serializers.IPAddressField(allow_null=True, help_text="serve metrics on this address")
     gpus = serializers.IntegerField(required=False, help_text="simulated agents: the node's GPU count")
     held = serializers.DictField(
-        required=False, help_text="simulated agents: readings simulate_gpu holds, per GPU index or 'all'"
+        required=False,
+        help_text="simulated agents: readings simulate_gpu holds, per GPU index or 'all', "
+        "and the node's own under 'node'",
     )
 
 
@@ -172,6 +181,8 @@ class TelemetryView(AgentView):
                 xids=values.get("xids", []),
                 exporter_port=values.get("exporter_port"),
                 simulated=values["simulated"],
+                cpu_utilization=values.get("cpu_utilization"),
+                memory_utilization=values.get("memory_utilization"),
             )
         )
 
