@@ -66,7 +66,8 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/storage/test_storage_resize.py tests/ops/test_make_run_path.py tests/access \
 	tests/node_agent/test_terminal_ring.py tests/monitoring/test_gpu_metrics_api.py \
 	tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py \
-	tests/monitoring/test_alert_rules.py tests/monitoring/test_alert_delivery.py tests/monitoring/test_alerts_api.py
+	tests/monitoring/test_alert_rules.py tests/monitoring/test_alert_delivery.py tests/monitoring/test_alerts_api.py \
+	tests/monitoring/test_node_utilization_reports.py tests/node_agent/test_node_usage.py
 
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.

@@ -271,6 +271,21 @@ def test_a_firing_gpu_alert_holds_while_its_node_is_down(store, fleet, receiver,
     assert states(receiver, "gpu_memory_critical") == ["firing"]
 
 
+def test_a_nodes_cpu_alert_holds_while_the_node_is_down(fleet, tenant, receiver, rounds):
+    """A silent agent's last CPU reading is stale: neither a new alert nor a resolution."""
+    busy, quiet = fleet[0], fleet[1]
+    report("cpu_utilization_critical", 97.0, tenant, busy)
+    rounds.at(0)
+    assert states(receiver, "cpu_utilization_critical") == ["firing"]
+    rounds.silent = {busy.pk, quiet.pk}
+    Node.objects.filter(pk__in=rounds.silent).update(agent_offline=True)
+    report("cpu_utilization_critical", 5.0, tenant, busy)
+    report("cpu_utilization_critical", 97.0, tenant, quiet)
+    rounds.at(60)
+    rounds.at(200)
+    assert states(receiver, "cpu_utilization_critical") == ["firing"]
+
+
 def test_operators_change_rules_with_alert_rule(fleet, tenant, receiver, rounds, capsys):
     call_command("alert_rule", "--list")
     listed = capsys.readouterr().out

@@ -135,7 +135,7 @@ def _round(now: datetime, result: Round) -> None:
         held_back = critical.get(rule.metric, set()) if rule.severity == AlertRule.Severity.WARNING else set()
         if rule.severity == AlertRule.Severity.CRITICAL:
             critical[rule.metric] = set(breaching)
-        _advance(rule, breaching, held_back, rule.metric in rules.GPU_METRICS, context)
+        _advance(rule, breaching, held_back, rule.metric in rules.NODE_BOUND, context)
 
 
 def _holdings() -> dict[str, Holding]:

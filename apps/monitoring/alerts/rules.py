@@ -9,7 +9,8 @@ A metric's observations are the subjects it watches with their current values:
 - ``gpu_xid``: each open XID event (``XidEvent``), as the catalogue grades it;
 - ``storage_quota``, ``quota``, ``cpu_utilization``, ``memory_utilization``,
   ``storage_latency``: the latest ``Measurement`` another part of the platform
-  reported (``record_measurement``; quota crossings from metering's signal).
+  reported (``record_measurement``; quota crossings from metering's signal; a node's
+  CPU and memory from its agent's telemetry).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ METRICS: dict[str, MetricInfo] = {
 }
 GPU_METRICS = {"gpu_temperature", "gpu_memory", "gpu_xid"}
 MEASURED = {"storage_quota", "quota", "cpu_utilization", "memory_utilization", "storage_latency"}
+# Read from a node's agent: while the node is down its last reading is stale, so
+# these alerts neither fire nor resolve then (decisions 0053, 0055).
+NODE_BOUND = GPU_METRICS | {"cpu_utilization", "memory_utilization"}
 # The critical node_not_ready rule counts the down nodes of a cluster, not one node.
 CLUSTER_RULE = "node_not_ready_critical"
 
