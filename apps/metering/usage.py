@@ -191,3 +191,29 @@ def by_project(tenant, start: datetime, end: datetime) -> list[dict]:
         }
         for project, amounts in totals.items()
     ]
+
+
+def by_day(tenant, start: datetime, end: datetime, resource: str = "gpu_hours") -> dict:
+    """One resource's usage per project for each UTC day of ``[start, end)``, in hours:
+    each day is a window measured by ``lines`` as the usage API measures any window, so
+    the days add up to the whole. Projects without any use in the window are left out."""
+    days, day = [], start
+    while day < end:
+        days.append(day)
+        day += timedelta(days=1)
+    per_project: dict[Project, list[Decimal]] = {}
+    for index, first in enumerate(days):
+        for line in lines(tenant, first, min(first + timedelta(days=1), end)):
+            if line.resource == resource and line.project is not None:
+                per_project.setdefault(line.project, [Decimal(0)] * len(days))[index] += line.seconds
+    return {
+        "days": [first.date().isoformat() for first in days],
+        "projects": [
+            {
+                "project_id": project.project_id,
+                "name": project.name,
+                "hours": [float((seconds / HOUR).quantize(QUANTITY)) for seconds in amounts],
+            }
+            for project, amounts in sorted(per_project.items(), key=lambda item: item[0].project_id)
+        ],
+    }

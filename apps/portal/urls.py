@@ -24,6 +24,7 @@ urlpatterns = [
     path("projects/", projects.project_list, name="project_list"),
     path("alerts/", alerts.alert_list, name="alert_list"),
     path("tenants/<str:tenant_id>/usage/", usage.tenant_usage, name="tenant_usage"),
+    path("tenants/<str:tenant_id>/usage/daily/", usage.tenant_usage_daily, name="tenant_usage_daily"),
     path("tenants/<str:tenant_id>/quota/", quotas.tenant_quota, name="tenant_quota"),
     path("projects/new/", projects.project_create, name="project_create"),
     path("projects/<uuid:pk>/", project_detail.project_detail, name="project_detail"),

@@ -6,6 +6,10 @@
 // per metric, one line per GPU. Window buttons (data-window) fetch again; the
 // shown window is fetched again every minute while the page is visible. No
 // inline styles or scripts (CSP): uPlot sizes its canvas through the CSSOM.
+//
+// The dashboard's [data-usage-chart] figures name theirs too: GPU-hours per UTC
+// day per project, {days: ["YYYY-MM-DD", ...], projects: [{name, hours: [...]}]},
+// drawn one line per project and written out as a table (the text alternative).
 (function () {
   "use strict";
 
@@ -87,8 +91,73 @@
     setInterval(function () { if (!document.hidden) { load(); } }, REFRESH_MS);
   }
 
+  function usageRows(body) {
+    var rows = [];
+    body.days.forEach(function (day, i) {
+      body.projects.forEach(function (project) {
+        if (project.hours[i] > 0) { rows.push([day, project.name, project.hours[i]]); }
+      });
+    });
+    return rows;
+  }
+
+  function usageTable(figure, rows) {
+    var details = figure.querySelector("[data-chart-table]");
+    var body = details.querySelector("tbody");
+    body.replaceChildren();
+    rows.forEach(function (row) {
+      var tr = document.createElement("tr");
+      row.forEach(function (value, i) {
+        var td = document.createElement("td");
+        td.textContent = i === 2 ? value.toFixed(2) : value;
+        if (i === 2) { td.className = "num"; }
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    details.hidden = rows.length === 0;
+  }
+
+  function usageChart(figure, body) {
+    var plot = figure.querySelector("[data-chart-plot]");
+    plot.replaceChildren();
+    var xs = body.days.map(function (day) { return Date.parse(day + "T00:00:00Z") / 1000; });
+    var lines = [{}].concat(body.projects.map(function (project, i) {
+      return { label: project.name, stroke: COLORS[i % COLORS.length], width: 1.5,
+        points: { show: true }, value: function (u, v) { return v == null ? "-" : v.toFixed(2) + " h"; } };
+    }));
+    var data = [xs].concat(body.projects.map(function (project) { return project.hours; }));
+    new uPlot({ width: Math.max(200, plot.clientWidth || 300), height: 160, series: lines,
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); },
+      scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.15)]; } } },
+      axes: [{}, { size: 44 }] }, data, plot);
+  }
+
+  function setupUsage(figure) {
+    var status = figure.querySelector("[data-chart-status]");
+    fetch(figure.getAttribute("data-url"), {
+      credentials: "same-origin", headers: { Accept: "application/json" }
+    }).then(function (response) {
+      if (!response.ok) { throw new Error(String(response.status)); }
+      return response.json();
+    }).then(function (body) {
+      var rows = usageRows(body);
+      var total = rows.reduce(function (sum, row) { return sum + row[2]; }, 0);
+      status.textContent = rows.length
+        ? total.toFixed(2) + " GPU-hours in " + body.projects.length + " project" +
+          (body.projects.length === 1 ? "" : "s") + " from " + body.days[0] + " to " + body.days[body.days.length - 1] + "."
+        : "No GPU use in the last " + body.days.length + " days.";
+      usageTable(figure, rows);
+      if (rows.length) { usageChart(figure, body); }
+      figure.setAttribute("data-loaded", "true");
+    }).catch(function () {
+      status.textContent = "Usage is unavailable.";
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     if (typeof uPlot === "undefined") { return; }
     document.querySelectorAll("[data-gpu-charts]").forEach(setup);
+    document.querySelectorAll("[data-usage-chart]").forEach(setupUsage);
   });
 })();
