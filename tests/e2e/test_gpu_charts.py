@@ -1,7 +1,8 @@
 """The allocation page charts its GPUs' telemetry with uPlot in Chromium: one chart
 per metric with a line per GPU, from the same service as the metrics API, in the
 1 h, 24 h and 7 d windows, under the portal's CSP (no console errors). The
-dashboard charts a tenant's GPU-hours per day per project, also on a phone's width.
+dashboard charts a tenant's GPU-hours per day per project and gauges its quotas,
+also on a phone's width.
 
 Set ``GPUAAS_E2E_SCREENSHOTS=/some/dir`` to keep a screenshot of the charts."""
 
@@ -17,6 +18,7 @@ from django.utils import timezone
 from apps.allocations.models import Allocation
 from apps.monitoring import services as monitoring
 from apps.monitoring import tasks
+from apps.tenancy import quotas
 from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, UserFactory
@@ -79,7 +81,7 @@ def test_the_allocation_page_charts_its_gpus(portal, page, settings):
     assert page.js_errors == []
 
 
-def test_the_dashboard_charts_gpu_hours_per_day_on_a_phones_width(portal, page):
+def test_the_dashboard_charts_gpu_hours_and_gauges_quotas_on_a_phones_width(portal, page):
     project = ProjectFactory(
         tenant=TenantFactory(tenant_id="acme", name="Acme"), project_id="cell-1", name="Cell 1"
     )
@@ -89,6 +91,7 @@ def test_the_dashboard_charts_gpu_hours_per_day_on_a_phones_width(portal, page):
     flavor = FlavorFactory(name="h100-8x", gpus_per_node=8)
     yesterday = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
     made_allocation(project, make_nodes(flavor, 1)[0], flavor, yesterday, yesterday + timedelta(hours=3))
+    quotas.set_quota(project.tenant, {"gpus": 16})
 
     page.set_viewport_size({"width": 390, "height": 844})
     sign_in(page, portal, "bea")
@@ -99,6 +102,9 @@ def test_the_dashboard_charts_gpu_hours_per_day_on_a_phones_width(portal, page):
     figure.locator("summary").click()
     rows = figure.locator("[data-chart-table] tbody tr").all_inner_texts()
     assert rows == [f"{yesterday.date().isoformat()}\tCell 1\t24.00"]
+    gauge = page.locator('[data-quota-gauges] li[data-resource="gpus"]')
+    assert "0 of 16 (0.0 %)" in gauge.inner_text()
+    assert gauge.locator("a").get_attribute("href") == "/tenants/acme/quota/"
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     if SCREENSHOTS:
         page.screenshot(path=str(Path(SCREENSHOTS) / "usage-chart.png"), full_page=True)
