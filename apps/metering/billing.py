@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from apps.core import audit
 from apps.metering.models import BillingAdjustment, BillingExport, Rate
-from apps.metering.usage import LABELS, QUANTITY, RESOURCES, Line, lines, period
+from apps.metering.usage import LABELS, QUANTITY, RESOURCES, Line, day_series, lines, per_day, period
 from apps.tenancy.models import Project, Tenant
 
 MONEY = Decimal("0.01")
@@ -104,6 +104,18 @@ def charges(tenant, start: datetime, end: datetime) -> list[Charge]:
             charge.start,
         ),
     )
+
+
+def by_day(tenant, start: datetime, end: datetime) -> dict:
+    """The charges of each UTC day of ``[start, end)`` per project (the tenant's
+    storage as one of its own), each day priced by ``charges`` as the export prices a
+    month. Each charge is rounded as billed, so a month's days can differ from its
+    statement by a few cents; the statement is the bill."""
+
+    def measure(first: datetime, last: datetime):
+        return ((charge.line.project, charge.amount) for charge in charges(tenant, first, last))
+
+    return day_series(per_day(start, end, measure), lambda amount: float(amount))
 
 
 def export(principal, tenant, start: datetime, end: datetime) -> str:

@@ -7,9 +7,10 @@
 // shown window is fetched again every minute while the page is visible. No
 // inline styles or scripts (CSP): uPlot sizes its canvas through the CSSOM.
 //
-// The dashboard's [data-usage-chart] figures name theirs too: GPU-hours per UTC
-// day per project, {days: ["YYYY-MM-DD", ...], projects: [{name, hours: [...]}]},
-// drawn one line per project and written out as a table (the text alternative).
+// The [data-usage-chart] figures (the dashboard's GPU-hours, the usage page's
+// charges) name theirs too: an amount per UTC day per project, {unit, days:
+// ["YYYY-MM-DD", ...], projects: [{name, values: [...]}]}, drawn one line per
+// project and written out as a table and a sentence (the text alternative).
 (function () {
   "use strict";
 
@@ -95,7 +96,7 @@
     var rows = [];
     body.days.forEach(function (day, i) {
       body.projects.forEach(function (project) {
-        if (project.hours[i] > 0) { rows.push([day, project.name, project.hours[i]]); }
+        if (project.values[i] > 0) { rows.push([day, project.name, project.values[i]]); }
       });
     });
     return rows;
@@ -119,14 +120,15 @@
   }
 
   function usageChart(figure, body) {
+    var unit = " " + body.unit;
     var plot = figure.querySelector("[data-chart-plot]");
     plot.replaceChildren();
     var xs = body.days.map(function (day) { return Date.parse(day + "T00:00:00Z") / 1000; });
     var lines = [{}].concat(body.projects.map(function (project, i) {
       return { label: project.name, stroke: COLORS[i % COLORS.length], width: 1.5,
-        points: { show: true }, value: function (u, v) { return v == null ? "-" : v.toFixed(2) + " h"; } };
+        points: { show: true }, value: function (u, v) { return v == null ? "-" : v.toFixed(2) + unit; } };
     }));
-    var data = [xs].concat(body.projects.map(function (project) { return project.hours; }));
+    var data = [xs].concat(body.projects.map(function (project) { return project.values; }));
     new uPlot({ width: Math.max(200, plot.clientWidth || 300), height: 160, series: lines,
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); },
       scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.15)]; } } },
@@ -144,9 +146,9 @@
       var rows = usageRows(body);
       var total = rows.reduce(function (sum, row) { return sum + row[2]; }, 0);
       status.textContent = rows.length
-        ? total.toFixed(2) + " GPU-hours in " + body.projects.length + " project" +
+        ? total.toFixed(2) + " " + body.unit + " in " + body.projects.length + " project" +
           (body.projects.length === 1 ? "" : "s") + " from " + body.days[0] + " to " + body.days[body.days.length - 1] + "."
-        : "No GPU use in the last " + body.days.length + " days.";
+        : "Nothing on any of these " + body.days.length + " days.";
       usageTable(figure, rows);
       if (rows.length) { usageChart(figure, body); }
       figure.setAttribute("data-loaded", "true");

@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from apps.core.errors import ValidationFailed
+from apps.core.errors import ValidationFailed, error_json
 from apps.metering import billing, usage
 from apps.portal.views.base import portal_view
 from apps.tenancy import policy
@@ -48,7 +48,28 @@ def tenant_usage_daily(request, principal, tenant_id):
     now = timezone.now().astimezone(UTC)
     tomorrow = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
     body = usage.by_day(tenant, tomorrow - timedelta(days=CHART_DAYS), tomorrow)
-    return JsonResponse({"tenant_id": tenant.tenant_id, **body}, headers={"Cache-Control": "no-store"})
+    return JsonResponse(
+        {"tenant_id": tenant.tenant_id, "unit": "GPU-hours", **body}, headers={"Cache-Control": "no-store"}
+    )
+
+
+@require_safe
+@portal_view
+def tenant_charges_daily(request, principal, tenant_id):
+    """The usage page chart's data: a month's charges per day per project, priced by
+    the billing service the CSV export prices with; up to today in the current month."""
+    tenant = _tenant(principal, tenant_id)
+    try:
+        start, end = usage.period(request.GET.get("month"))
+    except ValidationFailed as exc:
+        return error_json(exc.status_code, exc.code, exc.message, exc.details)
+    now = timezone.now().astimezone(UTC)
+    end = min(end, now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1))
+    body = billing.by_day(tenant, start, end) if start < end else {"days": [], "projects": []}
+    return JsonResponse(
+        {"tenant_id": tenant.tenant_id, "unit": settings.BILLING_CURRENCY, **body},
+        headers={"Cache-Control": "no-store"},
+    )
 
 
 @require_safe
