@@ -145,9 +145,12 @@
     }).then(function (body) {
       var rows = usageRows(body);
       var total = rows.reduce(function (sum, row) { return sum + row[2]; }, 0);
+      // The tenant's storage is a series without a project id: said apart from the projects.
+      var projects = body.projects.filter(function (p) { return p.project_id !== null; }).length;
+      var storage = projects < body.projects.length ? " and the tenant's storage" : "";
       status.textContent = rows.length
-        ? total.toFixed(2) + " " + body.unit + " in " + body.projects.length + " project" +
-          (body.projects.length === 1 ? "" : "s") + " from " + body.days[0] + " to " + body.days[body.days.length - 1] + "."
+        ? total.toFixed(2) + " " + body.unit + " in " + projects + " project" + (projects === 1 ? "" : "s") +
+          storage + " from " + body.days[0] + " to " + body.days[body.days.length - 1] + "."
         : "Nothing on any of these " + body.days.length + " days.";
       usageTable(figure, rows);
       if (rows.length) { usageChart(figure, body); }

@@ -2,7 +2,7 @@
 per metric with a line per GPU, from the same service as the metrics API, in the
 1 h, 24 h and 7 d windows, under the portal's CSP (no console errors). The
 dashboard charts a tenant's GPU-hours per day per project and gauges its quotas,
-also on a phone's width.
+also on a phone's width; the usage page charts the month's charges by day.
 
 Set ``GPUAAS_E2E_SCREENSHOTS=/some/dir`` to keep a screenshot of the charts."""
 
@@ -88,7 +88,7 @@ def test_the_dashboard_charts_gpu_hours_and_gauges_quotas_on_a_phones_width(port
     Membership.objects.create(
         user=UserFactory(username="bea"), tenant=project.tenant, project=None, role="billing_admin"
     )
-    flavor = FlavorFactory(name="h100-8x", gpus_per_node=8)
+    flavor = FlavorFactory(name="h100-8x", gpus_per_node=8, rate_per_node_hour="10.5")
     yesterday = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
     made_allocation(project, make_nodes(flavor, 1)[0], flavor, yesterday, yesterday + timedelta(hours=3))
     quotas.set_quota(project.tenant, {"gpus": 16})
@@ -108,4 +108,13 @@ def test_the_dashboard_charts_gpu_hours_and_gauges_quotas_on_a_phones_width(port
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     if SCREENSHOTS:
         page.screenshot(path=str(Path(SCREENSHOTS) / "usage-chart.png"), full_page=True)
+
+    page.goto(f"{portal.url}/tenants/acme/usage/?month={yesterday:%Y-%m}")
+    charges = page.locator('[data-usage-chart][data-loaded="true"]')
+    charges.wait_for()
+    assert charges.locator("canvas").count() == 1
+    assert "31.50 USD in 1 project from" in charges.locator("[data-chart-status]").inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / "charges-chart.png"), full_page=True)
     assert page.js_errors == []
