@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.urls import reverse
 from django.utils import timezone
@@ -22,6 +22,9 @@ DASHBOARD_BUDGET = 13  # the firing alerts panel: one query
 # and the tenant's storage, and on a day with use their projects and flavors (in bulk),
 # whatever the number of projects; the fixture uses two of the days (36 queries).
 USAGE_CHART_BUDGET = 5 + 14 * 4
+# The usage page's chart prices each day of the month as the export prices a month: the
+# rates once, then per day the same queries as a day of the dashboard chart (71 here).
+CHARGES_CHART_BUDGET = 6 + 31 * 4
 
 
 def _fill_tenant(tenant, projects: int):
@@ -105,10 +108,10 @@ def test_dashboard(tenant_admin, as_user, tenant, django_assert_max_num_queries)
     assert response.status_code == 200
 
 
-def _fill_usage(tenant, projects: int):
-    """``projects`` projects, each with a node used yesterday and today."""
+def _fill_usage(tenant, projects: int, midnight=None):
+    """``projects`` projects, each with a node used either side of ``midnight`` (today's)."""
     flavor = FlavorFactory()
-    midnight = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    midnight = midnight or timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
     for n, node in enumerate(make_nodes(flavor, projects, prefix="budget")):
         project = ProjectFactory(tenant=tenant, project_id=f"used-{n}")
         made_allocation(project, node, flavor, midnight - timedelta(hours=2), midnight + timedelta(minutes=1))
@@ -119,4 +122,12 @@ def test_the_dashboards_usage_chart_data(billing_admin, as_user, tenant, django_
     client = as_user(billing_admin)
     with django_assert_max_num_queries(USAGE_CHART_BUDGET):
         response = client.get(reverse("tenant_usage_daily", args=[tenant.tenant_id]))
+    assert len(response.json()["projects"]) == 12
+
+
+def test_the_usage_pages_charges_chart_data(billing_admin, as_user, tenant, django_assert_max_num_queries):
+    _fill_usage(tenant, 12, datetime(2026, 10, 4, tzinfo=UTC))
+    client = as_user(billing_admin)
+    with django_assert_max_num_queries(CHARGES_CHART_BUDGET):
+        response = client.get(reverse("tenant_charges_daily", args=[tenant.tenant_id]), {"month": "2026-10"})
     assert len(response.json()["projects"]) == 12
