@@ -120,13 +120,12 @@ def by_day(tenant, start: datetime, end: datetime) -> dict:
     storage as one of its own), each day priced by ``charges`` as the export prices a
     month. Each charge is rounded as billed, so a month's days can differ from its
     statement by a few cents; the statement is the bill."""
-
     rates = rates_until(end)
 
     def measure(first: datetime, last: datetime):
         return ((charge.line.project, charge.amount) for charge in charges(tenant, first, last, rates))
 
-    return day_series(per_day(start, end, measure), lambda amount: float(amount))
+    return day_series(per_day(start, end, measure), float)
 
 
 def export(principal, tenant, start: datetime, end: datetime) -> str:
