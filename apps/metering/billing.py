@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from apps.core import audit
 from apps.metering.models import BillingAdjustment, BillingExport, Rate
-from apps.metering.usage import LABELS, QUANTITY, RESOURCES, Line, lines, period
+from apps.metering.usage import LABELS, QUANTITY, RESOURCES, Line, day_series, lines, per_day, period
 from apps.tenancy.models import Project, Tenant
 
 MONEY = Decimal("0.01")
@@ -63,8 +63,12 @@ class Charge:
 class RateBook:
     """The rates that price ``[start, end)``, and where that window must be cut."""
 
-    def __init__(self, start: datetime, end: datetime):
-        self.rates = list(Rate.objects.filter(effective_from__lt=end).order_by("effective_from", "id"))
+    def __init__(self, start: datetime, end: datetime, rates: list[Rate] | None = None):
+        """``rates``: those of a longer window ending no earlier (``rates_until``), to
+        price its parts without asking again."""
+        if rates is None:
+            rates = rates_until(end)
+        self.rates = [rate for rate in rates if rate.effective_from < end]
         starts = {rate.effective_from for rate in self.rates if start < rate.effective_from < end}
         cuts = sorted({start, end} | starts)
         self.pieces = list(pairwise(cuts))
@@ -83,10 +87,15 @@ class RateBook:
         return line.flavor.rate_per_node_hour if line.flavor else Decimal(0)
 
 
-def charges(tenant, start: datetime, end: datetime) -> list[Charge]:
+def rates_until(end: datetime) -> list[Rate]:
+    """Every rate in effect before ``end``, in the order they took effect."""
+    return list(Rate.objects.filter(effective_from__lt=end).order_by("effective_from", "id"))
+
+
+def charges(tenant, start: datetime, end: datetime, rates: list[Rate] | None = None) -> list[Charge]:
     """The lines priced, by project (the tenant's storage last), resource and flavor,
     each part of the window that one rate priced on a charge of its own."""
-    book = RateBook(start, end)
+    book = RateBook(start, end, rates)
     priced = []
     for piece_start, piece_end in book.pieces:
         for line in lines(tenant, piece_start, piece_end):
@@ -104,6 +113,19 @@ def charges(tenant, start: datetime, end: datetime) -> list[Charge]:
             charge.start,
         ),
     )
+
+
+def by_day(tenant, start: datetime, end: datetime) -> dict:
+    """The charges of each UTC day of ``[start, end)`` per project (the tenant's
+    storage as one of its own), each day priced by ``charges`` as the export prices a
+    month. Each charge is rounded as billed, so a month's days can differ from its
+    statement by a few cents; the statement is the bill."""
+    rates = rates_until(end)
+
+    def measure(first: datetime, last: datetime):
+        return ((charge.line.project, charge.amount) for charge in charges(tenant, first, last, rates))
+
+    return day_series(per_day(start, end, measure), float)
 
 
 def export(principal, tenant, start: datetime, end: datetime) -> str:

@@ -186,8 +186,64 @@ def by_project(tenant, start: datetime, end: datetime) -> list[dict]:
         {
             "project_id": project.project_id if project else None,
             "name": project.name if project else "Tenant storage",
-            **{resource: float((seconds / HOUR).quantize(QUANTITY)) for resource, seconds in amounts.items()},
+            **{resource: _hours(seconds) for resource, seconds in amounts.items()},
             "gpu_utilization": measured.get(project.pk) if project else None,
         }
         for project, amounts in totals.items()
     ]
+
+
+def per_day(start: datetime, end: datetime, measure) -> dict:
+    """Each UTC day of ``[start, end)`` measured as a window of its own by
+    ``measure(first, last)``, an iterable of ``(project, amount)`` (project None: the
+    tenant's storage), as ``{"days": [...], "projects": {project: [amount a day]}}``."""
+    days, day = [], start
+    while day < end:
+        days.append(day)
+        day += timedelta(days=1)
+    amounts: dict[Project | None, list[Decimal]] = {}
+    for index, first in enumerate(days):
+        for project, amount in measure(first, min(first + timedelta(days=1), end)):
+            amounts.setdefault(project, [Decimal(0)] * len(days))[index] += amount
+    return {"days": days, "projects": amounts}
+
+
+def day_series(measured: dict, convert) -> dict:
+    """``per_day``'s answer as the portal's charts read it: ISO dates, and a series of
+    ``convert(amount)`` per project, by project id, the tenant's storage last."""
+    ordered = sorted(measured["projects"].items(), key=lambda item: (item[0] is None, _key(item[0])))
+    return {
+        "days": [first.date().isoformat() for first in measured["days"]],
+        "projects": [
+            {
+                "project_id": project.project_id if project else None,
+                "name": project.name if project else "Tenant storage",
+                "values": [convert(amount) for amount in amounts],
+            }
+            for project, amounts in ordered
+        ],
+    }
+
+
+def _key(project: Project | None) -> str:
+    return project.project_id if project else ""
+
+
+def by_day(tenant, start: datetime, end: datetime, resource: str = "gpu_hours") -> dict:
+    """One resource's use per project for each UTC day of ``[start, end)``, in hours:
+    each day is a window measured by ``lines`` as the usage API measures any window, so
+    the days add up to the whole. Projects without any use in the window are left out."""
+
+    def measure(first: datetime, last: datetime):
+        return (
+            (line.project, line.seconds)
+            for line in lines(tenant, first, last)
+            if line.resource == resource and line.project is not None
+        )
+
+    return day_series(per_day(start, end, measure), _hours)
+
+
+def _hours(seconds: Decimal) -> float:
+    """Unit-seconds as the usage API shows them: hours, to four decimals."""
+    return float((seconds / HOUR).quantize(QUANTITY))

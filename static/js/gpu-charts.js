@@ -6,6 +6,11 @@
 // per metric, one line per GPU. Window buttons (data-window) fetch again; the
 // shown window is fetched again every minute while the page is visible. No
 // inline styles or scripts (CSP): uPlot sizes its canvas through the CSSOM.
+//
+// The [data-usage-chart] figures (the dashboard's GPU-hours, the usage page's
+// charges) name theirs too: an amount per UTC day per project, {unit, days:
+// ["YYYY-MM-DD", ...], projects: [{name, values: [...]}]}, drawn one line per
+// project and written out as a table and a sentence (the text alternative).
 (function () {
   "use strict";
 
@@ -87,8 +92,77 @@
     setInterval(function () { if (!document.hidden) { load(); } }, REFRESH_MS);
   }
 
+  function usageRows(body) {
+    var rows = [];
+    body.days.forEach(function (day, i) {
+      body.projects.forEach(function (project) {
+        if (project.values[i] > 0) { rows.push([day, project.name, project.values[i]]); }
+      });
+    });
+    return rows;
+  }
+
+  function usageTable(figure, rows) {
+    var details = figure.querySelector("[data-chart-table]");
+    var body = details.querySelector("tbody");
+    body.replaceChildren();
+    rows.forEach(function (row) {
+      var tr = document.createElement("tr");
+      row.forEach(function (value, i) {
+        var td = document.createElement("td");
+        td.textContent = i === 2 ? value.toFixed(2) : value;
+        if (i === 2) { td.className = "num"; }
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    details.hidden = rows.length === 0;
+  }
+
+  function usageChart(figure, body) {
+    var unit = " " + body.unit;
+    var plot = figure.querySelector("[data-chart-plot]");
+    plot.replaceChildren();
+    var xs = body.days.map(function (day) { return Date.parse(day + "T00:00:00Z") / 1000; });
+    var lines = [{}].concat(body.projects.map(function (project, i) {
+      return { label: project.name, stroke: COLORS[i % COLORS.length], width: 1.5,
+        points: { show: true }, value: function (u, v) { return v == null ? "-" : v.toFixed(2) + unit; } };
+    }));
+    var data = [xs].concat(body.projects.map(function (project) { return project.values; }));
+    new uPlot({ width: Math.max(200, plot.clientWidth || 300), height: 160, series: lines,
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); },
+      scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.15)]; } } },
+      axes: [{}, { size: 44 }] }, data, plot);
+  }
+
+  function setupUsage(figure) {
+    var status = figure.querySelector("[data-chart-status]");
+    fetch(figure.getAttribute("data-url"), {
+      credentials: "same-origin", headers: { Accept: "application/json" }
+    }).then(function (response) {
+      if (!response.ok) { throw new Error(String(response.status)); }
+      return response.json();
+    }).then(function (body) {
+      var rows = usageRows(body);
+      var total = rows.reduce(function (sum, row) { return sum + row[2]; }, 0);
+      // The tenant's storage is a series without a project id: said apart from the projects.
+      var projects = body.projects.filter(function (p) { return p.project_id !== null; }).length;
+      var storage = projects < body.projects.length ? " and the tenant's storage" : "";
+      status.textContent = rows.length
+        ? total.toFixed(2) + " " + body.unit + " in " + projects + " project" + (projects === 1 ? "" : "s") +
+          storage + " from " + body.days[0] + " to " + body.days[body.days.length - 1] + "."
+        : "Nothing on any of these " + body.days.length + " days.";
+      usageTable(figure, rows);
+      if (rows.length) { usageChart(figure, body); }
+      figure.setAttribute("data-loaded", "true");
+    }).catch(function () {
+      status.textContent = "Usage is unavailable.";
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     if (typeof uPlot === "undefined") { return; }
     document.querySelectorAll("[data-gpu-charts]").forEach(setup);
+    document.querySelectorAll("[data-usage-chart]").forEach(setupUsage);
   });
 })();

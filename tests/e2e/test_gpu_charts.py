@@ -1,6 +1,8 @@
 """The allocation page charts its GPUs' telemetry with uPlot in Chromium: one chart
 per metric with a line per GPU, from the same service as the metrics API, in the
-1 h, 24 h and 7 d windows, under the portal's CSP (no console errors).
+1 h, 24 h and 7 d windows, under the portal's CSP (no console errors). The
+dashboard charts a tenant's GPU-hours per day per project and gauges its quotas,
+also on a phone's width; the usage page charts the month's charges by day.
 
 Set ``GPUAAS_E2E_SCREENSHOTS=/some/dir`` to keep a screenshot of the charts."""
 
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.utils import timezone
@@ -16,11 +18,21 @@ from django.utils import timezone
 from apps.allocations.models import Allocation
 from apps.monitoring import services as monitoring
 from apps.monitoring import tasks
+from apps.tenancy import quotas
 from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
-from tests.factories import ProjectFactory, TenantFactory, UserFactory
+from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, UserFactory
+from tests.support.fleet import made_allocation, make_nodes
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
+
+
+def sign_in(page, portal, username: str) -> None:
+    page.goto(f"{portal.url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "pw")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{portal.url}/")
 
 
 def test_the_allocation_page_charts_its_gpus(portal, page, settings):
@@ -50,11 +62,7 @@ def test_the_allocation_page_charts_its_gpus(portal, page, settings):
     monitoring.record_telemetry(allocation.node, readings=readings, xids=[], exporter_port=None)
     tasks.rollup_metrics()  # the beat's work, every minute
 
-    page.goto(f"{portal.url}/accounts/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{portal.url}/")
+    sign_in(page, portal, "alice")
     page.goto(f"{portal.url}/projects/{project.pk}/allocations/{allocation.pk}/")
 
     charts = page.locator("[data-gpu-charts]")
@@ -70,4 +78,43 @@ def test_the_allocation_page_charts_its_gpus(portal, page, settings):
     page.click('button[data-window="24h"]')
     page.locator('[data-gpu-charts][data-loaded="24h"]').wait_for()
     assert 10 <= int(page.locator('figure[data-metric="temperature"]').get_attribute("data-points")) <= 13
+    assert page.js_errors == []
+
+
+def test_the_dashboard_charts_gpu_hours_and_gauges_quotas_on_a_phones_width(portal, page):
+    project = ProjectFactory(
+        tenant=TenantFactory(tenant_id="acme", name="Acme"), project_id="cell-1", name="Cell 1"
+    )
+    Membership.objects.create(
+        user=UserFactory(username="bea"), tenant=project.tenant, project=None, role="billing_admin"
+    )
+    flavor = FlavorFactory(name="h100-8x", gpus_per_node=8, rate_per_node_hour="10.5")
+    yesterday = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    made_allocation(project, make_nodes(flavor, 1)[0], flavor, yesterday, yesterday + timedelta(hours=3))
+    quotas.set_quota(project.tenant, {"gpus": 16})
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, portal, "bea")
+    figure = page.locator("[data-usage-chart]")
+    figure.and_(page.locator('[data-loaded="true"]')).wait_for()
+    assert figure.locator("canvas").count() == 1
+    assert "24.00 GPU-hours in 1 project" in figure.locator("[data-chart-status]").inner_text()
+    figure.locator("summary").click()
+    rows = figure.locator("[data-chart-table] tbody tr").all_inner_texts()
+    assert rows == [f"{yesterday.date().isoformat()}\tCell 1\t24.00"]
+    gauge = page.locator('[data-quota-gauges] li[data-resource="gpus"]')
+    assert "0 of 16 (0.0 %)" in gauge.inner_text()
+    assert gauge.locator("a").get_attribute("href") == "/tenants/acme/quota/"
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / "usage-chart.png"), full_page=True)
+
+    page.goto(f"{portal.url}/tenants/acme/usage/?month={yesterday:%Y-%m}")
+    charges = page.locator('[data-usage-chart][data-loaded="true"]')
+    charges.wait_for()
+    assert charges.locator("canvas").count() == 1
+    assert "31.50 USD in 1 project from" in charges.locator("[data-chart-status]").inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / "charges-chart.png"), full_page=True)
     assert page.js_errors == []

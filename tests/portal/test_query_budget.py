@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership, ServiceAccount
-from tests.factories import ProjectFactory, UserFactory
+from tests.factories import FlavorFactory, ProjectFactory, UserFactory
+from tests.support.fleet import made_allocation, make_nodes
 
 # Session, user, the caller's memberships and the switcher's projects, then the page's own
 # queries; the fixtures fill each page with dozens of rows, so an N+1 blows these at once.
@@ -14,6 +18,13 @@ PROJECT_LIST_BUDGET = 6
 AUDIT_BUDGET = 10
 PROJECT_PAGE_BUDGET = 12  # the members tab pages two lists: a COUNT for each
 DASHBOARD_BUDGET = 13  # the firing alerts panel: one query
+# The dashboard chart measures each of its 14 days as a window: per day the allocations
+# and the tenant's storage, and on a day with use their projects and flavors (in bulk),
+# whatever the number of projects; the fixture uses two of the days (36 queries).
+USAGE_CHART_BUDGET = 5 + 14 * 4
+# The usage page's chart prices each day of the month as the export prices a month: the
+# rates once, then per day the same queries as a day of the dashboard chart (71 here).
+CHARGES_CHART_BUDGET = 6 + 31 * 4
 
 
 def _fill_tenant(tenant, projects: int):
@@ -95,3 +106,28 @@ def test_dashboard(tenant_admin, as_user, tenant, django_assert_max_num_queries)
     with django_assert_max_num_queries(DASHBOARD_BUDGET):
         response = client.get("/")
     assert response.status_code == 200
+
+
+def _fill_usage(tenant, projects: int, midnight=None):
+    """``projects`` projects, each with a node used either side of ``midnight`` (today's)."""
+    flavor = FlavorFactory()
+    midnight = midnight or timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    for n, node in enumerate(make_nodes(flavor, projects, prefix="budget")):
+        project = ProjectFactory(tenant=tenant, project_id=f"used-{n}")
+        made_allocation(project, node, flavor, midnight - timedelta(hours=2), midnight + timedelta(minutes=1))
+
+
+def test_the_dashboards_usage_chart_data(billing_admin, as_user, tenant, django_assert_max_num_queries):
+    _fill_usage(tenant, 12)
+    client = as_user(billing_admin)
+    with django_assert_max_num_queries(USAGE_CHART_BUDGET):
+        response = client.get(reverse("tenant_usage_daily", args=[tenant.tenant_id]))
+    assert len(response.json()["projects"]) == 12
+
+
+def test_the_usage_pages_charges_chart_data(billing_admin, as_user, tenant, django_assert_max_num_queries):
+    _fill_usage(tenant, 12, datetime(2026, 10, 4, tzinfo=UTC))
+    client = as_user(billing_admin)
+    with django_assert_max_num_queries(CHARGES_CHART_BUDGET):
+        response = client.get(reverse("tenant_charges_daily", args=[tenant.tenant_id]), {"month": "2026-10"})
+    assert len(response.json()["projects"]) == 12

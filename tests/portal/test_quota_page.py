@@ -82,3 +82,24 @@ def test_the_page_is_for_tenant_wide_roles_of_that_tenant(as_user, project, outs
     assert (
         as_user(member("billing_admin", tenant=project.tenant)).get("/tenants/acme/quota/").status_code == 200
     )
+
+
+def test_the_dashboard_gauges_each_quota_and_link_to_the_quota_page(as_user, tenant_admin, filling):
+    client = as_user(tenant_admin)
+    dashboard = client.get("/").content.decode()
+    assert 'hx-get="/tenants/acme/quota/gauges/" hx-trigger="load"' in dashboard
+    gauges = client.get("/tenants/acme/quota/gauges/", headers={"HX-Request": "true"})
+    assert gauges.status_code == 200
+    text = " ".join(gauges.content.decode().split())
+    assert '<li class="quota-gauge quota-80" data-resource="gpus" data-warning="80">' in text
+    assert "16 of 20 (80.0 %)" in text
+    assert "950 of 1,000 (95.0 %)" in text
+    assert "Critical: 90 % of the limit or more" in text
+    assert text.count('href="/tenants/acme/quota/"') == len(re.findall(r'data-resource="', text))
+
+
+def test_the_gauges_answer_only_who_may_see_the_quota(as_user, project, outsider, filling):
+    assert as_user(outsider).get("/tenants/acme/quota/gauges/").status_code == 404
+    viewer = as_user(member("viewer", project=project))
+    assert viewer.get("/tenants/acme/quota/gauges/").status_code == 403
+    assert "/quota/gauges/" not in viewer.get("/").content.decode()

@@ -67,6 +67,7 @@ def dashboard(request, principal):
             "stats": stats,
             "recent_events": recent,
             "firing_alerts": firing,
+            "usage_charts": any(card["usage"] for card in cards),
         },
     )
 

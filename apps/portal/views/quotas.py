@@ -3,10 +3,11 @@ warnings (seed 001 section 4.6.3), the numbers of CCP's ``GET /api/metering/quot
 
 from __future__ import annotations
 
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_safe
 
 from apps.metering import services
-from apps.portal.htmx import render_page_or_fragment
+from apps.portal.htmx import render_fragment, render_page_or_fragment
 from apps.portal.views.base import portal_view
 from apps.tenancy import policy
 from apps.tenancy.models import Tenant
@@ -20,12 +21,13 @@ STATES = {
 }
 
 
-@require_safe
-@portal_view
-def tenant_quota(request, principal, tenant_id):
-    tenant = policy.get_object(
+def _tenant(principal, tenant_id: str) -> Tenant:
+    return policy.get_object(
         Tenant.objects.all(), principal, Perm.TENANT_VIEW, Perm.QUOTA_VIEW, tenant_id=tenant_id
     )
+
+
+def _rows(tenant) -> list[dict]:
     lines = services.quota_report(tenant)
     fill = services.storage_fill(tenant)
     if fill is not None:
@@ -34,6 +36,14 @@ def tenant_quota(request, principal, tenant_id):
     for resource, line in lines.items():
         tone, state = STATES[line["warning"]] if line["limit"] is not None else ("muted", "No limit")
         rows.append({"resource": resource, **line, "tone": tone, "state": state})
+    return rows
+
+
+@require_safe
+@portal_view
+def tenant_quota(request, principal, tenant_id):
+    tenant = _tenant(principal, tenant_id)
+    rows = _rows(tenant)
     warned = [row for row in rows if row["warning"] != "none"]
     return render_page_or_fragment(
         request,
@@ -47,3 +57,16 @@ def tenant_quota(request, principal, tenant_id):
         },
         never_cache=True,
     )
+
+
+@require_safe
+@portal_view
+def tenant_quota_gauges(request, principal, tenant_id):
+    """The dashboard's gauges of a tenant's quotas: the quota page's numbers, loaded
+    after the dashboard so that its own queries do not grow with its tenants."""
+    tenant = _tenant(principal, tenant_id)
+    response = render_fragment(
+        request, "portal/partials/quota_gauges.html", {"tenant": tenant, "rows": _rows(tenant)}
+    )
+    add_never_cache_headers(response)
+    return response

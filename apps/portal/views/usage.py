@@ -3,15 +3,16 @@ and billing administrators (the same numbers as CCP's metering API)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.http import JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from apps.core.errors import ValidationFailed
+from apps.core.errors import ValidationFailed, error_json
 from apps.metering import billing, usage
 from apps.portal.views.base import portal_view
 from apps.tenancy import policy
@@ -19,6 +20,8 @@ from apps.tenancy.models import Tenant
 from apps.tenancy.roles import Perm
 
 MONTHS_OFFERED = 12
+# The dashboard's chart: GPU-hours per UTC day over the last two weeks, today included.
+CHART_DAYS = 14
 
 
 def _months(now: datetime) -> list[str]:
@@ -30,12 +33,49 @@ def _months(now: datetime) -> list[str]:
     return offered
 
 
+def _tenant(principal, tenant_id: str) -> Tenant:
+    return policy.get_object(
+        Tenant.objects.all(), principal, Perm.TENANT_VIEW, Perm.USAGE_VIEW, tenant_id=tenant_id
+    )
+
+
+@require_safe
+@portal_view
+def tenant_usage_daily(request, principal, tenant_id):
+    """The dashboard chart's data: GPU-hours per day per project, from the usage
+    service that ``GET /api/metering/usage`` answers from."""
+    tenant = _tenant(principal, tenant_id)
+    now = timezone.now().astimezone(UTC)
+    tomorrow = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    body = usage.by_day(tenant, tomorrow - timedelta(days=CHART_DAYS), tomorrow)
+    return JsonResponse(
+        {"tenant_id": tenant.tenant_id, "unit": "GPU-hours", **body}, headers={"Cache-Control": "no-store"}
+    )
+
+
+@require_safe
+@portal_view
+def tenant_charges_daily(request, principal, tenant_id):
+    """The usage page chart's data: a month's charges per day per project, priced by
+    the billing service the CSV export prices with; up to today in the current month."""
+    tenant = _tenant(principal, tenant_id)
+    try:
+        start, end = usage.period(request.GET.get("month"))
+    except ValidationFailed as exc:
+        return error_json(exc.status_code, exc.code, exc.message, exc.details)
+    now = timezone.now().astimezone(UTC)
+    end = min(end, now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1))
+    body = billing.by_day(tenant, start, end) if start < end else {"days": [], "projects": []}
+    return JsonResponse(
+        {"tenant_id": tenant.tenant_id, "unit": settings.BILLING_CURRENCY, **body},
+        headers={"Cache-Control": "no-store"},
+    )
+
+
 @require_safe
 @portal_view
 def tenant_usage(request, principal, tenant_id):
-    tenant = policy.get_object(
-        Tenant.objects.all(), principal, Perm.TENANT_VIEW, Perm.USAGE_VIEW, tenant_id=tenant_id
-    )
+    tenant = _tenant(principal, tenant_id)
     now = timezone.now()
     month = request.GET.get("month") or f"{now:%Y-%m}"
     error, status = "", 200
