@@ -14,7 +14,9 @@ from tests.support.agent import running_agent, wait_for
 from tests.support.members import service_account_client
 from tests.support.ssh import KeyPair, key_pair, ssh
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Real agents call a live server: SQLite locks its tables under them (the embedded
+# default's ssh login is in tests/ops/test_make_run_path.py instead).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.production]
 
 # The contract: the node applies an added or removed key within 10 s.
 APPLY_SECONDS = 10

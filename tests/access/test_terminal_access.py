@@ -21,7 +21,9 @@ from tests.support.members import member
 from tests.support.proxy import login_session
 from tests.support.terminal import Terminal, portal_headers, socket_url
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Real agents call a live server: SQLite locks its tables under them (the embedded
+# default's terminal is in tests/ops/test_make_run_path.py instead).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.production]
 
 # The contract's promise: an open terminal closes within 2 s of the change.
 CLOSES_WITHIN_SECONDS = 2.0

@@ -12,7 +12,9 @@ from apps.core.models import AuditEvent
 from tests.support.agent import running_agent, wait_for
 from tests.support.terminal import Terminal
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Real agents call a live server: SQLite locks its tables under them (the embedded
+# default's terminal is in tests/ops/test_make_run_path.py instead).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.production]
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 
 from apps.allocations import nodes as fleet
 from apps.monitoring.metrics import METRICS
+from tests.support.agent import wait_for
 from tests.support.victoria import VictoriaMetrics
 
 AGENT_TELEMETRY = "/api/agent/v1/telemetry"
@@ -62,6 +63,18 @@ class VictoriaFeed:
             for metric in METRICS.values():
                 lines.append(f"{metric.name}{{{labels}}} {r[metric.column]} {int(r['at'] * 1000)}")
         self.server.import_prometheus("\n".join(lines) + "\n")
+        # The evaluator's instant query must see the newest sample, as a scrape's would be
+        # seen before the next round: under load VictoriaMetrics can answer before it does.
+        newest = int(max(r["at"] for r in readings))
+        metric = next(iter(METRICS.values())).name
+        wait_for(
+            lambda: any(
+                float(value) >= newest
+                for _, value in self.server.query(f'tlast_over_time({metric}{{node_id="{node.pk}"}}[10m])')
+            ),
+            timeout=15,
+            what=f"VictoriaMetrics answering with the samples of {node.hostname}",
+        )
 
 
 @pytest.fixture(params=["embedded", "victoria"])

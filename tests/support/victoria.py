@@ -76,6 +76,12 @@ class VictoriaMetrics:
         ).raise_for_status()
         httpx.get(f"{self.url}/internal/force_flush", timeout=30).raise_for_status()
 
+    def query(self, query: str) -> list[tuple[dict, str]]:
+        """An instant query now: each series' labels and value."""
+        response = httpx.get(f"{self.url}/api/v1/query", params={"query": query}, timeout=10)
+        response.raise_for_status()
+        return [(r["metric"], r["value"][1]) for r in response.json()["data"]["result"]]
+
     def series(self, match: str) -> list[dict]:
         response = httpx.get(f"{self.url}/api/v1/series", params={"match[]": match}, timeout=10)
         response.raise_for_status()
