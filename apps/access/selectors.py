@@ -1,5 +1,4 @@
-"""What other apps read of host access: a project's secrets (the runtime), the
-runtime user a terminal opens its shell as."""
+"""What other apps (the runtime) read of a project's secrets."""
 
 from __future__ import annotations
 
@@ -20,7 +19,3 @@ def project_secret_value(project_id, name: str) -> str | None:
         return secrets.store().read(secret.secret_path)
     except secrets.SecretNotFound:
         return None
-
-
-def runtime_user(allocation) -> str:
-    return allocation.flavor.runtime_user

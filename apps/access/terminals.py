@@ -18,7 +18,6 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.access import selectors
 from apps.access.models import TerminalPolicy, TerminalSession
 from apps.allocations.models import Allocation, Node
 from apps.core import audit
@@ -118,7 +117,7 @@ def open_session(
         node_id=allocation.node_id,
         user=user,
         username=principal.name,
-        runtime_user=selectors.runtime_user(allocation),
+        runtime_user=allocation.flavor.runtime_user,
         login_session=login_session,
         cols=cols,
         rows=rows,
