@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from celery import signals
 from celery.contrib.testing.worker import start_worker
-from django.db import connection
 
 from apps.allocations import services
 from apps.allocations.models import Allocation, Node
@@ -32,6 +30,7 @@ from apps.tenancy import quotas
 from apps.tenancy.models import Membership
 from gpuaas.celery import app as celery_app
 from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory, UserFactory
+from tests.support.concurrency import in_own_thread
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 
@@ -183,11 +182,8 @@ def test_allocate_and_release_live(world, worker, portal, page):
     assert page.js_errors == []
 
 
-def _allocate_in_thread(principal, project):
-    try:
-        return services.allocate(principal, project, flavor_name="h100-8x", os_image="rocky-9")
-    finally:
-        connection.close()
+def _allocate(principal, project):
+    return services.allocate(principal, project, flavor_name="h100-8x", os_image="rocky-9")
 
 
 def test_list_shows_new_allocations_and_their_progress_live(world, worker, portal, page):
@@ -199,10 +195,8 @@ def test_list_shows_new_allocations_and_their_progress_live(world, worker, porta
     assert page.locator("#allocation-table tr[data-allocation-id]").count() == 0
 
     # Someone else (the API, another tab) allocates: the row appears, then moves on its own.
-    # (In a thread of its own: Playwright's event loop in this one forbids the broadcast's async_to_sync.)
     alice = principals.for_user(Membership.objects.get(project=project).user)
-    with ThreadPoolExecutor(1) as pool:
-        [allocation] = pool.submit(_allocate_in_thread, alice, project).result()
+    [allocation] = in_own_thread(_allocate, alice, project)
     row = f"#allocation-row-{allocation.pk}"
     page.wait_for_selector(f"{row} [data-field=state]:text-is('PROVISIONING')", timeout=10_000)
     page.wait_for_selector(f"{row} [data-field=state]:text-is('ACTIVE')", timeout=15_000)

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from apps.allocations.models import Node
 from apps.runtime import agents
@@ -28,6 +26,7 @@ from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
 from tests.factories import ProjectFactory, TenantFactory, UserFactory, shipped_manifest
 from tests.support.catalog import publish
+from tests.support.concurrency import in_own_thread
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 
@@ -63,19 +62,6 @@ def shot(page, name: str) -> None:
     if SCREENSHOTS:
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
-
-
-def _in_thread(work, *args):
-    """Run agent-side service calls in their own thread (and DB connection)."""
-
-    def run():
-        try:
-            return work(*args)
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(run).result()
 
 
 def _claim(node):
@@ -145,9 +131,9 @@ def test_launch_watch_running_and_stop(world, portal, page):
     # The agent picks the task up, then reports it started: watched live, no reload.
     page.evaluate(RECORD_STATES)
     node = Node.objects.get(hostname="gpu-000")
-    [task_id] = _in_thread(_claim, node)
+    [task_id] = in_own_thread(_claim, node)
     page.wait_for_selector("#instance-detail [data-field=state]:text-is('starting')", timeout=10_000)
-    _in_thread(_report_started, node, task_id)
+    in_own_thread(_report_started, node, task_id)
     page.wait_for_selector("#instance-detail [data-field=state]:text-is('running')", timeout=10_000)
     assert page.evaluate("window.__noReload") is True
     assert page.evaluate("window.__seen") == ["requested", "starting", "running"]

@@ -4,13 +4,13 @@ proxy sends (``tests/proxy/test_hostile_app.py`` checks the answers themselves).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import pytest
 
 from apps.proxy import sessions
 from tests.e2e.allocations import active_allocation_on
+from tests.support.concurrency import in_own_thread
 from tests.support.proxy import login_session, open_session, route_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,8 +32,7 @@ def active_allocation(project, owner):
 
 def signed_in(page, data_plane, owner, launch):
     """A running app, and a browser signed in to the portal with the app opened."""
-    with ThreadPoolExecutor(1) as pool:  # launching broadcasts: not from Playwright's thread
-        instance = pool.submit(launch).result()
+    instance = in_own_thread(launch)
     session = login_session(owner)
     route_cookie = open_session(data_plane, owner, instance, session=session)
     cookie = {"domain": urlsplit(data_plane.url).hostname, "httpOnly": True}

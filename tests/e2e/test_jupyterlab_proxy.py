@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -31,6 +30,7 @@ from apps.runtime import selectors
 from apps.runtime.models import AppInstance
 from tests.e2e.allocations import active_allocation_on
 from tests.support.agent import wait_for
+from tests.support.concurrency import in_own_thread
 from tests.support.members import member
 from tests.support.nginx import Nginx
 
@@ -97,8 +97,7 @@ def variant(request, settings, portal):
 
 
 def launch_jupyterlab(api, allocator, project, allocation) -> AppInstance:
-    """Through the API, in a thread of its own: Playwright's event loop in the test
-    thread forbids the synchronous channel-layer sends a launch makes."""
+    """Through the API, in a thread of its own (``in_own_thread``)."""
     node = allocation.node
     wait_for(
         lambda: Node.objects.filter(pk=node.pk).exclude(credential_hash="").exists(), what="agent enrolled"
@@ -109,8 +108,7 @@ def launch_jupyterlab(api, allocator, project, allocation) -> AppInstance:
         body = {"app": "jupyterlab", "allocation_id": str(allocation.pk)}
         return api.post(f"/api/v1/projects/{project.pk}/app-instances", body, format="json")
 
-    with ThreadPoolExecutor(1) as pool:
-        response = pool.submit(launch).result()
+    response = in_own_thread(launch)
     assert response.status_code == 202, response.content
     instance_id = response.json()["instance_id"]
 

@@ -1,9 +1,11 @@
-"""Calls raced against each other, for the tests of what must happen once."""
+"""Calls raced against each other (for the tests of what must happen once), and calls
+moved off a browser test's thread."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.db import connection
@@ -35,3 +37,19 @@ def at_once(calls: list[Callable[[], Any]], *, answers: tuple[type[BaseException
         thread.join(timeout=60)
     assert not errors, errors
     return results
+
+
+def in_own_thread(call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` in a thread of its own, its database connection given back after:
+    Playwright's event loop in a browser test's thread forbids the synchronous
+    channel-layer sends that launching or allocating makes. (A connection left open
+    there stays taken from the pool of the session's live servers.)"""
+
+    def run() -> Any:
+        try:
+            return call(*args)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
