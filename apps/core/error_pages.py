@@ -1,5 +1,5 @@
 """The portal's error pages: Django's own, with the database connection they open
-handed back.
+handed back, and a 500 page a user can report.
 
 Under ASGI, Django 5.2 renders an error page on the event loop's default executor, not
 on the request's own thread (Django ticket #36027, fixed after 5.2). The page's context
@@ -11,9 +11,18 @@ kept one for good, and an in-process server's stopped threads took theirs with t
 from __future__ import annotations
 
 import functools
+import logging
+from datetime import UTC, datetime
 
 from django.db import connection
+from django.http import HttpResponseServerError
+from django.template import loader
+from django.utils.html import escape
 from django.views import defaults
+
+from apps.core import correlation
+
+logger = logging.getLogger(__name__)
 
 
 def _handing_back_the_connection(view):
@@ -28,7 +37,28 @@ def _handing_back_the_connection(view):
     return handler
 
 
+def _server_error(request, template_name: str = "500.html"):
+    """The time and the correlation id, so a user can quote them to the operators.
+
+    Rendered without the request: context processors would read the user and the
+    session, which may be what failed. If even the template fails, a bare page still
+    carries both."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    correlation_id = getattr(request, "correlation_id", None) or correlation.peek() or "-"
+    time_text = now.strftime("%Y-%m-%d %H:%M:%S UTC")
+    context = {"time": now, "time_text": time_text, "correlation_id": correlation_id}
+    try:
+        body = loader.get_template(template_name).render(context)
+    except Exception:
+        logger.exception("the 500 page failed to render")
+        body = (
+            "<!doctype html><title>Error</title><h1>Something went wrong</h1>"
+            f"<p>Time: {context['time_text']}. Reference: {escape(correlation_id)}.</p>"
+        )
+    return HttpResponseServerError(body)
+
+
 bad_request = _handing_back_the_connection(defaults.bad_request)
 permission_denied = _handing_back_the_connection(defaults.permission_denied)
 page_not_found = _handing_back_the_connection(defaults.page_not_found)
-server_error = _handing_back_the_connection(defaults.server_error)
+server_error = _handing_back_the_connection(_server_error)

@@ -142,5 +142,5 @@ urlpatterns = [
         ),
         name="login",
     ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", passwords.SignOutView.as_view(), name="logout"),
 ]

@@ -1,12 +1,17 @@
-"""Error pages under the ASGI server give their database connection back: a signed-in
+"""The 500 page tells the user what to report (time, correlation id). Error pages
+under the ASGI server give their database connection back: a signed-in
 browser asking for pages that do not exist once took one pooled connection per
 executor thread for good (Django renders error pages off the request's thread)."""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 import httpx
 import pytest
 from django.db import connection
+from django.test import Client
 
 from tests.support.members import member
 from tests.support.pages import session_cookie
@@ -35,3 +40,28 @@ def test_not_found_pages_for_a_signed_in_user_leave_the_pool_whole(tenant):
     assert {page.status_code for page in pages} == {404}
     assert dashboard.status_code == 200
     assert checked_out() == before
+
+
+def test_the_500_page_shows_the_time_and_the_correlation_id(settings):
+    settings.ROOT_URLCONF = "tests.core.crashing_urls"
+    browser = Client(raise_request_exception=False)
+    before = datetime.now(UTC).replace(microsecond=0)
+
+    response = browser.get("/crash/", HTTP_X_CORRELATION_ID="report-me-1234")
+
+    assert response.status_code == 500
+    page = response.content.decode()
+    assert "Something went wrong" in page
+    assert "report-me-1234" in page
+    assert response["X-Correlation-ID"] == "report-me-1234"
+    shown = datetime.strptime(re.search(r'datetime="([^"]+)"', page).group(1), "%Y-%m-%dT%H:%M:%S%z")
+    assert before <= shown <= datetime.now(UTC)
+    assert shown.strftime("%Y-%m-%d %H:%M:%S UTC") in page
+    assert "hunter2" not in page  # the exception's text stays in the log
+
+
+def test_the_500_page_carries_a_generated_correlation_id(settings):
+    settings.ROOT_URLCONF = "tests.core.crashing_urls"
+    response = Client(raise_request_exception=False).get("/crash/")
+    assert response.status_code == 500
+    assert response["X-Correlation-ID"] in response.content.decode()

@@ -14,7 +14,9 @@ from axes.handlers.database import AxesDatabaseHandler
 from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_client_username, get_cool_off, get_credentials, get_lockout_parameters
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import ValidationError
@@ -105,6 +107,16 @@ class SignInForm(LockoutOnTheForm, AuthenticationForm):
 
 class AdminSignInForm(LockoutOnTheForm, AdminAuthenticationForm):
     pass
+
+
+class SignOutView(auth_views.LogoutView):
+    """Sign-out that says so on the sign-in page it lands on (a message of the new,
+    anonymous session)."""
+
+    def post(self, request, *args, **kwargs):
+        response = super().post(request, *args, **kwargs)
+        messages.success(request, "You are signed out.")
+        return response
 
 
 def answers_429_while_limited(login_view):
