@@ -354,10 +354,23 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
+    # Node agents' endpoints are in a document of their own (AGENT_SPECTACULAR_SETTINGS).
+    "PREPROCESSING_HOOKS": ["apps.core.schema.without_agent_endpoints"],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "apps.runtime.api.agent.document_fetch_tasks",
         "apps.core.schema.add_error_responses",
+        "apps.core.schema.tag_operations",
+    ],
+    # The groups of the public document, in the order Swagger UI lists them
+    # (apps.core.schema.tag_operations puts each operation in one).
+    "TAGS": [
+        {"name": "tenancy", "description": "Tenants, projects, members, service accounts, tokens, audit."},
+        {"name": "allocations", "description": "Bare-metal nodes: allocate, follow, release."},
+        {"name": "catalog", "description": "The apps a tenant may launch and their versions."},
+        {"name": "instances", "description": "Launched apps: start, stop, share, events, proxies."},
+        {"name": "metering", "description": "Usage, quotas and the billing export."},
+        {"name": "monitoring", "description": "GPU metrics and alerts."},
+        {"name": "access", "description": "SSH keys, host access, access credentials and project secrets."},
     ],
     "APPEND_COMPONENTS": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}

@@ -1,3 +1,5 @@
+from typing import ClassVar
+
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.utils import extend_schema
@@ -30,6 +32,24 @@ class SwaggerView(SpectacularSwaggerView):
         return response
 
 
+class AgentSchemaView(SpectacularAPIView):
+    """Node agents' endpoints, apart from the public document (``/api/schema/``)."""
+
+    custom_settings: ClassVar[dict] = {
+        "TITLE": "GPUaaS node agent API",
+        "DESCRIPTION": "What a node agent calls: enrollment with a one-time bootstrap token, then "
+        "tasks, reports, heartbeats, telemetry and host access with its node credential.",
+        "PREPROCESSING_HOOKS": ["apps.core.schema.only_agent_endpoints"],
+        "POSTPROCESSING_HOOKS": [
+            "drf_spectacular.hooks.postprocess_schema_enums",
+            "apps.runtime.api.agent.document_fetch_tasks",
+            "apps.core.schema.add_error_responses",
+            "apps.core.schema.tag_agent_operations",
+        ],
+        "TAGS": [{"name": "agent", "description": "The node agent's calls."}],
+    }
+
+
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", core_views.readyz, name="readyz"),
@@ -37,6 +57,7 @@ urlpatterns = [
     path(".well-known/jwks.json", JwksView.as_view(), name="jwks"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("api/agent/schema/", AgentSchemaView.as_view(), name="agent-schema"),
     path("api/v1/", include(tenancy_api.v1_urlpatterns)),
     path("api/v1/", include(allocations_api.v1_urlpatterns)),
     path("api/v1/", include("apps.runtime.api.urls")),

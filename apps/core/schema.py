@@ -1,7 +1,10 @@
-"""drf-spectacular hooks: every operation documents the error envelope, and the
-API's authentication classes map to OpenAPI security schemes."""
+"""drf-spectacular hooks: every operation documents the error envelope and carries the
+tag of its group, node agents' endpoints have a schema of their own, and the API's
+authentication classes map to OpenAPI security schemes."""
 
 from __future__ import annotations
+
+import re
 
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -118,4 +121,56 @@ def add_error_responses(result, generator, request, public):
                         "content": {"application/json": {"schema": ref}},
                     },
                 )
+    return result
+
+
+AGENT_PREFIX = "/api/agent/"
+
+# An operation takes the tag of the first pattern its path matches (paths as the schema
+# spells them); SPECTACULAR_SETTINGS["TAGS"] lists the groups.
+_TAG_RULES = [
+    (r"/api/v1/projects/\{[^}]+\}/allocations/\{[^}]+\}/(access|authorized-keys)", "access"),
+    (r"/api/v1/projects/\{[^}]+\}/(access-credentials|secrets)", "access"),
+    (r"/api/v1/profile/", "access"),
+    (r"/api/v1/projects/\{[^}]+\}/allocations", "allocations"),
+    (r"/api/(baremetal-manager|network-manager|storage)/", "allocations"),
+    (r"/api/v1/catalog/", "catalog"),
+    (r"/api/v1/projects/\{[^}]+\}/(app-instances|proxy)", "instances"),
+    (r"/api/v1/(operations|workloads)/", "instances"),
+    (r"/api/metering/", "metering"),
+    (r"/api/(alerts|metrics)", "monitoring"),
+    (r"/api/(tenants|v1/tenants|v1/projects|v1/auth|v1/audit)|/\.well-known/", "tenancy"),
+]
+
+
+def tag_for(path: str) -> str | None:
+    return next((tag for pattern, tag in _TAG_RULES if re.match(pattern, path)), None)
+
+
+def tag_operations(result, generator, request, public):
+    """Each operation in its group; one no rule names keeps drf-spectacular's tag, which
+    the schema test catches."""
+    for path, path_item in result.get("paths", {}).items():
+        tag = tag_for(path)
+        for operation in path_item.values():
+            if tag and isinstance(operation, dict) and "tags" in operation:
+                operation["tags"] = [tag]
+    return result
+
+
+def without_agent_endpoints(endpoints):
+    """The public document leaves out node agents' endpoints: they have their own
+    (``/api/agent/schema/``), for agent builders, not for API clients."""
+    return [endpoint for endpoint in endpoints if not endpoint[0].startswith(AGENT_PREFIX)]
+
+
+def only_agent_endpoints(endpoints):
+    return [endpoint for endpoint in endpoints if endpoint[0].startswith(AGENT_PREFIX)]
+
+
+def tag_agent_operations(result, generator, request, public):
+    for path_item in result.get("paths", {}).values():
+        for operation in path_item.values():
+            if isinstance(operation, dict) and "tags" in operation:
+                operation["tags"] = ["agent"]
     return result

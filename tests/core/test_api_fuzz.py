@@ -1,5 +1,6 @@
 """Bad input gets a 4xx in the error envelope, never a 500: schemathesis drives every
-operation of ``/api/schema/`` with a caller of each role, against real PostgreSQL.
+operation of ``/api/schema/`` with a caller of each role, and every operation of the
+node agents' ``/api/agent/schema/`` as an agent and as nobody, against real PostgreSQL.
 
 Each response must be no 5xx, documented (status, content type, body schema), and
 every error must carry the contract's envelope. Path parameters the generator meant
@@ -250,12 +251,25 @@ def _point_at_real_objects(case, world: FuzzWorld) -> None:
                 case.body[name] = world.body[name]
 
 
-@pytest.fixture(params=ROLES)
-def role(request):
+# The agents' document as the callers its endpoints are for; the others get 401 there
+# as they do from the agent endpoints they reach through nothing documented to them.
+TARGETS = [
+    *[pytest.param(("/api/schema/", role), id=role) for role in ROLES],
+    *[pytest.param(("/api/agent/schema/", role), id=f"agent-{role}") for role in ("node_agent", "anonymous")],
+]
+
+
+@pytest.fixture(params=TARGETS)
+def target(request):
     # schemathesis' lazy schema renames the running item through ``_nodeid``, which
     # pytest 9.2 no longer has; the copy it reads and writes only labels the subtests.
     request.node._nodeid = request.node.nodeid
     return request.param
+
+
+@pytest.fixture
+def role(target):
+    return target[1]
 
 
 @pytest.fixture
@@ -296,7 +310,8 @@ CHECKED = {"enabled": False, **{name: {"enabled": True} for name in CHECKS}}
 
 
 @pytest.fixture
-def api_schema(fuzz_world, role):
+def api_schema(fuzz_world, target):
+    url, role = target
     config = SchemathesisConfig.from_dict(
         {
             "seed": SEED,
@@ -318,7 +333,7 @@ def api_schema(fuzz_world, role):
             ],
         }
     )
-    return schemathesis.openapi.from_wsgi("/api/schema/", WSGIHandler(), config=config)
+    return schemathesis.openapi.from_wsgi(url, WSGIHandler(), config=config)
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")

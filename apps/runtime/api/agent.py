@@ -230,7 +230,7 @@ def document_fetch_tasks(result, generator, request, public):
         "get": {
             "operationId": "api_agent_v1_tasks_list",
             "summary": "Claim the node's pending tasks, waiting up to `wait` seconds for one",
-            "tags": ["api"],
+            "tags": ["agent"],
             "security": [{"nodeCredential": []}],
             "parameters": [
                 {
