@@ -1,6 +1,7 @@
 // Small progressive enhancements for the portal. Every page works without this
 // file; the CSP forbids inline scripts and handlers, so behaviour is attached
-// here by data attributes: data-autosubmit, data-js-hide, data-dismiss, data-copy.
+// here by data attributes: data-autosubmit, data-js-hide, data-dismiss, data-copy,
+// data-menu-toggle.
 (function () {
   "use strict";
 
@@ -23,6 +24,24 @@
     }
     var copy = event.target.closest("[data-copy]");
     if (copy) copyText(copy);
+    var toggle = event.target.closest("[data-menu-toggle]");
+    if (toggle) {
+      var open = toggle.getAttribute("aria-expanded") !== "true";
+      toggle.setAttribute("aria-expanded", String(open));
+      document.getElementById(toggle.getAttribute("aria-controls")).classList.toggle("open", open);
+    }
+    // An open user menu closes when the click lands elsewhere, as menus do.
+    document.querySelectorAll("details.user-menu[open]").forEach(function (menu) {
+      if (!menu.contains(event.target)) menu.removeAttribute("open");
+    });
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    document.querySelectorAll("details.user-menu[open]").forEach(function (menu) {
+      menu.removeAttribute("open");
+      menu.querySelector("summary").focus();
+    });
   });
 
   function copyText(button) {
