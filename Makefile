@@ -4,21 +4,36 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test check install services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools lint e2e bench fuzz clean
+.PHONY: run test check install install-dev screenshots services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools lint e2e bench fuzz clean
 
+# `make run` installs what running needs (and JupyterLab, which the demo launches);
+# `make test` and the other tool targets add the dev and test tools.
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e ".[dev]"
-	touch $(STAMP)
+	@echo "Installing the portal's Python packages into $(VENV) (first run only)..."
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PIP) install -q --upgrade pip
+	@$(PIP) install -q -e ".[demo]"
+	@touch $(STAMP)
+
+$(DEV_STAMP): pyproject.toml $(STAMP)
+	$(PIP) install -q -e ".[demo,dev]"
+	touch $(DEV_STAMP)
 
 install: $(STAMP)
 
-run: install sandbox sshd
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py bootstrap_demo
-	$(PY) manage.py serve --host 127.0.0.1 --port 8000
+install-dev: $(DEV_STAMP)
+
+# One human line a step, the sign-in line last; the log lines go to var/log/gpuaas.log
+# (GPUAAS_LOG_FORMAT=json: to the console). Ctrl-C stops everything.
+run: install
+	@echo "Python packages ready ($(VENV))"
+	@bash scripts/ensure-sandbox.sh >/dev/null && echo "Workload sandbox (bubblewrap) ready"
+	@bash scripts/ensure-sshd.sh >/dev/null && echo "SSH server for the local node ready"
+	@$(PY) manage.py migrate --noinput -v 0 && echo "Database ready"
+	@$(PY) manage.py bootstrap_demo >/dev/null && echo "Demo data ready: tenant demo, users demo and admin"
+	@$(PY) manage.py serve --host 127.0.0.1 --port 8000
 
 services:
 	bash scripts/ensure-services.sh
@@ -71,7 +86,7 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
-test: install services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools
+test: install-dev services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
 	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
@@ -80,7 +95,7 @@ test: install services sandbox sshd firewall browser nginx metrics-db node-deps 
 # The fast inner loop: lint, the layers (lint-imports) and every test but the slow ones
 # `make test` runs: browser, nginx, benchmark smoke, the API fuzz (`make fuzz`), real
 # JupyterLab kernels and the killed Celery worker.
-check: install services sandbox sshd metrics-db
+check: install-dev services sandbox sshd metrics-db
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
@@ -93,20 +108,20 @@ check: install services sandbox sshd metrics-db
 		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
 		--ignore=tests/runtime/test_remote_node.py --ignore=tests/allocations/test_worker_crash.py
 
-e2e: install services browser node-deps
+e2e: install-dev services browser node-deps
 	$(PY) -m pytest tests/e2e -p no:cacheprovider
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 
 # schemathesis against /api/schema/ longer than the smoke: every role gets the coverage
 # phase and FUZZ_EXAMPLES generated cases per operation (about 20 minutes on two cores).
 FUZZ_EXAMPLES ?= 50
-fuzz: install services sandbox
+fuzz: install-dev services sandbox
 	GPUAAS_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) GPUAAS_FUZZ_COVERAGE=all \
 		$(PY) -m pytest -n auto -p no:cacheprovider -m fuzz tests/core/test_api_fuzz.py
 
-bench: install services nginx bench-tools metrics-db
+bench: install-dev services nginx bench-tools metrics-db
 	$(PY) benchmarks/api_auth.py
 	$(PY) benchmarks/proxy.py
 	$(PY) benchmarks/monitoring.py

@@ -441,15 +441,24 @@ if HTTPS:
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 CSRF_TRUSTED_ORIGINS = env.csv("GPUAAS_CSRF_TRUSTED_ORIGINS", ISSUER)
 
+# JSON lines, to var/log/gpuaas.log by default, so the terminal of `make run` keeps the
+# human lines; GPUAAS_LOG_FORMAT=json sends them to the console instead (containers,
+# systemd: whatever collects stderr). Every process of the embedded default (serve, its
+# local agent, manage.py commands) appends to the same file.
+LOG_FORMAT = env.choice("GPUAAS_LOG_FORMAT", "file", {"file", "json"})
+LOG_FILE = VAR_DIR / "log" / "gpuaas.log"
+if LOG_FORMAT == "file":
+    LOG_FILE.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _LOG_HANDLER = {"class": "logging.handlers.WatchedFileHandler", "filename": str(LOG_FILE)}
+else:
+    _LOG_HANDLER = {"class": "logging.StreamHandler"}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"correlation": {"()": "apps.core.logging.CorrelationIdFilter"}},
     "formatters": {"json": {"()": "apps.core.logging.JsonFormatter"}},
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["correlation"]}
-    },
-    "root": {"handlers": ["console"], "level": env.string("GPUAAS_LOG_LEVEL", "INFO")},
+    "handlers": {"json": {**_LOG_HANDLER, "formatter": "json", "filters": ["correlation"]}},
+    "root": {"handlers": ["json"], "level": env.string("GPUAAS_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.server": {"level": "WARNING"},
         "celery": {"level": "WARNING"},

@@ -50,17 +50,20 @@ def start(host: str, port: int) -> subprocess.Popen | None:
         "agent",
     ]
     logger.info("local node agent for %s started", node.hostname)
-    return subprocess.Popen(command)
+    # Its own session: Ctrl-C in serve's terminal reaches serve alone, which stops the
+    # agent itself (``stop``) and can then say that everything has stopped.
+    return subprocess.Popen(command, start_new_session=True)
 
 
-def stop(agent: subprocess.Popen | None) -> None:
-    """SIGTERM lets it finish a task in progress; its workloads keep running and
-    the next ``serve`` adopts them again."""
+def stop(agent: subprocess.Popen | None, timeout: float = 15) -> None:
+    """SIGTERM lets it finish a task in progress and stop its SSH server; its workloads
+    keep running and the next ``serve`` adopts them again. Past ``timeout`` it is killed."""
     if agent is None or agent.poll() is not None:
         return
     agent.terminate()
     try:
-        agent.wait(timeout=15)
+        agent.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        logger.warning("the local node agent did not stop within %ss: killed", timeout)
         agent.kill()
         agent.wait()

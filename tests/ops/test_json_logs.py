@@ -12,9 +12,9 @@ import pytest
 
 @pytest.fixture
 def log_lines():
-    """The formatted output of the configured console handler."""
-    handlers = [h for h in logging.getLogger().handlers if h.get_name() == "console"]
-    assert handlers, "LOGGING must configure a 'console' handler on the root logger"
+    """The formatted output of the configured handler (a file or the console)."""
+    handlers = [h for h in logging.getLogger().handlers if h.get_name() == "json"]
+    assert handlers, "LOGGING must configure a 'json' handler on the root logger"
     handler = handlers[0]
     stream = io.StringIO()
     previous = handler.setStream(stream)

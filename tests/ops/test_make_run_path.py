@@ -3,10 +3,13 @@
 worker, the local node agent), then over HTTP as ``demo``: sign in, allocate an
 h100-1x, log in to it with ssh (the local agent's own sshd), launch JupyterLab on it
 and see it running, a command in its web terminal, the usage page, the billing CSV.
-Runs in the SQLite part of ``make test``."""
+On the way, what the terminal shows: one human line a step with the sign-in line
+last, the JSON log lines in ``var/log/`` instead, and Ctrl-C stopping everything
+(the local agent too) and saying so. Runs in the SQLite part of ``make test``."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,9 +37,10 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
     }
     env.update(GPUAAS_VAR_DIR=str(tmp_path / "var"), GPUAAS_SIMULATED_STEP_SECONDS="0.2")
     for command in (["migrate", "--noinput", "-v", "0"], ["bootstrap_demo"]):
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True
         )
+        assert b'{"time"' not in done.stdout + done.stderr  # log lines go to the file
     port = free_port()
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - closed below
     serve = subprocess.Popen(
@@ -52,6 +56,13 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
     instance_url = None
     try:
         wait_for(lambda: _answers(client, "/healthz"), timeout=60, what="serve answering")
+        said = wait_for(lambda: _said(tmp_path, "Ready:"), timeout=10, what="the sign-in line")
+        assert said[-1] == (
+            f"Ready: open {base}/ and sign in as demo / demo (operators: admin / admin). Ctrl-C stops."
+        )
+        assert "Local node agent started for node gpu1-001.demo" in said
+        assert f"Logs go to {tmp_path / 'var' / 'log' / 'gpuaas.log'}" in said
+        assert not [line for line in said if line.startswith("{")], said  # no JSON in the terminal
         client.get("/accounts/login/")
         signed_in = client.post(
             "/accounts/login/",
@@ -122,6 +133,23 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
         assert bill.headers["content-type"].startswith("text/csv"), bill.text
         assert "demo,demo," in bill.text
         assert "node_hours,h100-1x" in bill.text
+        client.delete(instance_url, headers=csrf)
+        wait_for(lambda: state(client, instance_url) == "deleted", timeout=60, what="JupyterLab deleted")
+        instance_url = None
+
+        # The JSON log lines went to var/log/, this request's among them.
+        logged = [
+            json.loads(line) for line in (tmp_path / "var" / "log" / "gpuaas.log").read_text().splitlines()
+        ]
+        assert any(line.get("path") == "/api/metering/export/csv" for line in logged)
+
+        # Ctrl-C in the terminal (SIGINT to its process group): everything stops, and says so.
+        agents = _local_agents(port)
+        assert agents, "the local node agent runs beside serve"
+        os.killpg(serve.pid, signal.SIGINT)
+        assert serve.wait(timeout=10) == 0  # a hang detector, not a benchmark: it stops in about 1-2 s
+        assert _said(tmp_path, "Stopped:")[-1] == "Stopped: the portal, its worker and the local node agent."
+        assert not [pid for pid in agents if Path(f"/proc/{pid}").exists()], "the local agent outlived serve"
     finally:
         if instance_url is not None:  # its JupyterLab outlives the agent otherwise
             client.delete(instance_url, headers=csrf)
@@ -131,9 +159,30 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
                 what="JupyterLab deleted",
             )
         client.close()
-        os.killpg(serve.pid, signal.SIGTERM)
-        serve.wait(timeout=30)
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGTERM)
+            serve.wait(timeout=30)
         log.close()
+
+
+def _said(tmp_path: Path, prefix: str) -> list[str] | None:
+    """What serve has printed up to its first line starting with ``prefix``, once it has."""
+    lines = (tmp_path / "serve.log").read_text().splitlines()
+    at = next((n for n, line in enumerate(lines) if line.startswith(prefix)), None)
+    return None if at is None else lines[: at + 1]
+
+
+def _local_agents(port: int) -> list[int]:
+    """The pids of the local node agents serving the portal on ``port``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"run_node_agent" in command and f"http://127.0.0.1:{port}".encode() in command:
+            pids.append(int(proc.name))
+    return pids
 
 
 def state(client: httpx.Client, url: str) -> str:
