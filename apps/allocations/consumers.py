@@ -9,7 +9,7 @@ from apps.tenancy.roles import Perm
 
 class ProjectAllocationsConsumer(ProjectGroupConsumer):
     perm = Perm.ALLOCATION_VIEW
-    fields = ("allocation_id", "state", "step", "progress")
+    fields = ("allocation_id", "state", "step", "step_label", "progress")
 
     def group_for(self, project_id) -> str:
         return project_group(project_id)

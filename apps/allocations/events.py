@@ -42,7 +42,7 @@ def allocation_changed(allocation_id) -> None:
 
 
 def _broadcast(allocation_id) -> None:
-    from apps.allocations.models import Allocation
+    from apps.allocations.models import Allocation, AllocationStep
 
     row = (
         Allocation.objects.filter(pk=allocation_id).values("project_id", "state", "step", "progress").first()
@@ -56,6 +56,7 @@ def _broadcast(allocation_id) -> None:
             "allocation_id": str(allocation_id),
             "state": row["state"],
             "step": row["step"],
+            "step_label": AllocationStep.label_for(row["step"]),
             "progress": row["progress"],
         },
     )

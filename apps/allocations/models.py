@@ -136,6 +136,19 @@ class Allocation(UUIDModel):
 class AllocationStep(models.Model):
     """One pipeline step of an allocation: provisioning or its undoing at release."""
 
+    # What tenant pages call each step (the names are the pipeline's and the admin's).
+    LABELS = {
+        "network": "Setting up the network",
+        "os_deploy": "Installing the operating system",
+        "storage": "Attaching storage",
+        "agent": "Starting the node agent",
+        "drain": "Stopping workloads",
+        "access_revoke": "Revoking logins",
+        "storage_detach": "Detaching storage",
+        "os_release": "Wiping the operating system",
+        "network_detach": "Removing the network",
+    }
+
     class Phase(models.TextChoices):
         PROVISION = "provision"
         RELEASE = "release"
@@ -166,3 +179,7 @@ class AllocationStep(models.Model):
 
     def __str__(self):
         return f"{self.phase}:{self.name} {self.status}"
+
+    @classmethod
+    def label_for(cls, name: str) -> str:
+        return cls.LABELS.get(name, name.replace("_", " ").capitalize()) if name else ""

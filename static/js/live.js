@@ -181,7 +181,7 @@
       });
       if (!("progress" in message)) return; // instances carry their state only
       each(view, "step", function (step) {
-        step.textContent = message.step || "\u2013";
+        step.textContent = message.step_label || message.step || "\u2013";
       });
       var progress = Math.max(0, Math.min(100, Number(message.progress) || 0));
       each(view, "progress", function (bar) {

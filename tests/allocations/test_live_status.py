@@ -50,6 +50,8 @@ def test_watcher_sees_progress_until_active(portal, allocator, project, nodes):
     assert progress == sorted(progress)
     assert progress[-1] == 100
     assert {"network", "os_deploy"} <= {message["step"] for message in seen}
+    # What the pages show for them: words, not the pipeline's names.
+    assert "Installing the operating system" in {message["step_label"] for message in seen}
 
 
 @pytest.mark.parametrize("who", ["anonymous", "other_tenant", "foreign_origin"])

@@ -198,8 +198,12 @@ def test_app_detail_shows_versions_endpoints_ui_and_launch(as_user, admin, viewe
     assert "1.1.0" in body
     assert "latest" in body
     assert 'data-ui-mode="embedded"' in body
-    assert "it satisfies the gateway contract" in body
-    assert "through the platform proxy" in body
+    assert "Embedded</strong>: it opens inside the portal." in body
+    # The platform's reasoning is there for operators, folded away.
+    start = body.index('<details class="operator-details">')
+    details = body[start : body.index("</details>", start)]
+    assert "it satisfies the gateway contract" in details
+    assert "in the browser, through the portal" in body
     assert "/lab" in body
     assert "Stop when idle (minutes)" in body
     assert "5&ndash;1440" in body
@@ -660,7 +664,7 @@ def test_workload_shell_tabs_show_status_members_access_and_events(as_user, admi
     )
     assert "SSH access to the node is not ready yet" in access  # its sshd has not reported
     assert "Interface: <strong>Embedded</strong>" in access
-    assert "shares the portal's origin" in access  # no apps domain here: a path-prefix route
+    assert "served from the portal's own address" in access  # no apps domain here: a path-prefix route
 
     # Once the node's agent reports its SSH server: the real tunnel, as the runtime user.
     host_access.agent_report(node, user="gpuaas", port=2222, host_keys=[MATRIX_KEYS[0]], applied=[])

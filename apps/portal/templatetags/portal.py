@@ -7,6 +7,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
+from apps.allocations.models import AllocationStep
 from apps.proxy.idle import human_duration
 
 register = template.Library()
@@ -91,6 +92,24 @@ def page_query(context, param: str, number) -> str:
 def meter_step(percent: float) -> int:
     """A bar's width class (``pct-N``) in 5 % steps: the CSP allows no inline style."""
     return int(min(100, max(0, 5 * round(percent / 5))))
+
+
+# What each way of showing an app's web page means to the person opening it.
+UI_MODE_HELP = {
+    "embedded": "it opens inside the portal",
+    "link_out": "it opens in a tab of its own",
+    "native": "it has no web page in the portal; reach it with its own client or over SSH",
+}
+
+
+@register.filter
+def ui_mode_help(mode: str) -> str:
+    return UI_MODE_HELP.get(mode, "")
+
+
+@register.filter
+def step_label(name: str) -> str:
+    return AllocationStep.label_for(name)
 
 
 @register.filter
