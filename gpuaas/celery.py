@@ -1,6 +1,6 @@
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpuaas.settings")
 
@@ -15,3 +15,11 @@ def _install_beat_schedule(sender, **kwargs):
     from celery_worker.schedule import beat_schedule
 
     sender.conf.beat_schedule = beat_schedule()
+
+
+@signals.setup_logging.connect(weak=False)
+def _keep_django_logging(**kwargs):
+    """Django's LOGGING configures logging, in workers too. Without a receiver here
+    Celery would set the root logger to the worker's level (WARNING in the embedded
+    worker), silencing every INFO line of the process it runs in: the web server's
+    access lines and audit events under ``serve``."""
