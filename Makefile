@@ -126,5 +126,10 @@ bench: install-dev services nginx bench-tools metrics-db
 	$(PY) benchmarks/proxy.py
 	$(PY) benchmarks/monitoring.py
 
+# The README's screenshots (docs/screenshots/): the main pages at 1440 and 390 px, from
+# a portal of their own seeded as `make run` seeds it.
+screenshots: install-dev browser
+	$(PY) scripts/screenshots.py
+
 clean:
 	rm -rf $(VENV) var
