@@ -65,3 +65,17 @@ def test_the_500_page_carries_a_generated_correlation_id(settings):
     response = Client(raise_request_exception=False).get("/crash/")
     assert response.status_code == 500
     assert response["X-Correlation-ID"] in response.content.decode()
+
+
+def test_the_500_page_still_answers_when_its_template_fails(settings, tmp_path):
+    (tmp_path / "500.html").write_text("{% load no_such_library %}")
+    settings.ROOT_URLCONF = "tests.core.crashing_urls"
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [tmp_path]}]
+
+    response = Client(raise_request_exception=False).get("/crash/", HTTP_X_CORRELATION_ID="report-me-5678")
+
+    assert response.status_code == 500
+    page = response.content.decode()
+    assert "Something went wrong" in page
+    assert "report-me-5678" in page
+    assert re.search(r"Time: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", page)
