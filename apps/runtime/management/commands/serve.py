@@ -106,9 +106,8 @@ class Command(BaseCommand):
         finally:
             local_agent.stop(agent, timeout=AGENT_STOP_SECONDS)
         if not server.started:
-            raise CommandError(
-                f"the portal could not start on {url} (is the port taken?); see {settings.LOG_FILE}"
-            )
+            log = settings.LOG_FILE if settings.LOG_FORMAT == "file" else "the log lines above"
+            raise CommandError(f"the portal could not start on {url} (is the port taken?); see {log}")
         self.say("Stopped: the portal, its worker and the local node agent.")
 
 
