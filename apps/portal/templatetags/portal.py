@@ -108,6 +108,12 @@ def ui_mode_help(mode: str) -> str:
 
 
 @register.filter
+def key_words(key: str) -> str:
+    """A machine key as words (``node_offline``: "Node offline")."""
+    return str(key).replace("_", " ").capitalize()
+
+
+@register.filter
 def step_label(name: str) -> str:
     return AllocationStep.label_for(name)
 
