@@ -279,6 +279,9 @@ def test_allocate_creates_and_redirects_to_the_detail(
     assert "provisioning has started" in detail
     assert "ACTIVE" in detail
     assert 'data-step="provision:agent"' in detail
+    # Steps in words; the pipeline's names stay in the markup and the admin.
+    assert "<td>Installing the operating system</td>" in detail
+    assert ">os_deploy<" not in detail
 
 
 def test_allocate_under_htmx_answers_hx_redirect(
