@@ -11,9 +11,12 @@ kept one for good, and an in-process server's stopped threads took theirs with t
 from __future__ import annotations
 
 import functools
+import sys
 
 from django.db import connection
 from django.views import defaults
+
+from apps.core import outages
 
 
 def _handing_back_the_connection(view):
@@ -31,4 +34,12 @@ def _handing_back_the_connection(view):
 bad_request = _handing_back_the_connection(defaults.bad_request)
 permission_denied = _handing_back_the_connection(defaults.permission_denied)
 page_not_found = _handing_back_the_connection(defaults.page_not_found)
-server_error = _handing_back_the_connection(defaults.server_error)
+
+
+def _server_error(request):
+    """A dependency down in a middleware (a session saved, a rate counted) answers 503
+    like one down in a view (``ApiErrorMiddleware``); anything else is the 500 page."""
+    return outages.answer(request, sys.exc_info()[1]) or defaults.server_error(request)
+
+
+server_error = _handing_back_the_connection(_server_error)

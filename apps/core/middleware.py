@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import Http404
 
-from apps.core import audit, correlation
+from apps.core import audit, correlation, outages
 from apps.core.errors import error_json, is_api_path
 
 logger = logging.getLogger("gpuaas.request")
@@ -61,7 +61,8 @@ class SecurityHeadersMiddleware:
 
 
 class ApiErrorMiddleware:
-    """Envelope for errors that never reach DRF on API paths (routing 404s, crashes)."""
+    """Envelope for errors that never reach DRF on API paths (routing 404s, crashes),
+    and the 503 of a dependency that is down on every path."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -77,8 +78,9 @@ class ApiErrorMiddleware:
         return response
 
     def process_exception(self, request, exception):
-        if not is_api_path(request.path):
-            return None
+        outage = outages.answer(request, exception)
+        if outage is not None or not is_api_path(request.path):
+            return outage
         if isinstance(exception, Http404):
             return error_json(404, "not_found", "Not found.")
         logger.exception("unhandled error on %s %s", request.method, request.path)
