@@ -128,7 +128,6 @@ class NodeForm(forms.ModelForm):
             "switch_port",
             "bootstrap_token_hours",
         )
-        labels = {"bmc_address": "BMC address", "maas_system_id": "MAAS system id"}
 
 
 LIFECYCLE_FIELDS = (
@@ -377,7 +376,7 @@ class AllocationAdmin(ReadOnlyModelAdmin):
     list_filter = ("state", StuckFilter, "flavor", "tenant", "compensating", "hardware_fault")
     search_fields = ("id", "node__hostname")
     search_help_text = "Allocation id (or its start) or node hostname."
-    list_select_related = ("node", "tenant", "project")
+    list_select_related = ("node", "tenant", "project__tenant")
     list_per_page = 100
     fieldsets = (
         (None, {"fields": ALLOCATION_FIELDS[:8]}),

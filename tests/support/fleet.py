@@ -61,7 +61,9 @@ def troubled_fleet(flavors, per_state: int = 1) -> dict:
     found = []
     for flavor in flavors:
         for state in Node.State:
-            found += make_nodes(flavor, per_state, prefix=f"{state}-{len(found)}")
+            made = make_nodes(flavor, per_state, prefix=f"{state}-{len(found)}")
+            Node.objects.filter(pk__in=[node.pk for node in made]).update(state=state)
+            found += made
         Node.objects.filter(pk=found[-1].pk).update(agent_offline=True)
         failed = AllocationFactory(node=NodeFactory(flavor=flavor), state=Allocation.State.FAILED)
         AllocationFactory(
