@@ -67,7 +67,7 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
     inlines = [EventInline, TaskInline]
     actions = ["force_stop", "decommission"]
 
-    @admin.display(description="node")
+    @admin.display(description="Node")
     def node(self, instance):
         return instance.allocation.node.hostname
 

@@ -13,10 +13,12 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.access.models import TerminalSession
 from apps.allocations.models import Allocation
 from apps.core.admin import register_simulation
 from apps.core.models import SimulatedFault, SimulatedResource
 from apps.monitoring.models import Alert, AlertRule, XidEvent
+from apps.runtime.models import AppInstance, Operation
 from apps.webhooks.models import Delivery
 from tests.factories import AllocationFactory, NodeFactory, ProjectFactory, UserFactory
 from tests.support.pages import client_for
@@ -48,10 +50,16 @@ def test_fleet_records_read_as_operators_say_them(released):
     rule = AlertRule(name="gpu_temperature_critical")
     alert = Alert(rule=rule, subject=f"node:{node.pk}:gpu:3", hostname=node.hostname, gpu=3, state="firing")
     xid = XidEvent(node=node, gpu=3, code=79, first_seen_at=now, last_seen_at=now)
+    instance = AppInstance(name="notebook", project=released.project, state="running")
+    launch = Operation(kind="launch", instance=instance, state="succeeded")
+    terminal = TerminalSession(username="alice", node=node, state="open")
     assert str(node) == "gpu1-001.demo"
     assert str(delivery) == "allocation.state_changed to ccp.example · dead"
     assert str(alert) == "gpu_temperature_critical · gpu1-001.demo GPU 3 · firing"
     assert str(xid) == "XID 79 on gpu1-001.demo GPU 3"
+    assert str(instance) == "notebook · Demo project · running"
+    assert str(launch) == "launch notebook · succeeded"
+    assert str(terminal) == "terminal of alice on gpu1-001.demo · open"
 
 
 def test_the_index_is_the_operations_page_with_model_names_spelled_right(operator):
