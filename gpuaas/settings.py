@@ -110,7 +110,7 @@ DRIVERS = env.driver_modes("GPUAAS_DRIVERS", "simulated", {"maas", "ndfc", "ufm"
 SIMULATED_STEP_SECONDS = env.number("GPUAAS_SIMULATED_STEP_SECONDS", 0.0)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "apps.portal.admin_apps.OperationsAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

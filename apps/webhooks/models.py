@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 from django.db import models
 
@@ -19,7 +20,7 @@ class Delivery(UUIDModel):
 
     event_id = models.UUIDField(default=uuid.uuid4, editable=False, db_index=True)
     event_type = models.CharField(max_length=64)
-    url = models.URLField(max_length=500)
+    url = models.URLField("URL", max_length=500)
     body = models.TextField(help_text="the exact bytes signed and sent on every attempt")
     correlation_id = models.CharField(max_length=128)
     signer = models.CharField(
@@ -46,4 +47,4 @@ class Delivery(UUIDModel):
         verbose_name_plural = "deliveries"
 
     def __str__(self):
-        return f"{self.event_type} {self.event_id} {self.status}"
+        return f"{self.event_type} to {urlsplit(self.url).hostname} · {self.status}"

@@ -10,7 +10,8 @@ from django.utils import timezone
 from apps.core.models import AuditEvent
 from apps.tenancy.models import Membership, ServiceAccount
 from tests.factories import FlavorFactory, ProjectFactory, UserFactory
-from tests.support.fleet import made_allocation, make_nodes
+from tests.support.fleet import made_allocation, make_nodes, troubled_fleet
+from tests.support.pages import client_for
 
 # Session, user, the caller's memberships and the switcher's projects, then the page's own
 # queries; the fixtures fill each page with dozens of rows, so an N+1 blows these at once.
@@ -25,6 +26,10 @@ USAGE_CHART_BUDGET = 5 + 14 * 4
 # The usage page's chart prices each day of the month as the export prices a month: the
 # rates once, then per day the same queries as a day of the dashboard chart (71 here).
 CHARGES_CHART_BUDGET = 6 + 31 * 4
+# The operations front page (the admin index): session, user, the recent actions, and one
+# query per panel (nodes by flavor and state, offline agents, failed and stuck allocations,
+# dead letters, firing alerts, the temperature rules and readings, the open XID events).
+OPERATIONS_BUDGET = 11
 
 
 def _fill_tenant(tenant, projects: int):
@@ -131,3 +136,18 @@ def test_the_usage_pages_charges_chart_data(billing_admin, as_user, tenant, djan
     with django_assert_max_num_queries(CHARGES_CHART_BUDGET):
         response = client.get(reverse("tenant_charges_daily", args=[tenant.tenant_id]), {"month": "2026-10"})
     assert len(response.json()["projects"]) == 12
+
+
+def test_the_operations_front_page(platform_admin, settings, django_assert_max_num_queries):
+    """The admin index counts the fleet in grouped queries: one flavor of a few nodes
+    or three flavors of many cost the same."""
+    settings.METRICS_URL = ""
+    troubled_fleet([FlavorFactory()])
+    client = client_for(platform_admin)
+    with django_assert_max_num_queries(OPERATIONS_BUDGET) as small:
+        response = client.get(reverse("admin:index"))
+    assert response.status_code == 200
+    troubled_fleet([FlavorFactory(), FlavorFactory()], per_state=4)
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        response = client.get(reverse("admin:index"))
+    assert response.status_code == 200
