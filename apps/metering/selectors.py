@@ -37,7 +37,8 @@ def _node_hour(book: RateBook, moment: datetime, flavor, gpus: int) -> Decimal:
     node = book.at(moment, Line(None, Rate.Resource.NODE_HOURS, Decimal(0), flavor))
     gpu = book.at(moment, Line(None, Rate.Resource.GPU_HOURS, Decimal(0)))
     cpu = book.at(moment, Line(None, Rate.Resource.CPU_HOURS, Decimal(0)))
-    return node + gpu * gpus + cpu * flavor.cpu_cores
+    # Decimal(): a flavor made in memory may still hold its price as given (a string).
+    return Decimal(node) + gpu * gpus + cpu * flavor.cpu_cores
 
 
 def _cost(book: RateBook, flavor, gpus: int) -> Decimal:
