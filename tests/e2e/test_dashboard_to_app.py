@@ -162,4 +162,15 @@ def test_dashboard_to_allocate_to_open_app(portal, page, alice, project, rate_ca
     app_page = opened.value
     app_page.wait_for_url(re.compile(rf"/w/{instance.pk}/web/lab"), timeout=20_000)
     app_page.wait_for_selector("body >> text=JupyterLab")
+    app_page.close()
+
+    # The instance's App UI tab embeds it, and can take the whole window.
+    page.click(f"[data-instance-id='{instance.pk}'] >> text={instance.name}")
+    page.click("nav.tabs >> text=App UI")
+    page.frame_locator("iframe[data-app-frame]").locator("body >> text=JupyterLab").wait_for()
+    page.click("[data-maximize]")
+    card = page.locator("[data-maximizable]")
+    assert card.bounding_box()["width"] == page.viewport_size["width"]
+    page.keyboard.press("Escape")
+    assert card.bounding_box()["width"] < page.viewport_size["width"]
     assert page.js_errors == []
