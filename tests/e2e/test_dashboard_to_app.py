@@ -166,6 +166,8 @@ def test_dashboard_to_allocate_to_open_app(portal, page, alice, project, rate_ca
 
     # The instance's App UI tab embeds it, and can take the whole window.
     page.click(f"[data-instance-id='{instance.pk}'] >> text={instance.name}")
+    assert page.locator(".status-card [data-open-app]").inner_text() == "Open Notebook"
+    shot(page, "instance-overview")
     page.click("nav.tabs >> text=App UI")
     page.frame_locator("iframe[data-app-frame]").locator("body >> text=JupyterLab").wait_for()
     page.click("[data-maximize]")
