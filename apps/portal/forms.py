@@ -134,9 +134,11 @@ def _midnight(day) -> datetime:
 
 
 class AllocationForm(ServiceForm):
-    """Allocate nodes. ``flavors`` carry ``free`` (schedulable nodes now) for the labels."""
+    """Allocate nodes. ``flavors`` carry ``free`` (schedulable nodes now) and ``price``
+    (of a node-hour now) for their cards."""
 
-    flavor = forms.ChoiceField(choices=[])
+    # Shown as cards (allocation_form.html), each with its price and free nodes.
+    flavor = forms.ChoiceField(choices=[], widget=forms.RadioSelect)
     os_image = forms.ChoiceField(label="OS image", choices=[])
     count = forms.IntegerField(
         label="Nodes",
@@ -148,13 +150,8 @@ class AllocationForm(ServiceForm):
 
     def __init__(self, *args, flavors=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["flavor"].choices = [
-            (
-                f.name,
-                f"{f.name} \u00b7 {f.gpus_per_node}\u00d7 {f.gpu_model} \u00b7 {f.free} free",
-            )
-            for f in flavors
-        ]
+        self.flavors = {f.name: f for f in flavors}
+        self.fields["flavor"].choices = [(f.name, f.name) for f in flavors]
         self.fields["os_image"].choices = [(image, image) for image in settings.OS_IMAGES]
         self.fields["count"].widget.attrs.update({"inputmode": "numeric"})
 

@@ -1,6 +1,7 @@
 // Small progressive enhancements for the portal. Every page works without this
 // file; the CSP forbids inline scripts and handlers, so behaviour is attached
-// here by data attributes: data-autosubmit, data-js-hide, data-dismiss, data-copy.
+// here by data attributes: data-autosubmit, data-js-hide, data-dismiss, data-copy,
+// data-maximize.
 (function () {
   "use strict";
 
@@ -23,6 +24,25 @@
     }
     var copy = event.target.closest("[data-copy]");
     if (copy) copyText(copy);
+    var maximize = event.target.closest("[data-maximize]");
+    if (maximize) toggleMaximized(maximize);
+  });
+
+  // The App UI tab's app over the whole window, and back (the button or Escape).
+  function toggleMaximized(button) {
+    var card = button.closest("[data-maximizable]");
+    if (!card) return;
+    var on = !card.classList.contains("is-maximized");
+    card.classList.toggle("is-maximized", on);
+    document.documentElement.classList.toggle("has-maximized", on);
+    button.setAttribute("aria-pressed", on ? "true" : "false");
+    button.textContent = on ? button.getAttribute("data-restore-label") : button.getAttribute("data-maximize-label");
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    var button = document.querySelector(".is-maximized [data-maximize]");
+    if (button) toggleMaximized(button);
   });
 
   function copyText(button) {

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.allocations.models import Allocation
 from apps.core.models import AuditEvent
+from apps.proxy.models import ProxyPool, ProxyRoute
 from apps.tenancy.models import Membership, ServiceAccount
-from tests.factories import FlavorFactory, ProjectFactory, UserFactory
+from tests.factories import AppInstanceFactory, FlavorFactory, ProjectFactory, UserFactory, shipped_manifest
+from tests.support.catalog import publish
 from tests.support.fleet import made_allocation, make_nodes, troubled_fleet
 from tests.support.pages import client_for
 
@@ -18,7 +22,10 @@ from tests.support.pages import client_for
 PROJECT_LIST_BUDGET = 6
 AUDIT_BUDGET = 10
 PROJECT_PAGE_BUDGET = 12  # the members tab pages two lists: a COUNT for each
-DASHBOARD_BUDGET = 13  # the firing alerts panel: one query
+# The firing alerts panel: one query; the tiles: the live allocations, the rates that
+# price them, the live app instances and their routes.
+DASHBOARD_BUDGET = 17
+INSTANCE_LIST_BUDGET = 9  # its rows' Open actions: the routes in one query
 # The dashboard chart measures each of its 14 days as a window: per day the allocations
 # and the tenant's storage, and on a day with use their projects and flavors (in bulk),
 # whatever the number of projects; the fixture uses two of the days (36 queries).
@@ -105,12 +112,56 @@ def test_project_page(tenant_admin, as_user, tenant, project, django_assert_max_
     assert service_accounts.status_code == 200
 
 
+def _fill_running(project, count: int) -> None:
+    """``count`` active allocations, each with a running app behind the proxy."""
+    pool = ProxyPool.objects.create(name="budget")
+    flavor = FlavorFactory()
+    version = publish("budget-app", shipped_manifest("jupyterlab")).latest_version()
+    for n, node in enumerate(make_nodes(flavor, count, prefix="tile")):
+        allocation = made_allocation(
+            project, node, flavor, timezone.now() - timedelta(hours=n + 1), state=Allocation.State.ACTIVE
+        )
+        instance = AppInstanceFactory(allocation=allocation, app_version=version, state="running")
+        ProxyRoute.objects.create(
+            instance=instance,
+            endpoint_name="web",
+            pool=pool,
+            mode="path_prefix",
+            slug=f"tile-{n}",
+            public_url=f"http://127.0.0.1/w/{instance.pk}/web/",
+        )
+
+
 def test_dashboard(tenant_admin, as_user, tenant, django_assert_max_num_queries):
     _fill_tenant(tenant, 12)
     client = as_user(tenant_admin)
     with django_assert_max_num_queries(DASHBOARD_BUDGET):
         response = client.get("/")
     assert response.status_code == 200
+    assert b'data-empty="running"' in response.content
+
+
+@pytest.mark.parametrize("running", [1, 10])
+def test_dashboard_tiles(running, tenant_admin, as_user, tenant, project, django_assert_max_num_queries):
+    _fill_tenant(tenant, 4)
+    _fill_running(project, running)
+    client = as_user(tenant_admin)
+    with django_assert_max_num_queries(DASHBOARD_BUDGET):
+        response = client.get("/")
+    body = response.content.decode()
+    assert body.count("data-allocation-id=") == running
+    assert body.count("data-open-app") == running
+
+
+@pytest.mark.parametrize("running", [1, 10])
+def test_instance_list(running, tenant_admin, as_user, project, django_assert_max_num_queries):
+    _fill_running(project, running)
+    client = as_user(tenant_admin)
+    url = reverse("instance_list", args=[project.pk])
+    client.get(url)  # the session already names the current project
+    with django_assert_max_num_queries(INSTANCE_LIST_BUDGET):
+        response = client.get(url)
+    assert response.content.decode().count("data-open-app") == running
 
 
 def _fill_usage(tenant, projects: int, midnight=None):

@@ -27,6 +27,7 @@ from apps.allocations.filters import AllocationFilter
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed, error_json
+from apps.metering import selectors as pricing
 from apps.monitoring import series
 from apps.monitoring.alerts import services as alerts
 from apps.portal.context_processors import remember_project
@@ -164,6 +165,7 @@ def allocation_detail(request, principal, pk, allocation_pk):
         "abortable": allocation.state in ABORTABLE and not allocation.abort_requested,
         "chart_windows": list(series.CHART_WINDOWS),
         "alerts": list(alerts.visible_alerts(principal).filter(allocation=allocation)[:ALLOCATION_ALERTS]),
+        **_cost(allocation),
         **_live(project),
     }
     if refreshing(request, BODY_TARGET):
@@ -192,6 +194,15 @@ def allocation_metrics(request, principal, pk, allocation_pk):
     return JsonResponse(body, headers={"Cache-Control": "no-store"})
 
 
+def _cost(allocation: Allocation) -> dict:
+    """What the allocation has cost so far, and what one hour of its node costs now
+    (metering's rate cards, as the billing export prices)."""
+    return {
+        "accrued": pricing.accrued([allocation])[allocation.pk],
+        "node_hour_price": pricing.node_hour_prices([allocation.flavor])[allocation.flavor_id],
+    }
+
+
 def _timeline(allocation: Allocation) -> list[tuple[str, list[AllocationStep]]]:
     """The provisioning steps, then the release steps (one query)."""
     phases: dict[str, list[AllocationStep]] = {
@@ -217,9 +228,14 @@ def _duration(step: AllocationStep) -> str:
 
 
 def _flavors() -> list[Flavor]:
-    """Every flavor with ``free``: its schedulable nodes now (one query)."""
+    """Every flavor with ``free``, its schedulable nodes now, and ``price``, a node-hour
+    at the rates in effect now (two queries)."""
     schedulable = Q(nodes__state=Node.State.AVAILABLE, nodes__approved=True)
-    return list(Flavor.objects.annotate(free=Count("nodes", filter=schedulable)).order_by("name"))
+    flavors = list(Flavor.objects.annotate(free=Count("nodes", filter=schedulable)).order_by("name"))
+    prices = pricing.node_hour_prices(flavors)
+    for flavor in flavors:
+        flavor.price = prices[flavor.pk]
+    return flavors
 
 
 def _initial(flavors: list[Flavor]) -> dict:
@@ -246,7 +262,11 @@ def _preview(principal, project, form: AllocationForm, values: dict | None = Non
             os_image=values["os_image"],
             count=int(values["count"]),
         )
-    return None if refused else plan
+    if refused:
+        return None
+    # What it would cost: the price is shown before anything is taken.
+    plan.estimate = pricing.estimate(form.flavors[values["flavor"]], int(values["count"]))
+    return plan
 
 
 def _plan_context(plan) -> dict:

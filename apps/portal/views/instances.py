@@ -22,8 +22,10 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from guardian.shortcuts import get_users_with_perms
 
+from apps.catalog import selectors as catalog
 from apps.core.errors import ApiError, Forbidden, NotFound
 from apps.core.middleware import default_csp
+from apps.metering import selectors as pricing
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import ShareForm
 from apps.portal.htmx import htmx_partial, hx_redirect, quiet_fragment, refreshing, render_fragment
@@ -133,8 +135,10 @@ def instance_list(request, principal, pk):
         .order_by("-created_at", "pk"),
     )
     page = Paginator(instances, INSTANCES_PER_PAGE).get_page(request.GET.get("page"))
+    endpoints = proxy_routes.first_endpoints(page.object_list)
     for instance in page:
-        _decorate(instance)
+        running = instance.state == State.RUNNING
+        _decorate(instance).open_endpoint = endpoints.get(instance.pk) if running else None
     context = {
         "project": project,
         "page_obj": page,
@@ -193,6 +197,7 @@ def _detail_context(principal: Principal, instance: AppInstance, tab: str = "ove
     if tab not in dict(tabs):
         tab = "overview"
     manage = services.may_manage(principal, instance)
+    can_view_allocation = principal.can(Perm.ALLOCATION_VIEW, project.tenant_id, project.pk)
     return {
         "project": project,
         "instance": _decorate(instance),
@@ -207,13 +212,19 @@ def _detail_context(principal: Principal, instance: AppInstance, tab: str = "ove
         "can_manage": manage,
         "actions": _valid_actions(instance) if manage else [],
         "can_view_project": principal.can(Perm.PROJECT_VIEW, project.tenant_id, project.pk),
-        "can_view_allocation": principal.can(Perm.ALLOCATION_VIEW, project.tenant_id, project.pk),
+        "can_view_allocation": can_view_allocation,
+        # What its node has cost, for those who may see the node's allocation.
+        "accrued": (
+            pricing.accrued([instance.allocation])[instance.allocation_id] if can_view_allocation else None
+        ),
         # The project's socket admits only those who may view its instances; someone
         # the instance was shared with by name reloads instead.
         "live": principal.can(Perm.INSTANCE_VIEW, project.tenant_id, project.pk),
         "tab": tab,
         "tabs": tabs,
         "app_route": app_route,
+        # The same-origin warning is for apps the platform does not ship and trust.
+        "trusted_app": catalog.platform_ships(instance.app_version),
         "launcher_url": (
             reverse("instance_open", args=[project.pk, instance.pk, app_route.endpoint_name])
             if app_route
