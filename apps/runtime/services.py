@@ -386,7 +386,7 @@ def _require_room_to_start(instance: AppInstance) -> None:
             )
     if problems:
         raise Conflict(
-            "Other apps took this instance's GPUs while it was stopped: " + "; ".join(problems) + ".",
+            "Other apps took the GPUs this instance gave back when it stopped: " + "; ".join(problems) + ".",
             details={"resources": problems},
         )
 
