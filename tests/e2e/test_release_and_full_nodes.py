@@ -12,11 +12,16 @@ instance or allocate another node; stopping the server frees the node.
 
 The node agent is played from the test through the services its API calls, in a
 thread of its own (Playwright's event loop forbids the broadcast in this one).
+
+Set ``GPUAAS_E2E_SCREENSHOTS=/some/dir`` to keep screenshots of the refused release
+and of the launch form over a full node.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +37,8 @@ from tests.e2e.allocations import active_allocation_on
 from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.catalog import publish
 from tests.support.concurrency import in_own_thread
+
+SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 
 # Records, on every change of the detail, the badge and whether an Abort button shows
 # beside it (through DevTools, not subject to the CSP).
@@ -49,6 +56,12 @@ RECORD_STATUS_CARD = """() => {
   new MutationObserver(sample).observe(document.getElementById('allocation-detail'),
     {subtree: true, childList: true, characterData: true});
 }"""
+
+
+def shot(page, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
 
 
 def login(page, portal) -> None:
@@ -146,6 +159,7 @@ def test_release_confirm_listing_apps(fleet, worker, portal, page):
         "[role=alert]:has-text('Type gpu-000 to release it with the apps that run on it.')"
     )
     assert page.locator(".release-ends li[data-instance-id]").count() == 1  # still says what it ends
+    shot(page, "release-refused-without-hostname")
     allocation.refresh_from_db()
     assert allocation.state == Allocation.State.ACTIVE
     # The refusal is a 400 page, which the console notes; nothing else went wrong.
@@ -202,6 +216,7 @@ def test_launch_form_refusing_full_nodes(full_node, portal, page):
     blocked = page.locator("#launch-blocked")
     assert "Every node of Training is full: vLLM OpenAI server needs 1 free GPU." in blocked.inner_text()
     assert blocked.locator("a[data-next=allocate]").inner_text() == "allocate another node"
+    shot(page, "launch-every-node-full")
 
     # What to do: stop an instance, from the list the link opens.
     blocked.locator("a[data-next=stop]").click()
@@ -217,6 +232,8 @@ def test_launch_form_refusing_full_nodes(full_node, portal, page):
     note = page.locator("#instance-detail [data-field=gpus]")
     note.wait_for()
     assert "Stopped, it holds none of gpu-000's GPUs: other apps may take its 8 GPUs." in note.inner_text()
+    page.wait_for_selector("#messages [data-next-step-message] >> text=big-1 is stopped → Launch an app")
+    shot(page, "instance-stopped")
 
     # The node has room again: offered, and the button is on.
     page.goto(launch_url)
