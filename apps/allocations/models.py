@@ -89,6 +89,8 @@ class Allocation(UUIDModel):
     progress = models.PositiveSmallIntegerField(default=0)
     failure_reason = models.TextField(blank=True)
     requested_by = models.CharField(max_length=255)
+    # Who asked for the release: the drain tells each deleted instance why it went.
+    released_by = models.CharField(max_length=255, blank=True)
     drain = models.BooleanField(default=True, help_text="stop workloads through the agent before release")
     erase_disk = models.BooleanField(default=False)
     abort_requested = models.BooleanField(default=False)

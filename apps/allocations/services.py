@@ -185,7 +185,9 @@ def release(
             previous = current.state
             current.state, current.step, current.progress = State.RELEASING, "drain", 0
             current.drain, current.erase_disk = drain, erase_disk
-            current.save(update_fields=["state", "step", "progress", "drain", "erase_disk", "updated_at"])
+            current.released_by = principal.name
+            fields = ["state", "step", "progress", "drain", "erase_disk", "released_by", "updated_at"]
+            current.save(update_fields=fields)
             Node.objects.filter(pk=current.node_id).update(
                 state=Node.State.RELEASING, updated_at=timezone.now()
             )

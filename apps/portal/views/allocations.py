@@ -41,6 +41,8 @@ from apps.portal.htmx import (
 from apps.portal.templatetags.portal import meter_step
 from apps.portal.views.base import filtered, portal_view, refusal_on, scoped_project
 from apps.portal.views.project_detail import _tabs
+from apps.runtime import selectors as runtime
+from apps.runtime.models import AppInstance
 from apps.tenancy import policy
 from apps.tenancy.models import Project
 from apps.tenancy.principal import Principal
@@ -68,6 +70,13 @@ STEP_TONES = {
 }
 TONES_JSON = json.dumps({str(state): tone for state, tone in STATE_TONES.items()})
 ABORTABLE = (State.PENDING, State.PROVISIONING)
+# Apps that run, or are about to: releasing under them asks for the typed hostname.
+RUNNING_APP_STATES = (
+    AppInstance.State.REQUESTED,
+    AppInstance.State.STARTING,
+    AppInstance.State.RUNNING,
+    AppInstance.State.STOPPING,
+)
 TABLE_TARGET = "allocation-table"
 BODY_TARGET = "allocation-detail-body"
 
@@ -204,12 +213,21 @@ def _cost(allocation: Allocation) -> dict:
 
 
 def _timeline(allocation: Allocation) -> list[tuple[str, list[AllocationStep]]]:
-    """The provisioning steps, then the release steps (one query)."""
+    """The provisioning steps, then the release steps (one query) once a release (or
+    the undoing after a failure) has begun: before that they only promise an end."""
     phases: dict[str, list[AllocationStep]] = {
         AllocationStep.Phase.PROVISION: [],
         AllocationStep.Phase.RELEASE: [],
     }
-    for step in allocation.steps.order_by("phase", "position"):
+    steps = list(allocation.steps.order_by("phase", "position"))
+    releasing = allocation.state in (State.RELEASING, State.RELEASED) or any(
+        s.phase == AllocationStep.Phase.RELEASE and s.status != AllocationStep.Status.PENDING for s in steps
+    )
+    if not releasing:
+        del phases[AllocationStep.Phase.RELEASE]
+    for step in steps:
+        if step.phase not in phases:
+            continue
         step.tone = STEP_TONES.get(step.status, "muted")
         step.duration = _duration(step)
         phases.setdefault(step.phase, []).append(step)
@@ -357,6 +375,25 @@ def allocation_check(request, principal, pk):
 # --- release / abort -----------------------------------------------------------
 
 
+def _deleted_by_release(principal: Principal, allocation: Allocation) -> dict:
+    """What releasing deletes: the instances the caller may see, by name; how many
+    others (private to their owners); and whether apps run there, which asks the
+    user to type the hostname."""
+    doomed = list(
+        runtime.deleted_by_release(allocation)
+        .select_related("app")
+        .order_by("name", "pk")
+        .only("pk", "name", "state", "project_id", "app__name")
+    )
+    seen = runtime.visible_instances(principal).filter(pk__in=[i.pk for i in doomed])
+    visible = set(seen.values_list("pk", flat=True))
+    return {
+        "doomed": [i for i in doomed if i.pk in visible],
+        "doomed_hidden": sum(1 for i in doomed if i.pk not in visible),
+        "apps_running": any(i.state in RUNNING_APP_STATES for i in doomed),
+    }
+
+
 @require_http_methods(["GET", "HEAD", "POST"])
 @portal_view
 def allocation_release(request, principal, pk, allocation_pk):
@@ -364,22 +401,28 @@ def allocation_release(request, principal, pk, allocation_pk):
     allocation = _allocation(principal, project, allocation_pk, Perm.ALLOCATION_MANAGE)
     detail_url = reverse("allocation_detail", args=[project.pk, allocation.pk])
     aborting = allocation.state in ABORTABLE
-    if request.method != "POST":
-        if allocation.state not in (*ABORTABLE, State.ACTIVE):
+    hostname = allocation.node.hostname
+    if allocation.state not in (*ABORTABLE, State.ACTIVE):
+        if request.method != "POST":
             messages.info(request, f"The allocation is {allocation.state}: there is nothing to release.")
             return hx_redirect(request, detail_url)
+        doomed = {"doomed": [], "doomed_hidden": 0, "apps_running": False}
+    else:
+        doomed = _deleted_by_release(principal, allocation)
+    confirm = hostname if doomed["apps_running"] and not aborting else ""
+    form = ReleaseForm(request.POST if request.method == "POST" else None, confirm_hostname=confirm)
+    if request.method != "POST" or not form.is_valid():
         context = {
             "project": project,
             "allocation": decorate(allocation),
             "aborting": aborting,
-            "form": ReleaseForm(),
+            "form": form,
+            **doomed,
         }
-        return render(request, "portal/allocation_release.html", context)
-    form = ReleaseForm(request.POST)
-    form.is_valid()  # two optional checkboxes: always valid
-    hostname = allocation.node.hostname
+        status = 400 if request.method == "POST" else 200
+        return render(request, "portal/allocation_release.html", context, status=status)
     try:
-        result = services.release(principal, allocation, **form.cleaned_data)
+        result = services.release(principal, allocation, **form.release_options())
     except (Forbidden, NotFound):
         raise
     except ApiError as exc:
