@@ -7,25 +7,21 @@ from __future__ import annotations
 from tests.factories import shipped_manifest
 from tests.support.catalog import publish
 
+# Terse: a manifest's argument holds 500 characters at most.
 SOURCE = """
-import http.server, os, sys, threading, time
-print("starting; my token is " + os.environ["APP_TOKEN"], flush=True)
-print("a warning on stderr", file=sys.stderr, flush=True)
-print("x" * 4500, flush=True)
-def ticks():
-    n = 0
-    while True:
-        n += 1
-        print(f"tick {n}", flush=True)
-        time.sleep(0.5)
-threading.Thread(target=ticks, daemon=True).start()
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer((sys.argv[1], int(sys.argv[2])), Handler).serve_forever()
+import http.server as h,os,sys,threading as t,time
+p=lambda *a,**k:print(*a,**k,flush=True)
+p("starting; my token is "+os.environ["APP_TOKEN"])
+p("a warning on stderr",file=sys.stderr)
+p("x"*4500)
+def f():
+ n=0
+ while 1:n+=1;p(f"tick {n}");time.sleep(.5)
+t.Thread(target=f,daemon=True).start()
+class H(h.BaseHTTPRequestHandler):
+ def do_GET(s):s.send_response(200);s.end_headers()
+ def log_message(*a):0
+h.HTTPServer((sys.argv[1],int(sys.argv[2])),H).serve_forever()
 """
 
 
