@@ -1,13 +1,14 @@
 """Ships each workload's output (its stdout and stderr, which the executor writes to
-one file per instance) to the platform: every second, the lines written since the
-last round, in batches, for the instance's Logs tab.
+one file per instance) to the platform: every second, a batch of the lines written
+since, for the instance's Logs tab.
 
 Everything a workload can fill is bounded, since the app decides how much it prints:
 a line longer than ``LINE_BYTES`` goes as several lines; a batch holds at most
-``BATCH_LINES`` lines and ``BATCH_BYTES`` bytes; when the app writes faster than the
-platform takes it, the agent keeps the newest ``BACKLOG_BYTES`` and skips the rest,
-counting the lines it skipped (the platform shows "N lines dropped"); and once the
-file's content has been shipped and it passed ``SHIPPED_BYTES``, the agent empties it.
+``BATCH_LINES`` lines and ``BATCH_BYTES`` bytes, one a second for each instance (a
+node's requests share one rate limit); when the app writes faster than that, the
+agent keeps the newest ``BACKLOG_BYTES`` and skips the rest, counting the lines it
+skipped (the platform shows "N lines dropped"); and once the file's content has been
+shipped and it passed ``SHIPPED_BYTES``, the agent empties it.
 Where the shipping stands (the byte offset) is kept beside the file, so a restarted
 agent goes on where it stopped.
 
@@ -67,7 +68,7 @@ class LogShipper:
             guarded(self.ship)
 
     def ship(self) -> None:
-        """One round: every instance's new lines, until each is shipped or paused for the next round."""
+        """One round: a batch of each instance's new lines."""
         outputs = self.outputs()
         with self._lock:
             for gone in set(self._masks) - set(outputs):
@@ -86,28 +87,32 @@ class LogShipper:
         dropped = 0
         if size - offset > BACKLOG_BYTES:
             dropped, offset = _skip(path, offset, size - BACKLOG_BYTES)
-        # A few batches a round at most: one chatty app must not hold up the others.
-        for _ in range(8):
-            lines, offset_after = _read_lines(path, offset, size)
-            if not lines and not dropped:
-                break
-            self._send(instance_id, [self._masked(instance_id, line) for line in lines], dropped)
-            offset, dropped = offset_after, 0
+        # One batch a round: an app printing more than that a second loses its oldest
+        # lines to the backlog's bound, rather than the node's other apps their turn.
+        lines, offset_after = _read_lines(path, offset, size)
+        if lines or dropped:
+            if not self._send(instance_id, [self._masked(instance_id, line) for line in lines], dropped):
+                return  # the same lines again next round
+            offset = offset_after
             _write_offset(path, offset)
         if offset >= SHIPPED_BYTES:
             _empty_if_shipped(path, offset)
 
-    def _send(self, instance_id: str, lines: list[str], dropped: int) -> None:
+    def _send(self, instance_id: str, lines: list[str], dropped: int) -> bool:
+        """Whether the lines are done with: taken, or refused for good."""
         try:
             self.client.logs(instance_id, lines, dropped=dropped)
         except ApiError as exc:
-            # Not the platform's to take (no longer this node's instance, say): the
-            # lines are skipped, not retried forever.
             if exc.status == 401:
                 raise
+            if exc.status == 429:  # the node's request budget: later
+                return False
+            # Not the platform's to take (no longer this node's instance, say): the
+            # lines are skipped, not retried forever.
             logger.warning(
                 "instance %s: the platform refused %d lines of output (%s)", instance_id, len(lines), exc.code
             )
+        return True
 
     def _masked(self, instance_id: str, line: str) -> str:
         with self._lock:
