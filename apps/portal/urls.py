@@ -129,6 +129,11 @@ urlpatterns = [
         name="instance_share",
     ),
     path(
+        "projects/<uuid:pk>/instances/<uuid:instance_pk>/logs/download/",
+        instances.instance_logs_download,
+        name="instance_logs_download",
+    ),
+    path(
         "projects/<uuid:pk>/instances/<uuid:instance_pk>/<slug:action>/",
         instances.instance_action,
         name="instance_action",

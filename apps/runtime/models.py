@@ -222,3 +222,22 @@ class AgentTask(UUIDModel):
 
     def __str__(self):
         return f"{self.action} {self.instance.name} on {self.node.hostname} · {self.status}"
+
+
+class InstanceLogLine(models.Model):
+    """One line of an instance's output (its stdout and stderr, as its node's agent
+    ships them), or a marker of how many lines the agent dropped before it. Only the
+    newest ``LOG_LINES_KEPT`` per instance stay: every append trims the older ones."""
+
+    id = models.BigAutoField(primary_key=True)  # the order lines arrived in, and the tail's cursor
+    instance = models.ForeignKey(AppInstance, on_delete=models.CASCADE, related_name="log_lines")
+    received_at = models.DateTimeField(auto_now_add=True)
+    text = models.TextField(blank=True)
+    dropped = models.PositiveIntegerField(default=0, help_text="lines the agent dropped here (a marker line)")
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["instance", "id"], name="log_line_instance_id")]
+
+    def __str__(self):
+        return f"{self.instance_id} #{self.id}"

@@ -29,6 +29,7 @@ from apps.runtime.models import (
     AppInstance,
     Endpoint,
     InstanceEvent,
+    InstanceLogLine,
     InstanceMember,
     Operation,
     RuntimeSecret,
@@ -543,6 +544,21 @@ def rotate_secrets(instance: AppInstance, why: str, *, since: datetime | None = 
 
 def instance_events(instance: AppInstance) -> QuerySet[InstanceEvent]:
     return instance.events.all()
+
+
+def instance_logs(
+    instance: AppInstance, *, after: int | None = None, tail: int | None = None
+) -> QuerySet[InstanceLogLine]:
+    """The instance's kept output, oldest first: the lines after the id ``after`` (a
+    tab following the log), and of those the newest ``tail`` only."""
+    lines = instance.log_lines.order_by("id")
+    if after is not None:
+        lines = lines.filter(id__gt=after)
+    if tail is not None:
+        first = lines.order_by("-id").values_list("id", flat=True)[tail - 1 : tail]
+        if first:
+            lines = lines.filter(id__gte=first[0])
+    return lines
 
 
 SYSTEM = Principal(kind="system", key="system:platform", name="platform", grants=[Grant(Role.PLATFORM_ADMIN)])
