@@ -506,6 +506,12 @@ PIPELINE_BREAKER = {"threshold": 5, "window": 30}
 AUTO_APPROVE_NODES = env.boolean("GPUAAS_AUTO_APPROVE_NODES", EMBEDDED)
 WEBHOOK_TIMEOUT_SECONDS = env.number("GPUAAS_WEBHOOK_TIMEOUT_SECONDS", 10.0)
 WEBHOOK_JITTER = True
+# Networks a tenant's webhook receiver may be on although they are not public (an
+# on-premises CCP's); GPUAAS_ALERT_PRIVATE_URLS=true allows every address.
+WEBHOOK_ALLOWED_NETWORKS = env.networks("GPUAAS_WEBHOOK_ALLOWED_NETWORKS")
+# How deliveries to tenants' receivers resolve names: None, the system's resolver;
+# tests give a function (host, port) -> [address, ...] to play DNS.
+WEBHOOK_RESOLVER = None
 
 # --- Metering ----------------------------------------------------------------------
 # The currency of every rate (flavors' node-hour rates, metering.Rate) and of the

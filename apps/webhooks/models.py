@@ -28,6 +28,10 @@ class Delivery(UUIDModel):
         blank=True,
         help_text="whose secret signs it (a subscription's id); empty: the CCP webhook secret",
     )
+    public_only = models.BooleanField(
+        default=False,
+        help_text="a tenant's receiver: sent only to public addresses, checked on every attempt",
+    )
     tenant = models.ForeignKey(
         "tenancy.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

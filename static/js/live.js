@@ -20,7 +20,10 @@
 //
 // Sockets reconnect with exponential backoff and jitter; after a reconnect (or on
 // first open when something is in flight) the views are refreshed, since
-// messages sent while the socket was closed are lost. No inline styles (CSP):
+// messages sent while the socket was closed are lost. A message with an "event"
+// instead of a state ({"allocation_id", "event": "points"}) is handed on as the
+// document event "live:<kind>:<event>" (detail: {id, path}) to the script it is
+// for (gpu-charts.js). No inline styles (CSP):
 // only text, classes, attributes and the <progress> value change.
 (function () {
   "use strict";
@@ -29,6 +32,7 @@
   var BACKOFF_MAX_MS = 30000;
   var REFRESH_DELAY_MS = 250;
   var ID = /^[0-9a-f-]{36}$/;
+  var EVENT = /^[a-z]{1,32}$/;
 
   function live(kind, STATE) {
     var ROOTS = "[data-" + kind + "s-live]";
@@ -104,8 +108,14 @@
         } catch (error) {
           return;
         }
-        if (message && ID.test(String(message[ID_FIELD])) && STATE.test(String(message.state))) {
+        if (!message || !ID.test(String(message[ID_FIELD]))) return;
+        if (typeof message.state === "string" && STATE.test(message.state)) {
           apply(path, message);
+        } else if (typeof message.event === "string" && EVENT.test(message.event)) {
+          // Not a state: news for another script on the page (the charts' new points).
+          document.dispatchEvent(new CustomEvent("live:" + kind + ":" + message.event, {
+            detail: { id: message[ID_FIELD], path: path }
+          }));
         }
       });
       ws.addEventListener("close", function () {
