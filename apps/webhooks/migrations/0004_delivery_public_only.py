@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('webhooks', '0002_delivery_signer'),
+        ('webhooks', '0003_readable_names'),
     ]
 
     operations = [
