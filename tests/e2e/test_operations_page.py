@@ -105,3 +105,7 @@ def test_the_operator_front_pages_counts_match_the_database(portal, page, settin
     results = page.locator("#result_list tbody tr")
     assert results.count() == seen["Failed allocations"]
     assert all("Failed" in row for row in results.all_inner_texts())
+    # Ticking a row counts it: the list's script and its translations (/admin/jsi18n/) ran.
+    page.locator("#result_list tbody input.action-select").first.check()
+    assert page.locator(".action-counter").inner_text().startswith("1 of")
+    assert page.js_errors == []
