@@ -14,7 +14,6 @@ import platform
 import secrets
 import socket
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +24,7 @@ if str(ROOT) not in sys.path:
 import psycopg  # noqa: E402
 from cryptography.fernet import Fernet  # noqa: E402
 
-from tests.support.processes import Background, RedisServer, Server  # noqa: E402, F401 - the scripts import them from here
+from tests.support.processes import Background, CeleryWorker, RedisServer, Server  # noqa: E402, F401 - the scripts import them from here
 
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -120,55 +119,6 @@ def configure_environment(args, issuer, port: int, var_dir: str, **extra: str) -
 
 
 # --- subprocesses --------------------------------------------------------------
-
-
-class CeleryWorker(Background):
-    """``celery -A gpuaas worker`` with ``concurrency`` slots of ``pool`` (prefork,
-    threads), consuming ``queue``; named ``name@<host>``."""
-
-    def __init__(
-        self,
-        env: dict[str, str],
-        log_path: Path,
-        *,
-        concurrency: int,
-        pool: str = "prefork",
-        queue: str = "celery",
-        name: str = "bench",
-    ):
-        self.concurrency, self.pool, self.queue = concurrency, pool, queue
-        self.hostname = f"{name}@{socket.gethostname()}"
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "gpuaas",
-            "worker",
-            "--loglevel",
-            "WARNING",
-            "--concurrency",
-            str(concurrency),
-            "-P",
-            pool,
-            "-Q",
-            queue,
-            "--hostname",
-            self.hostname,
-            "--without-mingle",
-            "--without-gossip",
-        ]
-        super().__init__(command, env, log_path)
-
-    def wait_ready(self, app, timeout: float = 60.0) -> None:
-        """Until the worker answers a broadcast ping (its pool is up by then)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.check_alive("celery worker")
-            replies = app.control.ping(destination=[self.hostname], timeout=1.0)
-            if any(self.hostname in reply for reply in replies):
-                return
-        raise RuntimeError(f"celery worker not ready after {timeout:.0f} s; see {self.log_path}")
 
 
 class CeleryBeat(Background):

@@ -24,30 +24,14 @@ from django.db import connection
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import for_user
 from tests.support.members import member
-from tests.support.processes import ROOT, CuttablePath, RedisServer, Server
+from tests.support.processes import PRODUCTION_ENV, ROOT, CuttablePath, Server
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.production
 
-PRODUCTION = {
-    "DJANGO_SETTINGS_MODULE": "gpuaas.settings",
-    "GPUAAS_DEBUG": "false",
-    "GPUAAS_HTTPS": "false",
-    "GPUAAS_ALLOWED_HOSTS": "127.0.0.1",
-    "GPUAAS_PATH_ROUTES": "accept-risk",
-    "GPUAAS_DB_POOL_TIMEOUT": "",  # the shipped default, not the test settings' patience
-}
 # Long enough for a loaded CI machine, short enough that a request hanging on a dead
 # dependency (redis-py's default retries, psycopg's 10 s pool wait) fails the test.
 PATIENCE_SECONDS = 5
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer(free_port(), tmp_path / "redis.log", str(tmp_path))
-    server.wait_ready()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -63,7 +47,7 @@ def database_path():
 def var_dir(tmp_path_factory):
     """The production var directory, its static files collected (the manifest pages need)."""
     path = tmp_path_factory.mktemp("var")
-    env = {**os.environ, **PRODUCTION, "GPUAAS_VAR_DIR": str(path), "REDIS_URL": "redis://127.0.0.1:1/0"}
+    env = {**os.environ, **PRODUCTION_ENV, "GPUAAS_VAR_DIR": str(path), "REDIS_URL": "redis://127.0.0.1:1/0"}
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env, check=True
     )
@@ -76,7 +60,7 @@ def portal(transactional_db, redis_server, database_path, var_dir, tmp_path):
     port = free_port()
     name = connection.settings_dict["NAME"]
     env = {
-        **PRODUCTION,
+        **PRODUCTION_ENV,
         "DATABASE_URL": f"postgres://postgres@127.0.0.1:{database_path.port}/{name}",
         "REDIS_URL": redis_server.url,
         "GPUAAS_ISSUER": f"http://127.0.0.1:{port}",
@@ -152,7 +136,7 @@ def _assert_answers_503(portal, api, dependency: str) -> None:
 
 
 def test_redis_killed_answers_503_and_the_first_request_after_its_restart_succeeds(
-    portal, caller, redis_server, tmp_path
+    portal, caller, redis_server
 ):
     api, browser = _signed_in(portal, *caller[1:])
     assert api.get("/api/v1/projects").status_code == 200
@@ -164,14 +148,11 @@ def test_redis_killed_answers_503_and_the_first_request_after_its_restart_succee
     assert browser.get("/").status_code == 200
 
     # Started again, empty, where it was: the pool's dropped connections are replaced.
-    again = RedisServer(redis_server.port, tmp_path / "redis-again.log", str(tmp_path))
-    again.wait_ready()
-    try:
-        assert api.get("/api/v1/projects").status_code == 200
-        assert browser.get("/").status_code == 200
-        assert httpx.get(f"{portal.url}/readyz", timeout=PATIENCE_SECONDS).status_code == 200
-    finally:
-        again.stop()
+    redis_server.restart()
+    redis_server.wait_ready()
+    assert api.get("/api/v1/projects").status_code == 200
+    assert browser.get("/").status_code == 200
+    assert httpx.get(f"{portal.url}/readyz", timeout=PATIENCE_SECONDS).status_code == 200
 
 
 def test_postgresql_crashed_answers_503_and_the_first_request_after_it_returns_succeeds(

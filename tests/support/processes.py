@@ -19,22 +19,42 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
+# What production mode needs beside its database and Redis (the test settings' own
+# values stay out of the subprocess: it reads gpuaas.settings).
+PRODUCTION_ENV = {
+    "DJANGO_SETTINGS_MODULE": "gpuaas.settings",
+    "GPUAAS_DEBUG": "false",
+    "GPUAAS_HTTPS": "false",
+    "GPUAAS_ALLOWED_HOSTS": "127.0.0.1",
+    "GPUAAS_PATH_ROUTES": "accept-risk",
+    "GPUAAS_CELERY_EAGER": "false",
+    "GPUAAS_DB_POOL_TIMEOUT": "",  # the shipped default, not the test settings' patience
+}
+
 
 class Background:
     """A command in its own session (process group), output to ``log_path``;
     ``stop`` ends the whole group: the command and every child it started."""
 
     def __init__(self, command: list[str], env: dict[str, str], log_path: Path):
-        self.log_path = log_path
-        self.log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.command, self.env, self.log_path = command, env, log_path
+        self._start("wb")
+
+    def _start(self, mode: str) -> None:
+        self.log = open(self.log_path, mode)  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            command,
+            self.command,
             cwd=ROOT,
-            env={**os.environ, **env},
+            env={**os.environ, **self.env},
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+    def restart(self) -> None:
+        """Stopped (if it runs) and started again, its output appended to the same log."""
+        self.stop()
+        self._start("ab")
 
     @property
     def pgid(self) -> int:
@@ -77,6 +97,55 @@ class Server(Background):
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"server not ready after {timeout:.0f} s; see {self.log_path}")
+
+
+class CeleryWorker(Background):
+    """``celery -A gpuaas worker`` with ``concurrency`` slots of ``pool`` (prefork,
+    threads), consuming ``queue``; named ``name@<host>``."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        concurrency: int,
+        pool: str = "prefork",
+        queue: str = "celery",
+        name: str = "bench",
+    ):
+        self.concurrency, self.pool, self.queue = concurrency, pool, queue
+        self.hostname = f"{name}@{socket.gethostname()}"
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpuaas",
+            "worker",
+            "--loglevel",
+            "WARNING",
+            "--concurrency",
+            str(concurrency),
+            "-P",
+            pool,
+            "-Q",
+            queue,
+            "--hostname",
+            self.hostname,
+            "--without-mingle",
+            "--without-gossip",
+        ]
+        super().__init__(command, env, log_path)
+
+    def wait_ready(self, app, timeout: float = 60.0) -> None:
+        """Until the worker answers a broadcast ping (its pool is up by then)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive("celery worker")
+            replies = app.control.ping(destination=[self.hostname], timeout=1.0)
+            if any(self.hostname in reply for reply in replies):
+                return
+        raise RuntimeError(f"celery worker not ready after {timeout:.0f} s; see {self.log_path}")
 
 
 class RedisServer(Background):
