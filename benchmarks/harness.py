@@ -12,12 +12,8 @@ import json
 import os
 import platform
 import secrets
-import shutil
-import signal
 import socket
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
 import psycopg  # noqa: E402
 from cryptography.fernet import Fernet  # noqa: E402
+
+from tests.support.processes import Background, CeleryWorker, RedisServer, Server  # noqa: E402, F401 - the scripts import them from here
 
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -112,6 +109,7 @@ def configure_environment(args, issuer, port: int, var_dir: str, **extra: str) -
         "GPUAAS_VAR_DIR": var_dir,
         "GPUAAS_PATH_ROUTES": "accept-risk",  # one host, no wildcard DNS: routes under /w/
         "GPUAAS_LOG_LEVEL": "WARNING",
+        "GPUAAS_LOG_FORMAT": "json",  # in each process's output, the log the scripts read
         # The per-principal limit (1200/min by default) would answer 429 within a
         # second; the throttle still runs on every request, it just never trips.
         "GPUAAS_API_RATE_LIMIT": "100000000/min",
@@ -122,114 +120,6 @@ def configure_environment(args, issuer, port: int, var_dir: str, **extra: str) -
 
 
 # --- subprocesses --------------------------------------------------------------
-
-
-class Background:
-    """A command in its own session (process group), output to ``log_path``;
-    ``stop`` ends the whole group: the command and every child it started."""
-
-    def __init__(self, command: list[str], env: dict[str, str], log_path: Path):
-        self.log_path = log_path
-        self.log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    @property
-    def pgid(self) -> int:
-        return self.process.pid
-
-    def check_alive(self, what: str) -> None:
-        if self.process.poll() is not None:
-            raise RuntimeError(f"{what} exited with {self.process.returncode}; see {self.log_path}")
-
-    def stop(self, timeout: float = 15) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        if not self.log.closed:
-            self.log.close()
-
-
-class Server(Background):
-    """``manage.py serve`` (uvicorn; ``workers`` processes) on 127.0.0.1:``port``."""
-
-    def __init__(self, port: int, env: dict[str, str], workers: int, log_path: Path):
-        self.url = f"http://127.0.0.1:{port}"
-        command = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)]
-        if workers > 1:
-            command += ["--workers", str(workers)]
-        super().__init__(command, env, log_path)
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.check_alive("server")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"server not ready after {timeout:.0f} s; see {self.log_path}")
-
-
-class CeleryWorker(Background):
-    """``celery -A gpuaas worker`` with ``concurrency`` slots of ``pool`` (prefork,
-    threads), consuming ``queue``; named ``name@<host>``."""
-
-    def __init__(
-        self,
-        env: dict[str, str],
-        log_path: Path,
-        *,
-        concurrency: int,
-        pool: str = "prefork",
-        queue: str = "celery",
-        name: str = "bench",
-    ):
-        self.concurrency, self.pool, self.queue = concurrency, pool, queue
-        self.hostname = f"{name}@{socket.gethostname()}"
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "gpuaas",
-            "worker",
-            "--loglevel",
-            "WARNING",
-            "--concurrency",
-            str(concurrency),
-            "-P",
-            pool,
-            "-Q",
-            queue,
-            "--hostname",
-            self.hostname,
-            "--without-mingle",
-            "--without-gossip",
-        ]
-        super().__init__(command, env, log_path)
-
-    def wait_ready(self, app, timeout: float = 60.0) -> None:
-        """Until the worker answers a broadcast ping (its pool is up by then)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.check_alive("celery worker")
-            replies = app.control.ping(destination=[self.hostname], timeout=1.0)
-            if any(self.hostname in reply for reply in replies):
-                return
-        raise RuntimeError(f"celery worker not ready after {timeout:.0f} s; see {self.log_path}")
 
 
 class CeleryBeat(Background):
@@ -250,53 +140,6 @@ class CeleryBeat(Background):
             str(Path(workdir) / "beat-schedule"),
         ]
         super().__init__(command, env, log_path)
-
-
-class RedisServer(Background):
-    """A private ``redis-server`` on 127.0.0.1:``port``, nothing persisted.
-
-    The shared Redis is emptied by test runs (``FLUSHDB`` when a test clears the
-    cache) at any moment; a Celery broker in it loses its queued tasks and
-    kombu's queue bindings, and the run waits forever for work that is gone.
-    """
-
-    def __init__(self, port: int, log_path: Path, workdir: str):
-        self.url = f"redis://127.0.0.1:{port}/0"
-        command = [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
-        ]
-        super().__init__(command, {}, log_path)
-
-    @staticmethod
-    def available() -> bool:
-        return shutil.which("redis-server") is not None
-
-    def wait_ready(self, timeout: float = 10.0) -> None:
-        import redis
-
-        client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                self.check_alive("redis-server")
-                try:
-                    if client.ping():
-                        return
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-        finally:
-            client.close()
-        raise RuntimeError(f"redis-server not ready after {timeout:.0f} s; see {self.log_path}")
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

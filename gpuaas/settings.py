@@ -110,7 +110,7 @@ DRIVERS = env.driver_modes("GPUAAS_DRIVERS", "simulated", {"maas", "ndfc", "ufm"
 SIMULATED_STEP_SECONDS = env.number("GPUAAS_SIMULATED_STEP_SECONDS", 0.0)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "apps.portal.admin_apps.OperationsAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -184,8 +184,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.boo
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": env.integer("GPUAAS_DB_POOL_SIZE", 10),
-        "timeout": 10,
+        # How long a request waits for a connection before it answers 503: a database
+        # that is down must not hold requests (apps/core/outages.py).
+        "timeout": env.number("GPUAAS_DB_POOL_TIMEOUT", 1.5),
     }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)
+# With the pool, this checks each connection as it is taken (psycopg's check_connection):
+# after PostgreSQL restarts, the dead ones are replaced and the first request succeeds.
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     _private_var_dir()
@@ -199,7 +205,24 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    from redis import ConnectionError as RedisConnectionError
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                # A Redis that is down fails the request at once (503, apps/core/outages.py)
+                # instead of redis-py's default ten retries; a connection it dropped when it
+                # restarted is retried once on a new one, so the first request succeeds.
+                "socket_connect_timeout": 1,
+                "socket_timeout": 2,
+                "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+            },
+        }
+    }
     CHANNEL_LAYERS = {
         # redis-py 8 times out channels_redis' blocking reads without an explicit
         # socket timeout longer than its 5 s BZPOPMIN (django/channels_redis#422); the
@@ -505,6 +528,12 @@ PIPELINE_BREAKER = {"threshold": 5, "window": 30}
 AUTO_APPROVE_NODES = env.boolean("GPUAAS_AUTO_APPROVE_NODES", EMBEDDED)
 WEBHOOK_TIMEOUT_SECONDS = env.number("GPUAAS_WEBHOOK_TIMEOUT_SECONDS", 10.0)
 WEBHOOK_JITTER = True
+# Networks a tenant's webhook receiver may be on although they are not public (an
+# on-premises CCP's); GPUAAS_ALERT_PRIVATE_URLS=true allows every address.
+WEBHOOK_ALLOWED_NETWORKS = env.networks("GPUAAS_WEBHOOK_ALLOWED_NETWORKS")
+# How deliveries to tenants' receivers resolve names: None, the system's resolver;
+# tests give a function (host, port) -> [address, ...] to play DNS.
+WEBHOOK_RESOLVER = None
 
 # --- Metering ----------------------------------------------------------------------
 # The currency of every rate (flavors' node-hour rates, metering.Rate) and of the

@@ -71,6 +71,10 @@ class AgentClient:
             body["exporter_port"] = exporter_port
         return self._call("POST", "telemetry", json=body)
 
+    def logs(self, instance_id: str, lines: list[str], *, dropped: int = 0) -> None:
+        """New lines of a workload's output, oldest first; ``dropped``: lines skipped before them."""
+        self._call("POST", f"instances/{instance_id}/logs", json={"lines": lines, "dropped": dropped})
+
     def fetch_tasks(self, wait: float) -> list[dict]:
         """Pending tasks, waiting up to ``wait`` seconds on the platform's side for one."""
         body = self._call("GET", "tasks", params={"wait": wait}, timeout=wait + 15.0)
@@ -122,8 +126,11 @@ def _backoff(attempt: int) -> float:
 
 
 def _route(path: str) -> str:
-    """The path without task ids, so retry logs group by endpoint."""
-    return "tasks/{id}/" + path.rsplit("/", 1)[1] if path.startswith("tasks/") else path
+    """The path without task or instance ids, so retry logs group by endpoint."""
+    for collection in ("tasks/", "instances/"):
+        if path.startswith(collection):
+            return collection + "{id}/" + path.rsplit("/", 1)[1]
+    return path
 
 
 def _api_error(response: httpx.Response) -> ApiError:

@@ -17,6 +17,7 @@ from pathlib import Path
 from node_agent import access, credentials, executors
 from node_agent.client import AgentClient, ApiError, Unauthorized
 from node_agent.executors.base import Executor, TaskFailed
+from node_agent.logs import LogShipper
 from node_agent.telemetry import Telemetry
 from node_agent.terminal import TerminalRelay
 
@@ -40,8 +41,9 @@ class Runner:
         telemetry: Telemetry | None = None,
         ssh=None,
         access_seconds: float = ACCESS_SECONDS,
+        logs: LogShipper | None = None,
     ):
-        self.client, self.executor, self.telemetry = client, executor, telemetry
+        self.client, self.executor, self.telemetry, self.logs = client, executor, telemetry, logs
         self.ssh, self.access_seconds = ssh, access_seconds
         self._access_reported: dict | None = None
         self.heartbeat_seconds, self.poll_seconds = heartbeat_seconds, poll_seconds
@@ -72,6 +74,12 @@ class Runner:
                     args=(self.stopping, self._guarded),
                     name="telemetry",
                     daemon=True,
+                )
+            )
+        if self.logs is not None:
+            loops.append(
+                threading.Thread(
+                    target=self.logs.loop, args=(self.stopping, self._guarded), name="logs", daemon=True
                 )
             )
         if self.ssh is not None:
@@ -146,7 +154,10 @@ class Runner:
             if not task.get("address"):
                 raise TaskFailed("the platform has no address for this node's agent; enroll the agent again")
             proxies = task.get("proxy_addresses") or []
-            return self.executor.start(spec, self._secrets(task), task["address"], proxies)
+            secrets = self._secrets(task)
+            if self.logs is not None:  # before it starts: apps print their token as they start
+                self.logs.mask(task["instance_id"], secrets.values())
+            return self.executor.start(spec, secrets, task["address"], proxies)
         if action == "stop":
             self.executor.stop(spec)
         elif action == "remove":
@@ -216,7 +227,14 @@ def run_agent(
         except access.AccessError as exc:
             logger.error("no SSH access to this node: %s", exc)
             host = None
-    runner = Runner(client, chosen, heartbeat_seconds=heartbeat_seconds, telemetry=telemetry, ssh=host)
+    runner = Runner(
+        client,
+        chosen,
+        heartbeat_seconds=heartbeat_seconds,
+        telemetry=telemetry,
+        ssh=host,
+        logs=LogShipper(client, chosen.outputs),
+    )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: runner.stopping.set())
     logger.info("node agent for %s: %s executor, platform %s", node, chosen.name, url)

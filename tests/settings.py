@@ -27,6 +27,10 @@ os.environ.setdefault("GPUAAS_ENCRYPTION_KEYS", "7qWutnD6fSYzo4mOWFApzU7RMK8droX
 os.environ.setdefault("GPUAAS_CELERY_EAGER", "true")
 os.environ.setdefault("GPUAAS_SIMULATED_STEP_SECONDS", "0")
 os.environ.setdefault("GPUAAS_VAR_DIR", f"/tmp/gpuaas-test-var-{_worker}")
+# The live servers a test starts share one pool with the test's own threads on a
+# loaded machine: they wait for a connection rather than answer 503 (the shipped
+# 1.5 s is tested in tests/ops/test_dependency_outages.py).
+os.environ.setdefault("GPUAAS_DB_POOL_TIMEOUT", "10")
 
 from gpuaas.settings import *  # noqa: E402,F403
 from gpuaas.settings import CACHES  # noqa: E402

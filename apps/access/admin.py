@@ -28,7 +28,7 @@ from apps.tenancy import principal as principals
 @admin.register(AccessCredential)
 class AccessCredentialAdmin(ReadOnlyModelAdmin):
     list_display = ("name", "project", "fingerprint", "created_by", "created_at")
-    list_select_related = ("project", "tenant")
+    list_select_related = ("project__tenant",)
     list_filter = ("tenant",)
     search_fields = ("name", "fingerprint", "project__project_id")
     fields = ("name", "tenant", "project", "fingerprint", "public_key", "created_by", "created_at")
@@ -38,7 +38,7 @@ class AccessCredentialAdmin(ReadOnlyModelAdmin):
 @admin.register(ProjectSecret)
 class ProjectSecretAdmin(ReadOnlyModelAdmin):
     list_display = ("name", "project", "created_by", "created_at", "updated_at")
-    list_select_related = ("project", "tenant")
+    list_select_related = ("project__tenant",)
     list_filter = ("tenant",)
     search_fields = ("name", "project__project_id")
     fields = ("name", "tenant", "project", "created_by", "created_at", "updated_at")
@@ -62,7 +62,7 @@ class AuthorizedKeyAdmin(ReadOnlyModelAdmin):
     )
     list_filter = ("state", "purpose")
     search_fields = ("=id", "fingerprint", "owner", "allocation__node__hostname", "=allocation__id")
-    list_select_related = ("allocation__node",)
+    list_select_related = ("allocation__node", "allocation__project")
     fields = (
         "id",
         "allocation",
@@ -134,7 +134,7 @@ class TerminalSessionAdmin(ReadOnlyModelAdmin):
     )
     list_filter = ("state",)
     search_fields = ("=id", "username", "node__hostname", "=allocation__id")
-    list_select_related = ("node", "project")
+    list_select_related = ("node", "project__tenant")
     fields = (
         "id",
         "allocation",

@@ -88,8 +88,11 @@ class NodeSshHost(models.Model):
     host_keys = models.JSONField(default=list, help_text="public host keys, one OpenSSH line each")
     reported_at = models.DateTimeField()
 
+    class Meta:
+        verbose_name = "node SSH host"
+
     def __str__(self):
-        return f"{self.node_id}: {self.user}@:{self.port}"
+        return f"{self.user}@{self.node.hostname}:{self.port}"
 
 
 class AuthorizedKey(UUIDModel):
@@ -142,7 +145,7 @@ class AuthorizedKey(UUIDModel):
         ]
 
     def __str__(self):
-        return f"{self.fingerprint} on {self.allocation_id}"
+        return f"{self.fingerprint} on {self.allocation.node.hostname}"
 
     @property
     def scope_ids(self):
@@ -159,6 +162,7 @@ class UserSshKey(UUIDModel):
     fingerprint = models.CharField(max_length=64)
 
     class Meta:
+        verbose_name = "user SSH key"
         ordering = ["created_at"]
         constraints = [
             models.UniqueConstraint(fields=["user", "fingerprint"], name="user_ssh_key_once_per_user")
@@ -260,7 +264,7 @@ class TerminalSession(UUIDModel):
         ]
 
     def __str__(self):
-        return f"terminal {self.pk} ({self.state})"
+        return f"terminal of {self.username} on {self.node.hostname} · {self.state}"
 
     @property
     def scope_ids(self):

@@ -22,7 +22,7 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
-from apps.allocations import nodes, services
+from apps.allocations import nodes, selectors, services
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core.admin import (
@@ -128,7 +128,6 @@ class NodeForm(forms.ModelForm):
             "switch_port",
             "bootstrap_token_hours",
         )
-        labels = {"bmc_address": "BMC address", "maas_system_id": "MAAS system id"}
 
 
 LIFECYCLE_FIELDS = (
@@ -162,7 +161,7 @@ class NodeAdmin(AuditedModelAdmin):
         "current_tenant",
         "current_project",
     )
-    list_filter = ("state", "flavor", "approved", "rack")
+    list_filter = ("state", "flavor", "approved", "agent_offline", "rack")
     search_fields = ("hostname", "maas_system_id")
     list_select_related = ("flavor",)
     list_per_page = 100
@@ -328,6 +327,19 @@ def _allocation_label(allocation: Allocation) -> str:
     return f"allocation {str(allocation.pk)[:8]} on {allocation.node.hostname}"
 
 
+class StuckFilter(admin.SimpleListFilter):
+    """The allocations no worker is moving (what the operations page counts as stuck)."""
+
+    title = "stuck"
+    parameter_name = "stuck"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "Stuck"),)
+
+    def queryset(self, request, queryset):
+        return queryset.filter(selectors.stuck()) if self.value() == "yes" else queryset
+
+
 ALLOCATION_FIELDS = (
     "id",
     "node",
@@ -361,10 +373,10 @@ class AllocationAdmin(ReadOnlyModelAdmin):
     """Read-only: operators change an allocation only through its actions (the pipeline owns its state)."""
 
     list_display = ("short_id", "node", "tenant", "project", "state_badge", "step", "progress_percent", "age")
-    list_filter = ("state", "flavor", "tenant", "compensating", "hardware_fault")
+    list_filter = ("state", StuckFilter, "flavor", "tenant", "compensating", "hardware_fault")
     search_fields = ("id", "node__hostname")
     search_help_text = "Allocation id (or its start) or node hostname."
-    list_select_related = ("node", "tenant", "project")
+    list_select_related = ("node", "tenant", "project__tenant")
     list_per_page = 100
     fieldsets = (
         (None, {"fields": ALLOCATION_FIELDS[:8]}),

@@ -16,3 +16,6 @@ class ProjectAllocationsConsumer(ProjectGroupConsumer):
 
     async def allocation_update(self, event):
         await self.forward(event)
+
+    async def allocation_points(self, event):
+        await self.send_json({key: event[key] for key in ("allocation_id", "event")})

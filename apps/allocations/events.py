@@ -1,5 +1,6 @@
 """What happens around an allocation's state change: audit, the CCP webhook
-outbox row (in the same transaction), and the live update to open pages."""
+outbox row (in the same transaction), and the live update to open pages; and
+the hint that an allocation's telemetry has new points, on the same socket."""
 
 from __future__ import annotations
 
@@ -59,4 +60,14 @@ def _broadcast(allocation_id) -> None:
             "step_label": AllocationStep.label_for(row["step"]),
             "progress": row["progress"],
         },
+    )
+
+
+def points_arrived(allocation_id, project_id) -> None:
+    """Tell open pages that the allocation's GPUs have new readings. Ids only: the
+    page asks the metrics service for them, which applies the caller's visibility
+    (a project's socket is open to more people than may read the tenant's series)."""
+    group_send(
+        project_group(project_id),
+        {"type": "allocation.points", "allocation_id": str(allocation_id), "event": "points"},
     )

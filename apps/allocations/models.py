@@ -23,8 +23,8 @@ class Node(UUIDModel):
     hostname = models.CharField(max_length=253, unique=True)
     flavor = models.ForeignKey("catalog.Flavor", on_delete=models.PROTECT, related_name="nodes")
     rack = models.CharField(max_length=64, blank=True)
-    bmc_address = models.GenericIPAddressField(null=True, blank=True)
-    maas_system_id = models.CharField(max_length=32, blank=True)
+    bmc_address = models.GenericIPAddressField("BMC address", null=True, blank=True)
+    maas_system_id = models.CharField("MAAS system id", max_length=32, blank=True)
     ib_guid = models.CharField("InfiniBand port GUID", max_length=32, blank=True)
     switch_serial = models.CharField("leaf switch serial number", max_length=64, blank=True)
     switch_port = models.CharField("leaf switch interface", max_length=64, blank=True)
@@ -81,14 +81,16 @@ class Allocation(UUIDModel):
     tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="allocations")
     project = models.ForeignKey("tenancy.Project", on_delete=models.PROTECT, related_name="allocations")
     flavor = models.ForeignKey("catalog.Flavor", on_delete=models.PROTECT, related_name="+")
-    gpus = models.PositiveSmallIntegerField(help_text="GPUs this allocation counts against quota")
-    os_image = models.CharField(max_length=128)
+    gpus = models.PositiveSmallIntegerField("GPUs", help_text="GPUs this allocation counts against quota")
+    os_image = models.CharField("OS image", max_length=128)
     network_id = models.CharField(max_length=128, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     step = models.CharField(max_length=32, blank=True)
     progress = models.PositiveSmallIntegerField(default=0)
     failure_reason = models.TextField(blank=True)
     requested_by = models.CharField(max_length=255)
+    # Who asked for the release: the drain tells each deleted instance why it went.
+    released_by = models.CharField(max_length=255, blank=True)
     drain = models.BooleanField(default=True, help_text="stop workloads through the agent before release")
     erase_disk = models.BooleanField(default=False)
     abort_requested = models.BooleanField(default=False)
@@ -122,7 +124,8 @@ class Allocation(UUIDModel):
         ]
 
     def __str__(self):
-        return f"{self.node_id} {self.state}"
+        # As operators say it: "gpu1-001.demo · Demo project · RELEASED".
+        return f"{self.node.hostname} · {self.project.name} · {self.state}"
 
     @property
     def scope_ids(self):
@@ -178,7 +181,7 @@ class AllocationStep(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.phase}:{self.name} {self.status}"
+        return f"{self.phase} step {self.name} · {self.status}"
 
     @classmethod
     def label_for(cls, name: str) -> str:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.allocations import events, pipeline
+from apps.allocations import events, pipeline, selectors
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core import audit
@@ -186,7 +185,9 @@ def release(
             previous = current.state
             current.state, current.step, current.progress = State.RELEASING, "drain", 0
             current.drain, current.erase_disk = drain, erase_disk
-            current.save(update_fields=["state", "step", "progress", "drain", "erase_disk", "updated_at"])
+            current.released_by = principal.name
+            fields = ["state", "step", "progress", "drain", "erase_disk", "released_by", "updated_at"]
+            current.save(update_fields=fields)
             Node.objects.filter(pk=current.node_id).update(
                 state=Node.State.RELEASING, updated_at=timezone.now()
             )
@@ -250,19 +251,10 @@ def fail_allocation(principal: Principal, allocation: Allocation, reason: str) -
 def reconcile_stuck(now=None) -> int:
     """Resume allocations whose worker died or whose wake-up was lost (beat).
 
-    An expired lease means a worker died mid-step; no lease and a wake-up
-    time long past means the delayed task was lost. Both simply run again:
-    every step is safe to repeat.
+    Every step is safe to repeat, so a stuck allocation (``selectors.stuck``)
+    simply runs again.
     """
-    now = now or timezone.now()
-    grace = timedelta(seconds=max(30.0, settings.PIPELINE_POLL_SECONDS * 5))
-    unfinished = Q(state__in=Allocation.IN_FLIGHT_STATES) | Q(state=State.FAILED, compensating=True)
-    overdue = (
-        Q(lease_until__lt=now)
-        | Q(lease_until__isnull=True, next_check_at__lt=now - grace)
-        | Q(lease_until__isnull=True, next_check_at__isnull=True, updated_at__lt=now - grace)
-    )
-    ids = list(Allocation.objects.filter(unfinished & overdue).values_list("id", flat=True)[:500])
+    ids = list(Allocation.objects.filter(selectors.stuck(now)).values_list("id", flat=True)[:500])
     for allocation_id in ids:
         _start(allocation_id)
     return len(ids)

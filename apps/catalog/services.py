@@ -14,6 +14,9 @@ from apps.tenancy import policy
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
+# ``published_by`` of the versions the platform publishes itself (``bootstrap_demo``).
+PLATFORM = "platform"
+
 
 def publish_version(principal: Principal | None, app: App, *, version: str, manifest: dict) -> AppVersion:
     """Validate and publish; an invalid manifest fails with every schema error listed."""
@@ -32,7 +35,7 @@ def publish_version(principal: Principal | None, app: App, *, version: str, mani
             app_version.manifest = manifest
         app_version.status = AppVersion.Status.PUBLISHED
         app_version.published_at = app_version.published_at or timezone.now()
-        app_version.published_by = principal.name if principal else "platform"
+        app_version.published_by = principal.name if principal else PLATFORM
         app_version.save()
         app_version.artifacts.all().delete()
         Artifact.objects.bulk_create(
@@ -58,7 +61,7 @@ def entitle(principal: Principal | None, app: App, tenant, project=None) -> Enti
         app=app,
         tenant=tenant,
         project=project,
-        defaults={"granted_by": principal.name if principal else "platform"},
+        defaults={"granted_by": principal.name if principal else PLATFORM},
     )
     if created:
         audit.record(principal, "catalog.entitle", target=entitlement, details={"app": app.slug})

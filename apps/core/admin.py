@@ -15,7 +15,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
-from apps.core import audit
+from apps.core import audit, drivers
 from apps.core.errors import ApiError, Conflict
 from apps.core.models import AuditEvent, IdempotencyRecord, SimulatedFault, SimulatedResource
 
@@ -227,6 +227,7 @@ def confirmation_page(
 
 
 # --- Simulated hardware: fault injection (demo, tests) and the simulated state ----------------
+# Registered by ``register_simulation``, at the end, as the driver settings say.
 
 SIMULATED_SYSTEMS = (("maas", "MAAS"), ("ndfc", "NDFC"), ("ufm", "UFM"), ("ddn", "DDN"))
 # What the simulated drivers ask ``simulation.inject`` about today (a hint, not a limit).
@@ -258,7 +259,6 @@ class SimulatedFaultForm(forms.ModelForm):
         return value
 
 
-@admin.register(SimulatedFault)
 class SimulatedFaultAdmin(AuditedModelAdmin):
     """Operators inject faults into the simulated drivers (demo and rehearsal of failure paths)."""
 
@@ -268,7 +268,6 @@ class SimulatedFaultAdmin(AuditedModelAdmin):
     search_fields = ("operation", "target", "message")
 
 
-@admin.register(SimulatedResource)
 class SimulatedResourceAdmin(ReadOnlyModelAdmin):
     """What the simulated MAAS, NDFC, UFM and DDN remember (changed only by the drivers)."""
 
@@ -277,3 +276,14 @@ class SimulatedResourceAdmin(ReadOnlyModelAdmin):
     search_fields = ("key",)
     fields = ("system", "kind", "key", "state", "updated_at")
     readonly_fields = fields
+
+
+def register_simulation(site) -> None:
+    """The simulated world's models, only while a simulated driver runs: beside real
+    drivers only they hold nothing and their faults would reach no system."""
+    if drivers.simulated_systems():
+        site.register(SimulatedFault, SimulatedFaultAdmin)
+        site.register(SimulatedResource, SimulatedResourceAdmin)
+
+
+register_simulation(admin.site)

@@ -33,9 +33,18 @@ class CircuitOpen(DriverError):
     pass
 
 
+# Every system ``GPUAAS_DRIVERS`` names (the settings check the same set).
+SYSTEMS = ("maas", "ndfc", "ufm", "ddn", "metrics")
+
+
 def mode(system: str) -> str:
     """``simulated`` or ``real`` for one system (``maas``, ``ndfc``, ``ufm``, ``ddn``)."""
     return settings.DRIVERS.get(system, settings.DRIVERS.get("*", "simulated"))
+
+
+def simulated_systems() -> list[str]:
+    """The systems whose simulated driver runs (none in a production of real drivers only)."""
+    return [system for system in SYSTEMS if mode(system) == "simulated"]
 
 
 def load(system: str, implementations: dict[str, str]):

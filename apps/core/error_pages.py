@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from datetime import UTC, datetime
 
 from django.db import connection
@@ -20,7 +21,7 @@ from django.template import loader
 from django.utils.html import escape
 from django.views import defaults
 
-from apps.core import correlation
+from apps.core import correlation, outages
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def _handing_back_the_connection(view):
     return handler
 
 
-def _server_error(request, template_name: str = "500.html"):
+def _reportable_500(request, template_name: str = "500.html"):
     """The time and the correlation id, so a user can quote them to the operators.
 
     Rendered without the request: context processors would read the user and the
@@ -61,4 +62,12 @@ def _server_error(request, template_name: str = "500.html"):
 bad_request = _handing_back_the_connection(defaults.bad_request)
 permission_denied = _handing_back_the_connection(defaults.permission_denied)
 page_not_found = _handing_back_the_connection(defaults.page_not_found)
+
+
+def _server_error(request):
+    """A dependency down in a middleware (a session saved, a rate counted) answers 503
+    like one down in a view (``ApiErrorMiddleware``); anything else is the 500 page."""
+    return outages.answer(request, sys.exc_info()[1]) or _reportable_500(request)
+
+
 server_error = _handing_back_the_connection(_server_error)

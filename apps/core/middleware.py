@@ -6,10 +6,11 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import Http404
 
-from apps.core import audit, correlation
+from apps.core import audit, correlation, outages
 from apps.core.errors import error_json, is_api_path
 
 logger = logging.getLogger("gpuaas.request")
+ADMIN_PREFIX = "/admin/"
 
 # Pages come from our own origin only, and their scripts only from its static files:
 # not 'self', which would trust the apps served under /w/ on this origin (path-prefix
@@ -23,9 +24,13 @@ _CSP = (
 
 def default_csp(request) -> str:
     try:
-        scripts = f"{request.scheme}://{request.get_host()}{settings.STATIC_URL}"
+        origin = f"{request.scheme}://{request.get_host()}"
     except DisallowedHost:
-        scripts = "'none'"  # an error page for a host we do not serve runs no script
+        return _CSP.format(scripts="'none'")  # an error page for a host we do not serve runs no script
+    scripts = f"{origin}{settings.STATIC_URL}"
+    if request.path.startswith(ADMIN_PREFIX):
+        # The admin's list script reads its strings ("1 of 20 selected") from this view.
+        scripts += f" {origin}{ADMIN_PREFIX}jsi18n/"
     return _CSP.format(scripts=scripts)
 
 
@@ -61,7 +66,8 @@ class SecurityHeadersMiddleware:
 
 
 class ApiErrorMiddleware:
-    """Envelope for errors that never reach DRF on API paths (routing 404s, crashes)."""
+    """Envelope for errors that never reach DRF on API paths (routing 404s, crashes),
+    and the 503 of a dependency that is down on every path."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -77,8 +83,9 @@ class ApiErrorMiddleware:
         return response
 
     def process_exception(self, request, exception):
-        if not is_api_path(request.path):
-            return None
+        outage = outages.answer(request, exception)
+        if outage is not None or not is_api_path(request.path):
+            return outage
         if isinstance(exception, Http404):
             return error_json(404, "not_found", "Not found.")
         logger.exception("unhandled error on %s %s", request.method, request.path)

@@ -41,7 +41,7 @@ class AuditEvent(models.Model):
     project_id = models.UUIDField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
     correlation_id = models.CharField(max_length=128, db_index=True)
-    source_ip = models.GenericIPAddressField(null=True, blank=True)
+    source_ip = models.GenericIPAddressField("source IP", null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
 
     tenant_path = "tenant_id"

@@ -22,8 +22,8 @@ class GpuSample(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     node = models.ForeignKey("allocations.Node", on_delete=models.CASCADE, related_name="+")
-    gpu = models.PositiveSmallIntegerField()
-    uuid = models.CharField(max_length=64)
+    gpu = models.PositiveSmallIntegerField("GPU")
+    uuid = models.CharField("GPU UUID", max_length=64)
     resolution = models.PositiveIntegerField()
     ts = models.BigIntegerField()
     count = models.PositiveIntegerField(default=1, help_text="readings averaged into this bucket")
@@ -35,6 +35,7 @@ class GpuSample(models.Model):
     power = models.FloatField()
 
     class Meta:
+        verbose_name = "GPU sample"
         constraints = [
             models.UniqueConstraint(fields=["node", "resolution", "ts", "gpu"], name="gpu_sample_bucket"),
         ]
@@ -69,8 +70,8 @@ class XidEvent(UUIDModel):
         CRITICAL = "critical"
 
     node = models.ForeignKey("allocations.Node", on_delete=models.CASCADE, related_name="xid_events")
-    gpu = models.PositiveSmallIntegerField()
-    uuid = models.CharField(max_length=64, blank=True)
+    gpu = models.PositiveSmallIntegerField("GPU")
+    uuid = models.CharField("GPU UUID", max_length=64, blank=True)
     code = models.PositiveIntegerField()
     severity = models.CharField(max_length=10, choices=Severity.choices)
     description = models.CharField(max_length=200)
@@ -86,6 +87,7 @@ class XidEvent(UUIDModel):
     project_path = None
 
     class Meta:
+        verbose_name = "XID event"
         ordering = ["-last_seen_at"]
         constraints = [
             models.UniqueConstraint(
@@ -96,7 +98,7 @@ class XidEvent(UUIDModel):
         ]
 
     def __str__(self):
-        return f"XID {self.code} on {self.node_id} GPU {self.gpu}"
+        return f"XID {self.code} on {self.node.hostname} GPU {self.gpu}"
 
     @property
     def is_open(self) -> bool:
@@ -166,7 +168,7 @@ class Alert(UUIDModel):
         "allocations.Node", null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
     )
     hostname = models.CharField(max_length=253, blank=True)
-    gpu = models.PositiveSmallIntegerField(null=True, blank=True)
+    gpu = models.PositiveSmallIntegerField("GPU", null=True, blank=True)
     value = models.FloatField()
     threshold = models.FloatField()
     summary = models.CharField(max_length=300)
@@ -194,7 +196,10 @@ class Alert(UUIDModel):
         indexes = [models.Index(fields=["tenant", "state", "started_at"], name="alert_tenant_state")]
 
     def __str__(self):
-        return f"{self.rule_id} {self.subject} {self.state}"
+        where = self.hostname or self.subject
+        if self.hostname and self.gpu is not None:
+            where = f"{self.hostname} GPU {self.gpu}"
+        return f"{self.rule_id} · {where} · {self.state}"
 
 
 class AlertSubscription(UUIDModel):
@@ -206,7 +211,7 @@ class AlertSubscription(UUIDModel):
     tenant = models.ForeignKey(
         "tenancy.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="alert_subscriptions"
     )
-    url = models.URLField(max_length=500)
+    url = models.URLField("URL", max_length=500)
     secret_path = models.CharField(max_length=255, editable=False)
     severities = models.JSONField(default=list)
     created_by = models.CharField(max_length=255)

@@ -1,6 +1,7 @@
 """Monitoring operations: what agents report (readings, XID errors, where they
 serve metrics), the scrape targets file, simulated readings for drills, and
-operators resolving XID events. The read side is ``series`` and ``metrics``."""
+operators resolving XID events; open allocation pages told that their charts have
+new points. The read side is ``series`` and ``metrics``."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from apps.allocations import events as allocation_events
 from apps.allocations.models import Allocation, Node
 from apps.core import audit, simulation
 from apps.core.errors import InvalidState, NotFound
@@ -34,6 +37,9 @@ NODE_READINGS = {"cpu": "cpu_utilization", "node_memory": "memory_utilization"}
 # A node whose agent has not reported for this long drops out of the scrape targets.
 TARGET_STALE_AFTER = timedelta(minutes=10)
 EXPORTER_REFRESH = timedelta(seconds=60)
+# At most one "new points" hint per allocation this often, however many agent reports
+# (or retries) arrive: each hint makes every open page fetch its chart window again.
+LIVE_POINTS_EVERY_SECONDS = 10
 
 
 def record_telemetry(
@@ -60,6 +66,10 @@ def record_telemetry(
             record_measurement(metric, str(node.pk), value, node=node, label=node.hostname[:100])
     for event in xids:
         record_xid(node, event["gpu"], event.get("uuid", ""), event["code"], _at(event["at"]))
+    # With a metrics database the scraper stores the readings, on its own clock: an
+    # agent's report is still the sign that the node's series moved on.
+    if readings or settings.METRICS_URL:
+        _announce_points(node)
     answer = {
         "report_readings": not settings.METRICS_URL,
         "interval_seconds": settings.METRICS_INTERVAL_SECONDS,
@@ -76,6 +86,19 @@ def _note_exporter(node: Node, port: int, now: datetime) -> None:
     fresh = NodeExporter.objects.filter(node=node, port=port, reported_at__gte=now - EXPORTER_REFRESH)
     if not fresh.exists():
         NodeExporter.objects.update_or_create(node=node, defaults={"port": port, "reported_at": now})
+
+
+def _announce_points(node: Node) -> None:
+    """Open pages of the allocation holding the node refresh their charts (throttled).
+    Sent after commit, so the page's fetch finds the readings; a channel layer that is
+    down never fails the agent's report (``robust``)."""
+    active = Allocation.objects.filter(node=node, state=Allocation.State.ACTIVE)
+    held = active.values("pk", "project_id").first()
+    if held is None or not cache.add(f"monitoring:live-points:{held['pk']}", 1, LIVE_POINTS_EVERY_SECONDS):
+        return
+    transaction.on_commit(
+        lambda: allocation_events.points_arrived(held["pk"], held["project_id"]), robust=True
+    )
 
 
 def _at(seconds: float) -> datetime:

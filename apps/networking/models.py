@@ -44,13 +44,14 @@ class Vlan(models.Model):
         LB = "lb"
         RESERVED = "reserved"
 
-    vrf = models.ForeignKey(Vrf, on_delete=models.CASCADE, related_name="vlans")
+    vrf = models.ForeignKey(Vrf, on_delete=models.CASCADE, related_name="vlans", verbose_name="VRF")
     purpose = models.CharField(max_length=16, choices=Purpose.choices)
     vlan_id = models.PositiveSmallIntegerField(
-        unique=True, validators=[MinValueValidator(2), MaxValueValidator(4094)]
+        "VLAN id", unique=True, validators=[MinValueValidator(2), MaxValueValidator(4094)]
     )
 
     class Meta:
+        verbose_name = "VLAN"
         ordering = ["vlan_id"]
         constraints = [models.UniqueConstraint(fields=["vrf", "purpose"], name="vlan_unique_purpose")]
 

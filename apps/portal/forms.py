@@ -134,9 +134,11 @@ def _midnight(day) -> datetime:
 
 
 class AllocationForm(ServiceForm):
-    """Allocate nodes. ``flavors`` carry ``free`` (schedulable nodes now) for the labels."""
+    """Allocate nodes. ``flavors`` carry ``free`` (schedulable nodes now) and ``price``
+    (of a node-hour now) for their cards."""
 
-    flavor = forms.ChoiceField(choices=[])
+    # Shown as cards (allocation_form.html), each with its price and free nodes.
+    flavor = forms.ChoiceField(choices=[], widget=forms.RadioSelect)
     os_image = forms.ChoiceField(label="OS image", choices=[])
     count = forms.IntegerField(
         label="Nodes",
@@ -148,13 +150,8 @@ class AllocationForm(ServiceForm):
 
     def __init__(self, *args, flavors=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["flavor"].choices = [
-            (
-                f.name,
-                f"{f.name} \u00b7 {f.gpus_per_node}\u00d7 {f.gpu_model} \u00b7 {f.free} free",
-            )
-            for f in flavors
-        ]
+        self.flavors = {f.name: f for f in flavors}
+        self.fields["flavor"].choices = [(f.name, f.name) for f in flavors]
         self.fields["os_image"].choices = [(image, image) for image in settings.OS_IMAGES]
         self.fields["count"].widget.attrs.update({"inputmode": "numeric"})
 
@@ -171,6 +168,36 @@ class ReleaseForm(forms.Form):
         label="Erase disks",
         help_text="Wipe local disks when the node returns to the pool (slower).",
     )
+    hostname = forms.CharField(
+        required=False,
+        max_length=255,
+        label="Type the node's hostname to confirm",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+
+    def __init__(self, *args, confirm_hostname: str = "", **kwargs):
+        """``confirm_hostname``: apps run on the node, so the user types its name (a
+        slip of the mouse must not delete them); empty: no typing asked."""
+        super().__init__(*args, **kwargs)
+        self.confirm_hostname = confirm_hostname
+        if confirm_hostname:
+            self.fields["hostname"].widget.attrs["aria-describedby"] = "release-typing-why"
+        else:
+            del self.fields["hostname"]
+
+    def clean_hostname(self) -> str:
+        typed = self.cleaned_data["hostname"].strip()
+        if typed != self.confirm_hostname:
+            raise forms.ValidationError(
+                f"Type {self.confirm_hostname} to release it with the apps that run on it."
+            )
+        return typed
+
+    def release_options(self) -> dict:
+        return {"drain": self.cleaned_data["drain"], "erase_disk": self.cleaned_data["erase_disk"]}
+
+    def option_fields(self) -> list:
+        return [self["drain"], self["erase_disk"]]
 
 
 # --- launching an app: fields built from the manifest ---------------------------
@@ -331,16 +358,37 @@ def parameter_field(param: dict, secret_names=()) -> forms.Field:
     )
 
 
+class _DisablesChoices:
+    """A choice widget whose options named in ``disabled`` show but cannot be picked."""
+
+    disabled: frozenset[str] = frozenset()
+
+    def create_option(self, name, value, *args, **kwargs):
+        option = super().create_option(name, value, *args, **kwargs)
+        if str(value) in self.disabled:
+            option["attrs"]["disabled"] = True
+        return option
+
+
+class PlacementSelect(_DisablesChoices, forms.Select):
+    pass
+
+
+class PlacementCheckboxes(_DisablesChoices, forms.CheckboxSelectMultiple):
+    pass
+
+
 class LaunchForm(ServiceForm):
     """Launch an app: where (an ACTIVE allocation), which version, a name, and the
     parameters of that version's manifest (fields ``param_<name>``).
 
-    ``allocations`` carry ``free_gpus``; ``versions`` are the published ones."""
+    ``allocations`` carry ``free_gpus`` and ``full`` (too few free for the app: shown,
+    marked, not offered); ``versions`` are the published ones."""
 
     service_fields: ClassVar[dict[str, str]] = {"allocation_id": "allocation", "allocation_ids": "allocation"}
     state_field = "allocation"  # launch's only state check is the allocation's
 
-    allocation = forms.UUIDField(label="Run on", widget=forms.Select)
+    allocation = forms.UUIDField(label="Run on", widget=PlacementSelect)
     version = forms.CharField(max_length=32, widget=forms.Select)
     name = forms.CharField(
         label="Instance name",
@@ -357,22 +405,25 @@ class LaunchForm(ServiceForm):
                 str(a.pk),
                 f"{a.node.hostname} \u00b7 {a.flavor.name} \u00b7 "
                 f"{a.free_gpus} of {a.flavor.gpus_per_node} GPU{pluralize(a.flavor.gpus_per_node)} free"
-                + ("" if a.node.credential_hash else " \u00b7 no node agent yet"),
+                + ("" if a.node.credential_hash else " \u00b7 no node agent yet")
+                + (" \u00b7 full" if a.full else ""),
             )
             for a in allocations
         ]
+        full = frozenset(str(a.pk) for a in allocations if a.full)
         cluster = manifest.get("cluster")
         if cluster:
             # A clustered app: one member per chosen allocation, the first one the primary.
             self.fields["allocation"] = forms.MultipleChoiceField(
                 label="Run on",
                 choices=choices,
-                widget=forms.CheckboxSelectMultiple,
+                widget=PlacementCheckboxes,
                 help_text=f"Pick {cluster['min_members']} to {cluster['max_members']} nodes, one member "
                 "each; the first one listed is the primary.",
             )
         else:
             self.fields["allocation"].widget.choices = choices
+        self.fields["allocation"].widget.disabled = full
         self.fields["version"].widget.choices = [(v.version, v.version) for v in versions]
         self.fields["name"].widget.attrs.update({"placeholder": "e.g. my-notebook", "autocomplete": "off"})
         self.parameter_names = [param["name"] for param in manifest.get("parameters", [])]

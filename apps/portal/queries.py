@@ -6,6 +6,9 @@ from __future__ import annotations
 from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
+from apps.allocations.models import Allocation
+from apps.runtime import selectors as runtime
+from apps.runtime.models import AppInstance
 from apps.tenancy import policy
 from apps.tenancy.models import Membership, Project, Quota, ServiceAccount, Tenant
 from apps.tenancy.principal import Principal
@@ -74,4 +77,29 @@ def project_service_accounts(project: Project) -> QuerySet[ServiceAccount]:
     # account's name is reused), so the pk keeps the pages from overlapping.
     return ServiceAccount.objects.filter(project=project).order_by(
         F("revoked_at").desc(nulls_first=True), "name", "pk"
+    )
+
+
+def live_allocations(principal: Principal) -> QuerySet[Allocation]:
+    """The caller's allocations that hold (or are taking, or giving back) a node, newest first."""
+    return policy.restrict(
+        Allocation.objects.filter(state__in=Allocation.LIVE_STATES).select_related(
+            "node", "flavor", "project"
+        ),
+        principal,
+        Perm.ALLOCATION_VIEW,
+    ).order_by("-created_at", "pk")
+
+
+def live_instances(principal: Principal) -> QuerySet[AppInstance]:
+    """The app instances the caller sees that run or are on their way (not stopped,
+    failed or deleted), newest first."""
+    State = AppInstance.State
+    live = (State.REQUESTED, State.STARTING, State.RUNNING, State.STOPPING, State.DECOMMISSIONING)
+    return (
+        runtime.visible_instances(principal)
+        .filter(state__in=live)
+        .select_related("app", "project", "allocation__node")
+        .defer("parameters")
+        .order_by("-created_at", "pk")
     )

@@ -25,6 +25,7 @@ urlpatterns = [
     path("alerts/", alerts.alert_list, name="alert_list"),
     path("tenants/<str:tenant_id>/usage/", usage.tenant_usage, name="tenant_usage"),
     path("tenants/<str:tenant_id>/usage/daily/", usage.tenant_usage_daily, name="tenant_usage_daily"),
+    path("tenants/<str:tenant_id>/usage/spend/", usage.tenant_spend, name="tenant_spend"),
     path("tenants/<str:tenant_id>/usage/charges/", usage.tenant_charges_daily, name="tenant_charges_daily"),
     path("tenants/<str:tenant_id>/quota/", quotas.tenant_quota, name="tenant_quota"),
     path("tenants/<str:tenant_id>/quota/gauges/", quotas.tenant_quota_gauges, name="tenant_quota_gauges"),
@@ -126,6 +127,11 @@ urlpatterns = [
         "projects/<uuid:pk>/instances/<uuid:instance_pk>/share/",
         instances.instance_share,
         name="instance_share",
+    ),
+    path(
+        "projects/<uuid:pk>/instances/<uuid:instance_pk>/logs/download/",
+        instances.instance_logs_download,
+        name="instance_logs_download",
     ),
     path(
         "projects/<uuid:pk>/instances/<uuid:instance_pk>/<slug:action>/",

@@ -20,6 +20,7 @@ class RouteInline(ReadOnlyInline):
 @admin.register(ProxyPool)
 class ProxyPoolAdmin(AuditedModelAdmin):
     list_display = ("name", "scope", "tenant", "project", "status", "hostname")
+    list_select_related = ("tenant", "project__tenant")
     list_filter = ("scope", "status")
     search_fields = ("name", "hostname", "tenant__tenant_id")
     fields = ("name", "scope", "tenant", "project", "status", "hostname", "limits")
@@ -32,7 +33,7 @@ class ProxyRouteAdmin(ReadOnlyModelAdmin):
     list_display = ("public_url", "instance", "endpoint_name", "mode", "status", "pool", "last_activity_at")
     list_filter = ("status", "mode", "pool")
     search_fields = ("=id", "slug", "=instance__id", "upstream_host")
-    list_select_related = ("instance", "pool")
+    list_select_related = ("instance__project", "pool")
     fields = (
         "id",
         "owner_type",

@@ -65,7 +65,7 @@ class ProxyRoute(UUIDModel):
     pool = models.ForeignKey(ProxyPool, on_delete=models.PROTECT, related_name="routes")
     mode = models.CharField(max_length=12, choices=Mode.choices)
     slug = models.SlugField(max_length=63, unique=True)
-    public_url = models.CharField(max_length=500)
+    public_url = models.CharField("public URL", max_length=500)
     upstream_host = models.CharField(max_length=255, blank=True)
     upstream_port = models.PositiveIntegerField(null=True, blank=True)
     # The adapter (seed 003) and the limits in force, fixed when the route is made.

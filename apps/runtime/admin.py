@@ -40,7 +40,7 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
     )
     list_filter = ("state", "app", "ui_mode")
     search_fields = ("=id", "name", "created_by", "allocation__node__hostname")
-    list_select_related = ("app", "tenant", "project", "allocation__node")
+    list_select_related = ("app", "tenant", "project__tenant", "allocation__node")
     fields = (
         "id",
         "name",
@@ -67,7 +67,7 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
     inlines = [EventInline, TaskInline]
     actions = ["force_stop", "decommission"]
 
-    @admin.display(description="node")
+    @admin.display(description="Node")
     def node(self, instance):
         return instance.allocation.node.hostname
 
@@ -112,6 +112,7 @@ class OperationAdmin(ReadOnlyModelAdmin):
     list_display = ("created_at", "kind", "state", "instance", "requested_by", "error")
     list_filter = ("state", "kind")
     search_fields = ("=id", "requested_by")
+    list_select_related = ("instance__project",)
     fields = (
         "id",
         "kind",
@@ -134,6 +135,7 @@ class AgentTaskAdmin(ReadOnlyModelAdmin):
     list_display = ("created_at", "node", "action", "status", "instance", "error")
     list_filter = ("status", "action")
     search_fields = ("=id", "node__hostname")
+    list_select_related = ("node", "instance__project")
     fields = (
         "id",
         "node",

@@ -16,10 +16,21 @@ from apps.allocations.models import Node
 from apps.catalog import manifests
 from apps.core import audit, secrets
 from apps.core.errors import Conflict, Forbidden, NotFound
-from apps.runtime.models import AgentTask, AppInstance, Endpoint, InstanceMember, Operation, RuntimeSecret
+from apps.runtime import events
+from apps.runtime.models import (
+    AgentTask,
+    AppInstance,
+    Endpoint,
+    InstanceLogLine,
+    InstanceMember,
+    Operation,
+    RuntimeSecret,
+)
 from apps.runtime.states import all_members_in, member_failed, set_member_state, transition
 
 State = AppInstance.State
+# The newest lines of output kept per instance, what the Logs tab and its download offer.
+LOG_LINES_KEPT = 10_000
 
 
 def claim_tasks(node: Node, limit: int = 10) -> list[AgentTask]:
@@ -268,3 +279,33 @@ def expire_stale_claims(now=None) -> int:
             error=f"the agent on {task.node.hostname} claimed this {task.action} and never reported back",
         )
     return len(stale)
+
+
+def append_logs(node: Node, instance_id, lines: list[str], *, dropped: int = 0) -> int:
+    """Lines of output the node's agent read from one of its workloads, oldest first;
+    ``dropped``: lines it had to skip before them (a marker line says so). Only the
+    newest ``LOG_LINES_KEPT`` of the instance stay. Returns the id of the newest line.
+
+    Only a member node's agent may write an instance's log (404 for any other); the
+    API bounds the lines and the batch."""
+    instance = AppInstance.objects.filter(pk=instance_id, members__node=node).only("pk").first()
+    if instance is None:
+        raise NotFound("No such instance on this node.")
+    rows = [InstanceLogLine(instance=instance, dropped=dropped)] if dropped else []
+    rows += [InstanceLogLine(instance=instance, text=line) for line in lines]
+    if not rows:
+        return 0
+    with transaction.atomic():
+        created = InstanceLogLine.objects.bulk_create(rows)
+        # Ids grow, so the newest lines are the highest ids: everything below the
+        # LOG_LINES_KEPT-th newest goes (an index range scan on (instance, id)).
+        oldest_kept = (
+            InstanceLogLine.objects.filter(instance=instance)
+            .order_by("-id")
+            .values_list("id", flat=True)[LOG_LINES_KEPT - 1 : LOG_LINES_KEPT]
+        )
+        if oldest_kept:
+            InstanceLogLine.objects.filter(instance=instance, id__lt=oldest_kept[0]).delete()
+        newest = created[-1].id  # PostgreSQL and SQLite both return the new ids
+        events.logs_appended(instance.pk, newest)
+    return newest

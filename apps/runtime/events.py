@@ -45,3 +45,14 @@ def record(
 def wake_agent(node_id) -> None:
     """A long-polling agent of this node returns at once instead of at its timeout."""
     transaction.on_commit(lambda: group_send(agent_group(node_id), {"type": "agent.wake"}))
+
+
+def logs_group(instance_id) -> str:
+    return f"instances.logs.{instance_id}"
+
+
+def logs_appended(instance_id, newest: int) -> None:
+    """Open Logs tabs of the instance fetch what is new: the message carries the newest
+    line's id, never a line (the tab reads them through the view that checks who sees)."""
+    message = {"type": "instance.logs", "instance_id": str(instance_id), "newest": newest}
+    transaction.on_commit(lambda: group_send(logs_group(instance_id), message))

@@ -44,14 +44,16 @@ class AppInstance(UUIDModel):
     )
     created_by = models.CharField(max_length=255)
     parameters = models.JSONField(default=dict)
-    gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs of its node it holds while active")
+    gpus = models.PositiveSmallIntegerField(
+        "GPUs", default=0, help_text="GPUs of its node it holds while active"
+    )
     state = models.CharField(max_length=16, choices=State.choices, default=State.REQUESTED, db_index=True)
     state_reason = models.TextField(blank=True)
     shared_with_project = models.BooleanField(default=False)
-    ui_mode = models.CharField(max_length=10, choices=UiMode.choices, default=UiMode.NATIVE)
-    ui_mode_reason = models.CharField(max_length=255, blank=True)
+    ui_mode = models.CharField("UI mode", max_length=10, choices=UiMode.choices, default=UiMode.NATIVE)
+    ui_mode_reason = models.CharField("UI mode reason", max_length=255, blank=True)
     # An operator's choice that wins over the platform's decision (seed 002); blank: none.
-    ui_mode_override = models.CharField(max_length=10, choices=UiMode.choices, blank=True)
+    ui_mode_override = models.CharField("UI mode override", max_length=10, choices=UiMode.choices, blank=True)
     last_activity_at = models.DateTimeField(null=True, blank=True)
 
     tenant_path = "tenant_id"
@@ -63,7 +65,7 @@ class AppInstance(UUIDModel):
         indexes = [models.Index(fields=["project", "state"], name="instance_project_state")]
 
     def __str__(self):
-        return f"{self.app.slug}/{self.name}"
+        return f"{self.name} · {self.project.name} · {self.state}"
 
     @property
     def scope_ids(self):
@@ -161,7 +163,7 @@ class Operation(UUIDModel):
         ordering = ["-created_at"]
 
     def __str__(self):
-        return f"{self.kind} {self.state}"
+        return f"{self.kind} {self.instance.name} · {self.state}"
 
     @property
     def scope_ids(self):
@@ -219,4 +221,23 @@ class AgentTask(UUIDModel):
         indexes = [models.Index(fields=["node", "status"], name="agent_task_node_status")]
 
     def __str__(self):
-        return f"{self.action} {self.instance_id} {self.status}"
+        return f"{self.action} {self.instance.name} on {self.node.hostname} · {self.status}"
+
+
+class InstanceLogLine(models.Model):
+    """One line of an instance's output (its stdout and stderr, as its node's agent
+    ships them), or a marker of how many lines the agent dropped before it. Only the
+    newest ``LOG_LINES_KEPT`` per instance stay: every append trims the older ones."""
+
+    id = models.BigAutoField(primary_key=True)  # the order lines arrived in, and the tail's cursor
+    instance = models.ForeignKey(AppInstance, on_delete=models.CASCADE, related_name="log_lines")
+    received_at = models.DateTimeField(auto_now_add=True)
+    text = models.TextField(blank=True)
+    dropped = models.PositiveIntegerField(default=0, help_text="lines the agent dropped here (a marker line)")
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["instance", "id"], name="log_line_instance_id")]
+
+    def __str__(self):
+        return f"{self.instance_id} #{self.id}"

@@ -33,6 +33,15 @@ def visible_instances(principal: Principal) -> QuerySet[AppInstance]:
     return instances.filter(managed | (member_scope & as_member))
 
 
+def deleted_by_release(allocation) -> QuerySet[AppInstance]:
+    """The instances releasing ``allocation`` deletes: every one not yet gone with a
+    member on it (a cluster loses the whole instance with one of its nodes)."""
+    return AppInstance.objects.filter(
+        Q(allocation=allocation) | Q(members__allocation=allocation),
+        state__in=[*AppInstance.ACTIVE_STATES, State.STOPPED, State.FAILED],
+    ).distinct()
+
+
 def find_instance(pk) -> AppInstance | None:
     return AppInstance.objects.filter(pk=pk).first()
 

@@ -29,11 +29,12 @@ from apps.runtime.models import (
     AppInstance,
     Endpoint,
     InstanceEvent,
+    InstanceLogLine,
     InstanceMember,
     Operation,
     RuntimeSecret,
 )
-from apps.runtime.selectors import visible_instances
+from apps.runtime.selectors import deleted_by_release, visible_instances
 from apps.runtime.states import transition
 from apps.tenancy import policy, quotas
 from apps.tenancy.models import Project
@@ -347,6 +348,8 @@ def change(principal: Principal, instance: AppInstance, action: str, why: str = 
             return current.operations.filter(kind=action).first() or _operation(principal, current, action)
         if current.state not in allowed:
             raise InvalidState(f"Cannot {action} an instance that is {current.state}.")
+        if agent_action == AgentTask.Action.START and current.state not in AppInstance.ACTIVE_STATES:
+            _require_room_to_start(current)
         operation = _operation(principal, current, action)
         previous = current.state
         transition(
@@ -365,6 +368,28 @@ def change(principal: Principal, instance: AppInstance, action: str, why: str = 
         _tasks(current, operation, agent_action)
         audit.record(principal, f"instance.{action}", target=current, details=details)
     return operation
+
+
+def _require_room_to_start(instance: AppInstance) -> None:
+    """A stopped or failed instance gave its GPUs back (``capacity``): starting it
+    takes them again, so each member's node must have them free, as for a launch."""
+    members = list(instance.members.select_related("allocation__node", "allocation__flavor").order_by("rank"))
+    list(Node.objects.select_for_update().filter(pk__in=[m.node_id for m in members]).order_by("pk"))
+    problems = []
+    for member in members:
+        if member.allocation is None:
+            continue  # members made before they named their allocation: nothing to count against
+        free = capacity.free_gpus(member.allocation)
+        if instance.gpus > free:
+            problems.append(
+                f"needs {instance.gpus} GPU(s); {free} of {member.allocation.flavor.gpus_per_node} "
+                f"are free on {member.allocation.node.hostname}"
+            )
+    if problems:
+        raise Conflict(
+            "Other apps took the GPUs this instance gave back when it stopped: " + "; ".join(problems) + ".",
+            details={"resources": problems},
+        )
 
 
 def share(
@@ -521,22 +546,37 @@ def instance_events(instance: AppInstance) -> QuerySet[InstanceEvent]:
     return instance.events.all()
 
 
+def instance_logs(
+    instance: AppInstance, *, after: int | None = None, tail: int | None = None
+) -> QuerySet[InstanceLogLine]:
+    """The instance's kept output, oldest first: the lines after the id ``after`` (a
+    tab following the log), and of those the newest ``tail`` only."""
+    lines = instance.log_lines.order_by("id")
+    if after is not None:
+        lines = lines.filter(id__gt=after)
+    if tail is not None:
+        first = lines.order_by("-id").values_list("id", flat=True)[tail - 1 : tail]
+        if first:
+            lines = lines.filter(id__gte=first[0])
+    return lines
+
+
 SYSTEM = Principal(kind="system", key="system:platform", name="platform", grants=[Grant(Role.PLATFORM_ADMIN)])
 
 
 def drain_allocation(allocation: Allocation) -> int:
     """Release's drain step: decommission the allocation's instances through the
     agent; returns how many are still going. A node without an enrolled agent
-    runs nothing, so its instances are simply marked deleted."""
+    runs nothing, so its instances are simply marked deleted. Each instance's
+    timeline says which release deleted it, and whose."""
+    who = f" by {allocation.released_by}" if allocation.released_by else ""
+    why = f"deleted because allocation {allocation.node.hostname} was released{who}"
     remaining = 0
-    for instance in AppInstance.objects.filter(
-        Q(allocation=allocation) | Q(members__allocation=allocation),
-        state__in=[*AppInstance.ACTIVE_STATES, State.STOPPED, State.FAILED],
-    ).distinct():
+    for instance in deleted_by_release(allocation):
         if not allocation.node.credential_hash:
-            transition(instance, State.DELETED, reason="node released", message="the node was released")
+            transition(instance, State.DELETED, reason=why, message=why)
             continue
         if instance.state != State.DECOMMISSIONING:
-            change(SYSTEM, instance, "decommission")
+            change(SYSTEM, instance, "decommission", why)
         remaining += 1
     return remaining

@@ -17,7 +17,7 @@ class TenantStorage(UUIDModel):
     tier = models.CharField(max_length=32, default="standard")
     path = models.CharField(max_length=255)
     nodemap = models.CharField(max_length=64)
-    pkey = models.CharField(max_length=8, unique=True, help_text="InfiniBand partition key, hex")
+    pkey = models.CharField("PKey", max_length=8, unique=True, help_text="InfiniBand partition key, hex")
     quota_gb = models.PositiveIntegerField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROVISIONING)
     status_reason = models.TextField(blank=True)

@@ -199,6 +199,7 @@ class ExternalIdentity(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "external identities"
         constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="identity_unique_subject")]
 
     def __str__(self):

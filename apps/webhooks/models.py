@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 from django.db import models
 
@@ -19,13 +20,17 @@ class Delivery(UUIDModel):
 
     event_id = models.UUIDField(default=uuid.uuid4, editable=False, db_index=True)
     event_type = models.CharField(max_length=64)
-    url = models.URLField(max_length=500)
+    url = models.URLField("URL", max_length=500)
     body = models.TextField(help_text="the exact bytes signed and sent on every attempt")
     correlation_id = models.CharField(max_length=128)
     signer = models.CharField(
         max_length=64,
         blank=True,
         help_text="whose secret signs it (a subscription's id); empty: the CCP webhook secret",
+    )
+    public_only = models.BooleanField(
+        default=False,
+        help_text="a tenant's receiver: sent only to public addresses, checked on every attempt",
     )
     tenant = models.ForeignKey(
         "tenancy.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -46,4 +51,4 @@ class Delivery(UUIDModel):
         verbose_name_plural = "deliveries"
 
     def __str__(self):
-        return f"{self.event_type} {self.event_id} {self.status}"
+        return f"{self.event_type} to {urlsplit(self.url).hostname} · {self.status}"

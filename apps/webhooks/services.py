@@ -4,6 +4,9 @@ jitter, dead-lettered.
 Retry policy per event type from seed 001 section 8.2 (state change: 5 retries,
 2 s to 60 s; alerts: 5 retries, 1 s to 120 s). A delivery is signed with the CCP
 webhook secret, or with its ``signer``'s (an alert subscription's) through ``SIGNERS``.
+A tenant's receiver (``public_only``) is reached only on a public address it
+resolves to at that attempt (``receivers``); one that resolves to another is a
+dead letter at once, since no retry would be allowed either.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from apps.core.errors import InvalidState
 from apps.tenancy import policy
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
+from apps.webhooks import receivers
 from apps.webhooks.models import Delivery
 
 logger = logging.getLogger(__name__)
@@ -67,8 +71,11 @@ def signature_headers(secret: str, body: bytes, timestamp: int) -> dict[str, str
     }
 
 
-def enqueue(event_type: str, url: str, payload: dict, *, tenant_id=None, signer: str = "") -> Delivery:
-    """Called inside the transaction that made the event; sent once it commits."""
+def enqueue(
+    event_type: str, url: str, payload: dict, *, tenant_id=None, signer: str = "", public_only: bool = False
+) -> Delivery:
+    """Called inside the transaction that made the event; sent once it commits.
+    ``public_only``: the URL is a tenant's, not the operator's."""
     retries, _, _ = POLICY[event_type]
     delivery = Delivery.objects.create(
         signer=signer,
@@ -78,6 +85,7 @@ def enqueue(event_type: str, url: str, payload: dict, *, tenant_id=None, signer:
         body=json.dumps(payload, cls=DjangoJSONEncoder, separators=(",", ":")),
         correlation_id=correlation.get(),
         tenant_id=tenant_id,
+        public_only=public_only,
         max_attempts=retries + 1,
         next_attempt_at=timezone.now(),
     )
@@ -154,16 +162,18 @@ def attempt(delivery_id) -> Delivery | None:
             "X-Correlation-ID": delivery.correlation_id,
             **signature_headers(signing_secret(delivery), body, int(time.time())),
         }
-        response = httpx.post(
-            delivery.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS
-        )
+        post = receivers.post if delivery.public_only else httpx.post
+        response = post(delivery.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
         status_code = response.status_code
         if not 200 <= status_code < 300:
             error = f"receiver answered {status_code}"
     except httpx.HTTPError as exc:
         error = f"{exc.__class__.__name__}: {exc}"[:500]
-    except SignerGone as exc:
-        error, delivery.attempts = str(exc), delivery.max_attempts  # no retry can sign it
+    except receivers.Unresolved as exc:
+        error = str(exc)[:500]
+    except (SignerGone, receivers.Refused) as exc:
+        # No retry could sign it, or would be let through: dead now, not after six tries.
+        error, delivery.attempts = str(exc), delivery.max_attempts
     delivery.last_status_code, delivery.last_error = status_code, error
     if not error:
         delivery.status, delivery.delivered_at, delivery.next_attempt_at = (

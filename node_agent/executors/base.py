@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 
@@ -29,3 +30,7 @@ class Executor(Protocol):
 
     def running(self) -> list[str]:
         """Ids of the instances whose workload is alive right now."""
+
+    def outputs(self) -> dict[str, Path]:
+        """The file each instance's output (stdout and stderr) goes to, by instance id,
+        for the instances whose output this executor keeps on the node."""

@@ -95,6 +95,11 @@ class DockerExecutor:
         )
         return sorted(set(listed.split()))
 
+    def outputs(self) -> dict[str, Path]:
+        # Containers' output stays in the engine's own logs (``docker logs``); shipping
+        # it to the Logs tab is not built yet.
+        return {}
+
     def _run(self, spec: dict, values: dict[str, dict]) -> None:
         # A start replaces the instance's earlier container (stopped, or failed).
         self._docker(["rm", "--force", "--volumes", spec["name"]], missing_ok=True)

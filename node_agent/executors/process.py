@@ -36,6 +36,7 @@ READY_TIMEOUT_SECONDS = 90.0
 STOP_GRACE_SECONDS = 10.0
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 RECORD = "workload.json"
+OUTPUT = "output.log"
 
 
 class ProcessExecutor:
@@ -105,6 +106,9 @@ class ProcessExecutor:
         for popen in list(self._children.values()):  # the heartbeat thread asks while tasks run
             popen.poll()
         return sorted(path.name for path in self.root.iterdir() if _alive(_read_record(path)))
+
+    def outputs(self) -> dict[str, Path]:
+        return {path.name: path / OUTPUT for path in self.root.iterdir() if (path / OUTPUT).is_file()}
 
     def _directory(self, instance_id: str) -> Path:
         directory = self.root / instance_id
@@ -177,7 +181,7 @@ def _spawn(directory: Path, sandbox: Sandbox, command: list[str], env: dict[str,
     if shutil.which(command[0], path=environment["PATH"]) is None:
         raise TaskFailed(f"cannot run {command[0]}: no such program on this node")
     sandbox.give(work)
-    with open(directory / "output.log", "ab") as output:  # the child keeps its own descriptor
+    with open(directory / OUTPUT, "ab") as output:  # the child keeps its own descriptor
         try:
             return subprocess.Popen(
                 sandbox.command(command, work),

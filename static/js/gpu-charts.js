@@ -3,9 +3,13 @@
 // The section marked data-gpu-charts names the JSON endpoint (data-url), which
 // answers what GET /api/metrics/gpu/{tenant_id} answers for this allocation:
 // series of {gpu, metric, unit, points: [[unix_seconds, value], ...]}. One chart
-// per metric, one line per GPU. Window buttons (data-window) fetch again; the
-// shown window is fetched again every minute while the page is visible. No
-// inline styles or scripts (CSP): uPlot sizes its canvas through the CSSOM.
+// per metric, one line per GPU, and each GPU's latest value written out in the
+// figure's [data-latest]. Window buttons (data-window) fetch again; so does the
+// page's live socket (live.js) when the allocation (data-allocation-id) has new
+// points, and, without it, a timer every minute while the page is visible. The
+// socket only says that there is something new: the points always come from the
+// endpoint, the metrics API's service. No inline styles or scripts (CSP): uPlot
+// sizes its canvas through the CSSOM.
 //
 // The [data-usage-chart] figures (the dashboard's GPU-hours, the usage page's
 // charges) name theirs too: an amount per UTC day per project, {unit, days:
@@ -35,11 +39,24 @@
     return { gpus: mine.map(function (s) { return s.gpu; }), data: data };
   }
 
+  function latest(figure, shaped) {
+    var out = figure.querySelector("[data-latest]");
+    if (!out) { return; }
+    out.textContent = shaped.gpus.map(function (gpu, i) {
+      var ys = shaped.data[i + 1];
+      for (var j = ys.length - 1; j >= 0; j--) {
+        if (ys[j] != null) { return "GPU " + gpu + ": " + (Math.round(ys[j] * 10) / 10); }
+      }
+      return "GPU " + gpu + ": -";
+    }).join(" \u00b7 ");
+  }
+
   function draw(figure, metric, series) {
     var shaped = columns(series, metric);
     var old = figure.querySelector(".uplot");
     if (old) { old.remove(); }
     figure.setAttribute("data-points", String(shaped.data[0].length));
+    latest(figure, shaped);
     if (!shaped.data[0].length) { return; }
     var width = Math.max(280, figure.clientWidth || 480);
     var lines = [{}].concat(shaped.gpus.map(function (gpu, i) {
@@ -56,8 +73,12 @@
   function setup(section) {
     var status = section.querySelector("[data-chart-status]");
     var current = "1h";
+    var running = false, again = false;
 
     function load() {
+      // One fetch at a time; news that comes during it asks for one more after.
+      if (running) { again = true; return; }
+      running = true;
       fetch(section.getAttribute("data-url") + "?window=" + encodeURIComponent(current), {
         credentials: "same-origin", headers: { Accept: "application/json" }
       }).then(function (response) {
@@ -75,6 +96,9 @@
         section.setAttribute("data-loaded", current);
       }).catch(function () {
         status.textContent = "Telemetry is unavailable.";
+      }).then(function () {
+        running = false;
+        if (again) { again = false; load(); }
       });
     }
 
@@ -88,8 +112,18 @@
         load();
       });
     });
+    var id = section.getAttribute("data-allocation-id");
+    var heard = 0;
+    document.addEventListener("live:allocation:points", function (event) {
+      if (event.detail.id !== id) { return; }
+      if (!document.hidden) { heard = Date.now(); load(); }
+    });
     load();
-    setInterval(function () { if (!document.hidden) { load(); } }, REFRESH_MS);
+    // The timer covers a page whose socket is down or says nothing (nothing new, or
+    // a page left hidden while news came).
+    setInterval(function () {
+      if (!document.hidden && Date.now() - heard >= REFRESH_MS) { load(); }
+    }, REFRESH_MS);
   }
 
   function usageRows(body) {

@@ -13,9 +13,17 @@
 // item appears (data-refresh-on="state", lists). The server applies visibility
 // to what it renders: the sockets carry ids and states only.
 //
+// A state change is never patched in place on a re-rendered view: the view waits
+// for the server's snapshot, so its badge and its actions always agree. When that
+// snapshot brings a new next step (data-next-step), the page's success messages
+// turn into it.
+//
 // Sockets reconnect with exponential backoff and jitter; after a reconnect (or on
 // first open when something is in flight) the views are refreshed, since
-// messages sent while the socket was closed are lost. No inline styles (CSP):
+// messages sent while the socket was closed are lost. A message with an "event"
+// instead of a state ({"allocation_id", "event": "points"}) is handed on as the
+// document event "live:<kind>:<event>" (detail: {id, path}) to the script it is
+// for (gpu-charts.js). No inline styles (CSP):
 // only text, classes, attributes and the <progress> value change.
 (function () {
   "use strict";
@@ -24,6 +32,7 @@
   var BACKOFF_MAX_MS = 30000;
   var REFRESH_DELAY_MS = 250;
   var ID = /^[0-9a-f-]{36}$/;
+  var EVENT = /^[a-z]{1,32}$/;
 
   function live(kind, STATE) {
     var ROOTS = "[data-" + kind + "s-live]";
@@ -99,8 +108,14 @@
         } catch (error) {
           return;
         }
-        if (message && ID.test(String(message[ID_FIELD])) && STATE.test(String(message.state))) {
+        if (!message || !ID.test(String(message[ID_FIELD]))) return;
+        if (typeof message.state === "string" && STATE.test(message.state)) {
           apply(path, message);
+        } else if (typeof message.event === "string" && EVENT.test(message.event)) {
+          // Not a state: news for another script on the page (the charts' new points).
+          document.dispatchEvent(new CustomEvent("live:" + kind + ":" + message.event, {
+            detail: { id: message[ID_FIELD], path: path }
+          }));
         }
       });
       ws.addEventListener("close", function () {
@@ -150,11 +165,21 @@
           views = [root].concat(Array.prototype.slice.call(views));
         }
         var stateChanged = false;
+        var on = root.getAttribute("data-refresh-on");
+        var rerendered = root.hasAttribute("data-refresh") && (on === "any" || on === "state");
         Array.prototype.forEach.call(views, function (view) {
-          if (view.getAttribute("data-state") !== message.state) stateChanged = true;
+          if (view.getAttribute("data-state") !== message.state) {
+            stateChanged = true;
+            if (rerendered) {
+              // A new state changes more than the badge (actions, notes, timeline): the
+              // server re-renders the view from one snapshot, so a badge never sits
+              // beside the previous state's buttons. Until then the old state shows whole.
+              view.setAttribute("data-state", message.state);
+              return;
+            }
+          }
           update(view, message, tones(root));
         });
-        var on = root.getAttribute("data-refresh-on");
         if (on === "any" && views.length) {
           scheduleRefresh(root, REFRESH_DELAY_MS);
         } else if (on === "state" && (stateChanged || (!views.length && previous !== message.state))) {
@@ -220,8 +245,11 @@
       var source = root.hasAttribute("data-refresh-url") ? root : root.querySelector("[data-refresh-url]");
       if (!target || !source || !document.body.contains(root)) return;
       job.running = true;
+      var before = nextStep(target);
       var done = function () {
         job.running = false;
+        var after = nextStep(document.querySelector(selector));
+        if (after && after.textContent !== (before && before.textContent)) turnMessages(after);
         if (job.again) {
           job.again = false;
           scheduleRefresh(root, REFRESH_DELAY_MS);
@@ -230,6 +258,25 @@
       window.htmx
         .ajax("GET", source.getAttribute("data-refresh-url"), { target: selector, swap: "innerHTML" })
         .then(done, done);
+    }
+
+    // --- success messages become the next step --------------------------------
+
+    function nextStep(scope) {
+      return scope ? scope.querySelector("[data-next-step]") : null;
+    }
+
+    // "Allocating gpu-001: provisioning has started" is stale once the node is ready;
+    // the page's success messages then say what to do next ("gpu-001 is ready ->
+    // Launch an app"), with the re-rendered card's own links.
+    function turnMessages(step) {
+      Array.prototype.forEach.call(document.querySelectorAll("#messages .message-success > span"), function (text) {
+        while (text.firstChild) text.removeChild(text.firstChild);
+        Array.prototype.forEach.call(step.childNodes, function (node) {
+          text.appendChild(node.cloneNode(true));
+        });
+        text.parentNode.setAttribute("data-next-step-message", "");
+      });
     }
 
     // --- wiring ------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // Small progressive enhancements for the portal. Every page works without this
 // file; the CSP forbids inline scripts and handlers, so behaviour is attached
 // here by data attributes: data-autosubmit, data-js-hide, data-dismiss, data-copy,
-// data-menu-toggle.
+// data-maximize, data-ago, data-menu-toggle.
 (function () {
   "use strict";
 
@@ -24,6 +24,8 @@
     }
     var copy = event.target.closest("[data-copy]");
     if (copy) copyText(copy);
+    var maximize = event.target.closest("[data-maximize]");
+    if (maximize) toggleMaximized(maximize);
     var toggle = event.target.closest("[data-menu-toggle]");
     if (toggle) {
       var open = toggle.getAttribute("aria-expanded") !== "true";
@@ -36,8 +38,21 @@
     });
   });
 
+  // The App UI tab's app over the whole window, and back (the button or Escape).
+  function toggleMaximized(button) {
+    var card = button.closest("[data-maximizable]");
+    if (!card) return;
+    var on = !card.classList.contains("is-maximized");
+    card.classList.toggle("is-maximized", on);
+    document.documentElement.classList.toggle("has-maximized", on);
+    button.setAttribute("aria-pressed", on ? "true" : "false");
+    button.textContent = on ? button.getAttribute("data-restore-label") : button.getAttribute("data-maximize-label");
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.key !== "Escape") return;
+    var button = document.querySelector(".is-maximized [data-maximize]");
+    if (button) toggleMaximized(button);
     document.querySelectorAll("details.user-menu[open]").forEach(function (menu) {
       menu.removeAttribute("open");
       menu.querySelector("summary").focus();
@@ -104,6 +119,41 @@
     } else {
       flash("Something went wrong (HTTP " + status + "). Try again, or reload the page.");
     }
+  });
+
+  // Relative times ("3 minutes ago", the ``ago`` filter's words) age while the page
+  // stays open, rather than keep the age they had when the server rendered them.
+  var AGO_UNITS = [
+    ["year", 365 * 86400],
+    ["month", 30 * 86400],
+    ["week", 7 * 86400],
+    ["day", 86400],
+    ["hour", 3600],
+    ["minute", 60],
+  ];
+
+  function ago(seconds) {
+    if (seconds < 60) return "just now";
+    for (var i = 0; i < AGO_UNITS.length; i++) {
+      var count = Math.floor(seconds / AGO_UNITS[i][1]);
+      if (count >= 1) return count + "\u00a0" + AGO_UNITS[i][0] + (count === 1 ? "" : "s") + " ago";
+    }
+    return "just now";
+  }
+
+  function ageTimes() {
+    var now = Date.now();
+    Array.prototype.forEach.call(document.querySelectorAll("time[data-ago][datetime]"), function (time) {
+      var at = Date.parse(time.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      var text = ago(Math.max(0, (now - at) / 1000));
+      if (time.textContent !== text) time.textContent = text;
+    });
+  }
+
+  window.setInterval(ageTimes, 30000);
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden) ageTimes();
   });
 
   document.addEventListener("htmx:sendError", function () {

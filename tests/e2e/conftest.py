@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from celery import signals
+from celery.contrib.testing.worker import start_worker
 from playwright.sync_api import sync_playwright
 
+from gpuaas.celery import app as celery_app
 from tests.support.servers import ThreadedUvicorn
 
 # Playwright's sync API keeps an event loop in the test thread; the test's own ORM
@@ -62,3 +65,26 @@ def page(browser):
     page.js_errors = errors
     yield page
     context.close()
+
+
+def _keep_logging_as_configured(**kwargs) -> None:
+    """A ``setup_logging`` receiver: Celery then leaves the process's logging alone
+    (its test worker would set the root logger to ERROR for the rest of the session)."""
+
+
+@pytest.fixture
+def worker(portal, settings, monkeypatch):
+    """A Celery worker thread on the test's Redis, while the test runs (stopped before the DB flush)."""
+    settings.SIMULATED_STEP_SECONDS = 2.0  # MAAS deploy / release take visible time
+    settings.PIPELINE_POLL_SECONDS = 0.2
+    eager = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = False
+    for name in ("_MP_FORK_LOGLEVEL_", "_MP_FORK_LOGFILE_", "_MP_FORK_LOGFORMAT_"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # Celery sets them; restored afterwards
+    signals.setup_logging.connect(_keep_logging_as_configured)
+    try:
+        with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=20):
+            yield
+    finally:
+        signals.setup_logging.disconnect(_keep_logging_as_configured)
+        celery_app.conf.task_always_eager = eager

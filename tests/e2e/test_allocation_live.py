@@ -18,8 +18,6 @@ import re
 from pathlib import Path
 
 import pytest
-from celery import signals
-from celery.contrib.testing.worker import start_worker
 
 from apps.allocations import services
 from apps.allocations.models import Allocation, Node
@@ -28,7 +26,6 @@ from apps.storage import services as storage
 from apps.tenancy import principal as principals
 from apps.tenancy import quotas
 from apps.tenancy.models import Membership
-from gpuaas.celery import app as celery_app
 from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.concurrency import in_own_thread
 
@@ -47,29 +44,6 @@ RECORD_LIVE_FIELDS = """() => {
   sample();
   setInterval(sample, 50);
 }"""
-
-
-def _keep_logging_as_configured(**kwargs) -> None:
-    """A ``setup_logging`` receiver: Celery then leaves the process's logging alone
-    (its test worker would set the root logger to ERROR for the rest of the session)."""
-
-
-@pytest.fixture
-def worker(portal, settings, monkeypatch):
-    """A Celery worker thread on the test's Redis, while the test runs (stopped before the DB flush)."""
-    settings.SIMULATED_STEP_SECONDS = 2.0  # MAAS deploy / release take visible time
-    settings.PIPELINE_POLL_SECONDS = 0.2
-    eager = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = False
-    for name in ("_MP_FORK_LOGLEVEL_", "_MP_FORK_LOGFILE_", "_MP_FORK_LOGFORMAT_"):
-        monkeypatch.setenv(name, os.environ.get(name, ""))  # Celery sets them; restored afterwards
-    signals.setup_logging.connect(_keep_logging_as_configured)
-    try:
-        with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=20):
-            yield
-    finally:
-        signals.setup_logging.disconnect(_keep_logging_as_configured)
-        celery_app.conf.task_always_eager = eager
 
 
 @pytest.fixture
@@ -159,7 +133,8 @@ def test_allocate_and_release_live(world, worker, portal, page):
     assert page.locator("#allocation-detail .badge-ok[data-field=state]").count() == 1
     # The refreshed body brings the timeline and the Release action.
     page.wait_for_selector("#allocation-detail tr[data-step='provision:agent'] >> text=Succeeded")
-    assert "provisioning has started" in page.locator("#messages").inner_text()  # refreshes keep messages
+    # Refreshes keep the message, turned into the next step.
+    page.wait_for_selector("#messages [data-next-step-message] >> text=gpu-000 is ready")
 
     # Release (erasing disks), confirmed on its own page, then watched to RELEASED.
     page.click("#allocation-detail >> text=Release")

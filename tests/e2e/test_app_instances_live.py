@@ -138,6 +138,8 @@ def test_launch_watch_running_and_stop(world, portal, page):
     assert page.evaluate("window.__noReload") is True
     assert page.evaluate("window.__seen") == ["requested", "starting", "running"]
     assert page.locator("#instance-detail .badge-ok[data-field=state]").count() == 1
+    # The launch's success message became the next step.
+    page.wait_for_selector("#messages [data-next-step-message] >> text=nb-1 is running → Open JupyterLab")
     # The refreshed body brings the actions; the workload shell's other tabs hold the
     # timeline and where to reach the app.
     page.wait_for_selector("#instance-detail [data-action=stop]")

@@ -1,6 +1,7 @@
 """The allocation page charts its GPUs' telemetry with uPlot in Chromium: one chart
 per metric with a line per GPU, from the same service as the metrics API, in the
-1 h, 24 h and 7 d windows, under the portal's CSP (no console errors). The
+1 h, 24 h and 7 d windows, under the portal's CSP (no console errors); new
+telemetry shows on the open page without a reload, told by the page's socket. The
 dashboard charts a tenant's GPU-hours per day per project and gauges its quotas,
 also on a phone's width; the usage page charts the month's charges by day.
 
@@ -14,14 +15,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from apps.allocations.models import Allocation
 from apps.monitoring import services as monitoring
 from apps.monitoring import tasks
+from apps.monitoring.metrics import embedded
 from apps.tenancy import quotas
 from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, UserFactory
+from tests.support.concurrency import in_own_thread
 from tests.support.fleet import made_allocation, make_nodes
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
@@ -78,6 +82,56 @@ def test_the_allocation_page_charts_its_gpus(portal, page, settings):
     page.click('button[data-window="24h"]')
     page.locator('[data-gpu-charts][data-loaded="24h"]').wait_for()
     assert 10 <= int(page.locator('figure[data-metric="temperature"]').get_attribute("data-points")) <= 13
+    assert page.js_errors == []
+
+
+def reading(gpu: int, moment: float, utilization: float) -> dict:
+    return {
+        "gpu": gpu,
+        "uuid": f"GPU-live-{gpu}",
+        "at": moment,
+        "utilization": utilization + gpu,
+        "memory_used": 2000.0,
+        "memory_free": 79559.0,
+        "temperature": 50.0,
+        "power": 300.0,
+    }
+
+
+def test_new_telemetry_reaches_the_open_allocation_page(portal, page, settings):
+    settings.METRICS_URL = ""
+    project = ProjectFactory(tenant=TenantFactory(tenant_id="acme", name="Acme"), project_id="cell-1")
+    Membership.objects.create(
+        user=UserFactory(username="alice"), tenant=project.tenant, project=project, role="viewer"
+    )
+    allocation = active_allocation_on(project, "gpu-live-001", "alice", enrolled=True)
+    Allocation.objects.filter(pk=allocation.pk).update(activated_at=timezone.now() - timedelta(hours=2))
+    # Readings up to ten minutes ago, stored as the agent's reports were (this is the page's past).
+    now = time.time()
+    past = range(int(now) - 3000, int(now) - 600, 30)
+    embedded.write(allocation.node_id, [reading(gpu, moment, 40.0) for moment in past for gpu in range(2)])
+
+    sign_in(page, portal, "alice")
+    page.goto(f"{portal.url}/projects/{project.pk}/allocations/{allocation.pk}/")
+    page.locator('[data-gpu-charts][data-loaded="1h"]').wait_for()
+    page.locator("[data-live-status][data-state=live]").wait_for()
+    utilization = page.locator('figure[data-metric="utilization"]')
+    assert utilization.locator("[data-latest]").inner_text() == "GPU 0: 40 \u00b7 GPU 1: 41"
+    points = int(utilization.get_attribute("data-points"))
+
+    # The agent reports (POST /api/agent/v1/telemetry): the page shows it, no reload.
+    in_own_thread(
+        lambda: monitoring.record_telemetry(
+            allocation.node,
+            readings=[reading(gpu, time.time(), 97.0) for gpu in range(2)],
+            xids=[],
+            exporter_port=None,
+        )
+    )
+    # Well before the page's one-minute timer: the socket told it.
+    expect(utilization.locator("[data-latest]")).to_have_text("GPU 0: 97 \u00b7 GPU 1: 98", timeout=20_000)
+    assert int(utilization.get_attribute("data-points")) == points + 1
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
     assert page.js_errors == []
 
 

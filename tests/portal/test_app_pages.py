@@ -31,7 +31,8 @@ from tests.support.world import MATRIX_KEYS
 
 pytestmark = pytest.mark.django_db
 
-INSTANCE_LIST_BUDGET = 8  # session, user, grants, project, state counts, count, page, switcher
+# session, user, grants, project, state counts, count, page, switcher, the rows' Open routes
+INSTANCE_LIST_BUDGET = 9
 
 
 def every_type_manifest() -> dict:
@@ -648,7 +649,7 @@ def test_workload_shell_tabs_show_status_members_access_and_events(as_user, admi
     client = as_user(admin)
     overview = client.get(detail_url(instance)).content.decode()
     tabs = re.findall(r'data-tab="(\w+)"', overview)
-    assert tabs == ["overview", "app", "events", "access"]
+    assert tabs == ["overview", "app", "logs", "events", "access"]
     assert 'data-parameter="tag">abc<' in overview
     assert 'data-parameter="verbose">no<' in overview
     assert "Sampling ratio" in overview
@@ -701,7 +702,7 @@ def test_link_out_and_native_apps_have_their_own_shell(as_user, admin, platform_
 
     proxy_services.set_ui_mode(principals.for_user(platform_admin), instance, "native")
     overview = client.get(detail_url(instance)).content.decode()
-    assert re.findall(r'data-tab="(\w+)"', overview) == ["overview", "events", "access"]
+    assert re.findall(r'data-tab="(\w+)"', overview) == ["overview", "logs", "events", "access"]
 
 
 def test_launcher_page_may_be_framed_by_the_portal_only_and_posts_tickets_to_the_route(

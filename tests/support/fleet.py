@@ -1,9 +1,17 @@
-"""Nodes, allocations written directly, and simulated hardware faults."""
+"""Nodes, allocations written directly, simulated hardware faults, and a fleet in trouble."""
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
+from django.utils import timezone
+
 from apps.allocations.models import Allocation, Node
 from apps.core.models import SimulatedFault
+from apps.monitoring.metrics import embedded
+from apps.monitoring.models import Alert, AlertRule, XidEvent
+from apps.webhooks.models import Delivery
 from tests.factories import AllocationFactory, NodeFactory
 
 
@@ -38,3 +46,66 @@ def made_allocation(
 def fault(system: str, operation: str, **kwargs) -> SimulatedFault:
     """The simulated ``system`` fails ``operation`` (see SimulatedFault for the knobs)."""
     return SimulatedFault.objects.create(system=system, operation=operation, **kwargs)
+
+
+def troubled_fleet(flavors, per_state: int = 1) -> dict:
+    """A fleet an operator has work on: ``per_state`` nodes of each flavor in each
+    node state (one of each flavor's with an offline agent), a failed and a stuck
+    allocation per flavor, a dead letter and a firing alert per flavor, an open XID
+    event and a temperature reading for every node's GPU 0. Returns the nodes."""
+    now = timezone.now()
+    rule, _ = AlertRule.objects.get_or_create(
+        name="gpu_temperature_critical",
+        defaults={"metric": "gpu_temperature", "severity": "critical", "threshold": 90, "for_seconds": 120},
+    )
+    found = []
+    for flavor in flavors:
+        for state in Node.State:
+            made = make_nodes(flavor, per_state, prefix=f"{state}-{len(found)}")
+            Node.objects.filter(pk__in=[node.pk for node in made]).update(state=state)
+            found += made
+        Node.objects.filter(pk=found[-1].pk).update(agent_offline=True)
+        failed = AllocationFactory(node=NodeFactory(flavor=flavor), state=Allocation.State.FAILED)
+        AllocationFactory(
+            node=NodeFactory(flavor=flavor),
+            project=failed.project,
+            state=Allocation.State.PROVISIONING,
+            lease_until=now - timedelta(minutes=5),
+        )
+        Delivery.objects.create(
+            event_type="allocation.state_changed",
+            url="https://ccp.example/hooks",
+            body="{}",
+            correlation_id="c",
+            status=Delivery.Status.DEAD,
+            attempts=6,
+        )
+        Alert.objects.create(
+            rule=rule,
+            subject=f"node:{found[-1].pk}:gpu:0",
+            state=Alert.State.FIRING,
+            severity="critical",
+            node=found[-1],
+            hostname=found[-1].hostname,
+            gpu=0,
+            value=95,
+            threshold=90,
+            summary="GPU temperature > 90 C",
+            pending_since=now,
+            last_breach_at=now,
+            started_at=now,
+        )
+    for n, node in enumerate(found):
+        XidEvent.objects.create(
+            node=node,
+            gpu=0,
+            code=(79, 48, 13)[n % 3],
+            severity="critical",
+            description="",
+            first_seen_at=now,
+            last_seen_at=now,
+        )
+        reading = {"gpu": 0, "uuid": f"GPU-{n}", "at": time.time() - 30, "utilization": 50.0}
+        reading |= {"memory_used": 1.0, "memory_free": 1.0, "power": 300.0, "temperature": 40.0 + 7 * (n % 8)}
+        embedded.write(node.pk, [reading])
+    return found

@@ -32,7 +32,15 @@ def signature_valid(secret: str, headers, body: bytes, *, now: float | None = No
 
 
 class WebhookReceiver:
-    def __init__(self, fail_first: int = 0, status: int = 500, secret: str | None = None):
+    def __init__(
+        self,
+        fail_first: int = 0,
+        status: int = 500,
+        secret: str | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ):
         self.requests: list[dict] = []
         self.fail_first = fail_first
         self.status = status
@@ -54,9 +62,10 @@ class WebhookReceiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, port), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.port = self.server.server_address[1]
+        self.url = f"http://{host}:{self.port}"
 
     def close(self):
         self.server.shutdown()

@@ -52,7 +52,12 @@ def send(alert: Alert, receivers: list[AlertSubscription]) -> list[Delivery]:
     for subscription in subscriptions.matching(alert, receivers):
         sent.append(
             webhooks.enqueue(
-                webhooks.ALERT, subscription.url, body, tenant_id=alert.tenant_id, signer=str(subscription.pk)
+                webhooks.ALERT,
+                subscription.url,
+                body,
+                tenant_id=alert.tenant_id,
+                signer=str(subscription.pk),
+                public_only=subscriptions.public_only(subscription.tenant_id),
             )
         )
     return sent

@@ -8,8 +8,6 @@ in one place, ``signing_secret``, which the webhooks outbox calls when it signs.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import uuid
 from urllib.parse import urlsplit
 
@@ -25,6 +23,7 @@ from apps.tenancy import policy
 from apps.tenancy.models import Tenant
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
+from apps.webhooks import receivers
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
 
@@ -62,22 +61,27 @@ def _tenant(principal: Principal, tenant_id: str | None) -> Tenant | None:
     return Tenant.objects.get(pk=next(iter(tenants)))
 
 
-def _check_url(principal: Principal, url: str) -> None:
-    """A tenant's URL must be reachable on the internet: the platform posts to it
-    from inside its own network, where a private address would be someone else's."""
+def public_only(tenant_id) -> bool:
+    """Whether a subscription's receiver must be on a public address: a tenant's URL
+    must be reachable on the internet, since the platform posts to it from inside its
+    own network, where a private address would be someone else's. Platform-wide
+    subscriptions are made by platform callers, trusted as the operator's CCP URL is."""
+    return tenant_id is not None and not settings.ALERT_PRIVATE_URLS
+
+
+def _check_url(url: str, *, public: bool) -> None:
+    """Early feedback; each delivery checks again (the name may answer otherwise then)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValidationFailed(details={"url": ["An http or https URL."]})
-    if settings.ALERT_PRIVATE_URLS or principal.can(Perm.ALERT_MANAGE, None):
+    if not public:
         return
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(parts.hostname, parts.port or 443)}
-    except (OSError, UnicodeError):
+        receivers.checked_addresses(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    except receivers.Unresolved:
         raise ValidationFailed(details={"url": ["The host does not resolve."]}) from None
-    for address in addresses:
-        ip = ipaddress.ip_address(address.split("%")[0])
-        if not ip.is_global:
-            raise ValidationFailed(details={"url": ["The host resolves to a private address."]})
+    except receivers.Refused:
+        raise ValidationFailed(details={"url": ["The host resolves to a private address."]}) from None
 
 
 def subscribe(
@@ -85,7 +89,7 @@ def subscribe(
 ) -> AlertSubscription:
     tenant = _tenant(principal, tenant_id)
     policy.require_scope(principal, Perm.ALERT_MANAGE, tenant.pk if tenant else None)
-    _check_url(principal, url)
+    _check_url(url, public=public_only(tenant.pk if tenant else None))
     with transaction.atomic():
         if tenant is not None:
             # Locks the tenant's row: two concurrent requests cannot both pass the bound.
@@ -160,6 +164,7 @@ def test_send(principal: Principal, subscription_id) -> Delivery:
             body,
             tenant_id=subscription.tenant_id,
             signer=str(subscription.pk),
+            public_only=public_only(subscription.tenant_id),
         )
         audit.record(
             principal, "alert_subscription.test", target=subscription, tenant_id=subscription.tenant_id

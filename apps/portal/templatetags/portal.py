@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django import template
+from django.conf import settings
 from django.template.defaulttags import querystring
 from django.utils import timezone
 from django.utils.html import format_html
@@ -144,3 +147,26 @@ def thousands(value) -> str:
         return f"{int(value):,}"
     except (TypeError, ValueError):
         return str(value)
+
+
+# Symbols for the currencies a billing currency is likely to be; any other shows its code.
+CURRENCY_SYMBOLS = {"USD": "$", "EUR": "\u20ac", "GBP": "\u00a3", "JPY": "\u00a5"}
+
+
+@register.filter
+def money(amount) -> str:
+    """An amount in the billing currency, as the rate cards price it: ``$1,234.56``."""
+    if amount is None or amount == "":
+        return ""
+    code = settings.BILLING_CURRENCY
+    figure = f"{Decimal(amount):,.2f}"
+    symbol = CURRENCY_SYMBOLS.get(code)
+    return f"{symbol}{figure}" if symbol else f"{figure} {code}"
+
+
+@register.filter
+def uptime(since) -> str:
+    """How long since ``since``, in its two largest units (``3 days, 4 hours``)."""
+    if not since:
+        return ""
+    return timesince(since, depth=2)

@@ -27,6 +27,7 @@ from apps.allocations.filters import AllocationFilter
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
 from apps.core.errors import ApiError, Forbidden, NotFound, ValidationFailed, error_json
+from apps.metering import selectors as pricing
 from apps.monitoring import series
 from apps.monitoring.alerts import services as alerts
 from apps.portal.context_processors import remember_project
@@ -40,6 +41,8 @@ from apps.portal.htmx import (
 from apps.portal.templatetags.portal import meter_step
 from apps.portal.views.base import filtered, portal_view, refusal_on, scoped_project
 from apps.portal.views.project_detail import _tabs
+from apps.runtime import selectors as runtime
+from apps.runtime.models import AppInstance
 from apps.tenancy import policy
 from apps.tenancy.models import Project
 from apps.tenancy.principal import Principal
@@ -67,6 +70,13 @@ STEP_TONES = {
 }
 TONES_JSON = json.dumps({str(state): tone for state, tone in STATE_TONES.items()})
 ABORTABLE = (State.PENDING, State.PROVISIONING)
+# Apps that run, or are about to: releasing under them asks for the typed hostname.
+RUNNING_APP_STATES = (
+    AppInstance.State.REQUESTED,
+    AppInstance.State.STARTING,
+    AppInstance.State.RUNNING,
+    AppInstance.State.STOPPING,
+)
 TABLE_TARGET = "allocation-table"
 BODY_TARGET = "allocation-detail-body"
 
@@ -164,6 +174,7 @@ def allocation_detail(request, principal, pk, allocation_pk):
         "abortable": allocation.state in ABORTABLE and not allocation.abort_requested,
         "chart_windows": list(series.CHART_WINDOWS),
         "alerts": list(alerts.visible_alerts(principal).filter(allocation=allocation)[:ALLOCATION_ALERTS]),
+        **_cost(allocation),
         **_live(project),
     }
     if refreshing(request, BODY_TARGET):
@@ -192,13 +203,31 @@ def allocation_metrics(request, principal, pk, allocation_pk):
     return JsonResponse(body, headers={"Cache-Control": "no-store"})
 
 
+def _cost(allocation: Allocation) -> dict:
+    """What the allocation has cost so far, and what one hour of its node costs now
+    (metering's rate cards, as the billing export prices)."""
+    return {
+        "accrued": pricing.accrued([allocation])[allocation.pk],
+        "node_hour_price": pricing.node_hour_prices([allocation.flavor])[allocation.flavor_id],
+    }
+
+
 def _timeline(allocation: Allocation) -> list[tuple[str, list[AllocationStep]]]:
-    """The provisioning steps, then the release steps (one query)."""
+    """The provisioning steps, then the release steps (one query) once a release (or
+    the undoing after a failure) has begun: before that they only promise an end."""
     phases: dict[str, list[AllocationStep]] = {
         AllocationStep.Phase.PROVISION: [],
         AllocationStep.Phase.RELEASE: [],
     }
-    for step in allocation.steps.order_by("phase", "position"):
+    steps = list(allocation.steps.order_by("phase", "position"))
+    releasing = allocation.state in (State.RELEASING, State.RELEASED) or any(
+        s.phase == AllocationStep.Phase.RELEASE and s.status != AllocationStep.Status.PENDING for s in steps
+    )
+    if not releasing:
+        del phases[AllocationStep.Phase.RELEASE]
+    for step in steps:
+        if step.phase not in phases:
+            continue
         step.tone = STEP_TONES.get(step.status, "muted")
         step.duration = _duration(step)
         phases.setdefault(step.phase, []).append(step)
@@ -217,9 +246,14 @@ def _duration(step: AllocationStep) -> str:
 
 
 def _flavors() -> list[Flavor]:
-    """Every flavor with ``free``: its schedulable nodes now (one query)."""
+    """Every flavor with ``free``, its schedulable nodes now, and ``price``, a node-hour
+    at the rates in effect now (two queries)."""
     schedulable = Q(nodes__state=Node.State.AVAILABLE, nodes__approved=True)
-    return list(Flavor.objects.annotate(free=Count("nodes", filter=schedulable)).order_by("name"))
+    flavors = list(Flavor.objects.annotate(free=Count("nodes", filter=schedulable)).order_by("name"))
+    prices = pricing.node_hour_prices(flavors)
+    for flavor in flavors:
+        flavor.price = prices[flavor.pk]
+    return flavors
 
 
 def _initial(flavors: list[Flavor]) -> dict:
@@ -246,7 +280,11 @@ def _preview(principal, project, form: AllocationForm, values: dict | None = Non
             os_image=values["os_image"],
             count=int(values["count"]),
         )
-    return None if refused else plan
+    if refused:
+        return None
+    # What it would cost: the price is shown before anything is taken.
+    plan.estimate = pricing.estimate(form.flavors[values["flavor"]], int(values["count"]))
+    return plan
 
 
 def _plan_context(plan) -> dict:
@@ -337,6 +375,25 @@ def allocation_check(request, principal, pk):
 # --- release / abort -----------------------------------------------------------
 
 
+def _deleted_by_release(principal: Principal, allocation: Allocation) -> dict:
+    """What releasing deletes: the instances the caller may see, by name; how many
+    others (private to their owners); and whether apps run there, which asks the
+    user to type the hostname."""
+    doomed = list(
+        runtime.deleted_by_release(allocation)
+        .select_related("app")
+        .order_by("name", "pk")
+        .only("pk", "name", "state", "project_id", "app__name")
+    )
+    seen = runtime.visible_instances(principal).filter(pk__in=[i.pk for i in doomed])
+    visible = set(seen.values_list("pk", flat=True))
+    return {
+        "doomed": [i for i in doomed if i.pk in visible],
+        "doomed_hidden": sum(1 for i in doomed if i.pk not in visible),
+        "apps_running": any(i.state in RUNNING_APP_STATES for i in doomed),
+    }
+
+
 @require_http_methods(["GET", "HEAD", "POST"])
 @portal_view
 def allocation_release(request, principal, pk, allocation_pk):
@@ -344,22 +401,28 @@ def allocation_release(request, principal, pk, allocation_pk):
     allocation = _allocation(principal, project, allocation_pk, Perm.ALLOCATION_MANAGE)
     detail_url = reverse("allocation_detail", args=[project.pk, allocation.pk])
     aborting = allocation.state in ABORTABLE
-    if request.method != "POST":
-        if allocation.state not in (*ABORTABLE, State.ACTIVE):
+    hostname = allocation.node.hostname
+    if allocation.state not in (*ABORTABLE, State.ACTIVE):
+        if request.method != "POST":
             messages.info(request, f"The allocation is {allocation.state}: there is nothing to release.")
             return hx_redirect(request, detail_url)
+        doomed = {"doomed": [], "doomed_hidden": 0, "apps_running": False}
+    else:
+        doomed = _deleted_by_release(principal, allocation)
+    confirm = hostname if doomed["apps_running"] and not aborting else ""
+    form = ReleaseForm(request.POST if request.method == "POST" else None, confirm_hostname=confirm)
+    if request.method != "POST" or not form.is_valid():
         context = {
             "project": project,
             "allocation": decorate(allocation),
             "aborting": aborting,
-            "form": ReleaseForm(),
+            "form": form,
+            **doomed,
         }
-        return render(request, "portal/allocation_release.html", context)
-    form = ReleaseForm(request.POST)
-    form.is_valid()  # two optional checkboxes: always valid
-    hostname = allocation.node.hostname
+        status = 400 if request.method == "POST" else 200
+        return render(request, "portal/allocation_release.html", context, status=status)
     try:
-        result = services.release(principal, allocation, **form.cleaned_data)
+        result = services.release(principal, allocation, **form.release_options())
     except (Forbidden, NotFound):
         raise
     except ApiError as exc:

@@ -176,24 +176,28 @@ def app_detail(request, principal, slug):
 # --- launch --------------------------------------------------------------------
 
 
-def _placements(project: Project) -> list[Allocation]:
-    """The project's ACTIVE allocations with ``free_gpus`` (one query)."""
+def _placements(project: Project, needs: dict) -> list[Allocation]:
+    """The project's ACTIVE allocations with ``free_gpus`` (one query), and ``full``
+    when fewer are free than the least the app takes."""
     allocations = Allocation.objects.filter(project=project, state=Allocation.State.ACTIVE)
-    return list(
+    placements = list(
         capacity.with_free_gpus(allocations).select_related("node", "flavor").order_by("node__hostname", "pk")
     )
+    for allocation in placements:
+        allocation.full = allocation.free_gpus < needs["low"]
+    return placements
 
 
-def _launch_initial(request, version: AppVersion, allocations: list[Allocation], needs: dict) -> dict:
+def _launch_initial(request, version: AppVersion, allocations: list[Allocation]) -> dict:
     """The form's starting values: the version, the first allocation that fits (or
     what the version switch carried over), and the manifest's defaults."""
     fits = next(
-        (a for a in allocations if a.free_gpus >= needs["low"] and a.node.credential_hash),
+        (a for a in allocations if not a.full and a.node.credential_hash),
         allocations[0] if allocations else None,
     )
     initial = {"version": version.version, "allocation": str(fits.pk) if fits else ""}
     chosen = request.GET.get("allocation", "")
-    if any(str(a.pk) == chosen for a in allocations):
+    if any(str(a.pk) == chosen and not a.full for a in allocations):
         initial["allocation"] = chosen
     if version.manifest.get("cluster"):
         initial["allocation"] = [initial["allocation"]] if initial["allocation"] else []
@@ -211,8 +215,8 @@ def app_launch(request, principal, pk, slug):
     app = _visible_app(principal, slug)
     data = request.POST if request.method == "POST" else request.GET
     version = next((v for v in app.published if v.version == data.get("version")), app.published[0])
-    allocations = _placements(project)
     summary = manifest_summary(version.manifest)
+    allocations = _placements(project, summary["gpus"])
     kwargs = {
         "manifest": version.manifest,
         "versions": app.published,
@@ -251,7 +255,7 @@ def app_launch(request, principal, pk, slug):
                 )
                 return hx_redirect(request, reverse("instance_detail", args=[project.pk, instance.pk]))
     else:
-        form = LaunchForm(initial=_launch_initial(request, version, allocations, summary["gpus"]), **kwargs)
+        form = LaunchForm(initial=_launch_initial(request, version, allocations), **kwargs)
     context = {
         "project": project,
         "app": app,
@@ -260,6 +264,8 @@ def app_launch(request, principal, pk, slug):
         "form": form,
         "allocations": allocations,
         "entitled": catalog.is_entitled(app, project),
+        "any_full": any(a.full for a in allocations),
+        "all_full": all(a.full for a in allocations),
         "can_allocate": principal.can(Perm.ALLOCATION_MANAGE, project.tenant_id, project.pk),
     }
     return render_page_or_fragment(

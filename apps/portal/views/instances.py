@@ -1,5 +1,5 @@
 """A project's app instances: the list, the detail page (state, endpoints, UI
-mode, members, sharing, the events timeline), stop / start / delete behind a
+mode, members, sharing, the app's logs, the events timeline), stop / start / delete behind a
 confirmation page, and sharing. Thin views over ``apps.runtime.services``, which
 decides who sees (``visible_instances``, ``get_instance``) and who manages.
 
@@ -15,15 +15,18 @@ import json
 from django.contrib import messages
 from django.core.paginator import Page, Paginator
 from django.db.models import Count
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.text import slugify
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from guardian.shortcuts import get_users_with_perms
 
+from apps.catalog import selectors as catalog
 from apps.core.errors import ApiError, Forbidden, NotFound
 from apps.core.middleware import default_csp
+from apps.metering import selectors as pricing
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import ShareForm
 from apps.portal.htmx import htmx_partial, hx_redirect, quiet_fragment, refreshing, render_fragment
@@ -31,6 +34,7 @@ from apps.portal.views.base import filtered, portal_view, refusal_on, scoped_pro
 from apps.proxy import routes as proxy_routes
 from apps.proxy.adapters import Adapter
 from apps.runtime import routes, services
+from apps.runtime.agents import LOG_LINES_KEPT
 from apps.runtime.filters import AppInstanceFilter
 from apps.runtime.models import AppInstance
 from apps.tenancy import policy
@@ -40,6 +44,8 @@ from apps.tenancy.roles import Perm
 
 INSTANCES_PER_PAGE = 25
 EVENTS_PER_PAGE = 50
+# The Logs tab opens on the newest lines; the download has every kept line (10,000).
+LOG_LINES_SHOWN = 1000
 State = AppInstance.State
 # The badge tone of each state; the live script gets the same map (``data-tones``).
 STATE_TONES = {
@@ -133,8 +139,10 @@ def instance_list(request, principal, pk):
         .order_by("-created_at", "pk"),
     )
     page = Paginator(instances, INSTANCES_PER_PAGE).get_page(request.GET.get("page"))
+    endpoints = proxy_routes.first_endpoints(page.object_list)
     for instance in page:
-        _decorate(instance)
+        running = instance.state == State.RUNNING
+        _decorate(instance).open_endpoint = endpoints.get(instance.pk) if running else None
     context = {
         "project": project,
         "page_obj": page,
@@ -175,7 +183,7 @@ def _shell_tabs(instance: AppInstance, app_route) -> list[tuple[str, str]]:
     tabs = [("overview", "Overview")]
     if instance.ui_mode != AppInstance.UiMode.NATIVE and app_route is not None:
         tabs.append(("app", "App UI"))
-    return [*tabs, ("events", "Events"), ("access", "Access")]
+    return [*tabs, ("logs", "Logs"), ("events", "Events"), ("access", "Access")]
 
 
 def _events_page(instance: AppInstance, number) -> Page:
@@ -193,6 +201,7 @@ def _detail_context(principal: Principal, instance: AppInstance, tab: str = "ove
     if tab not in dict(tabs):
         tab = "overview"
     manage = services.may_manage(principal, instance)
+    can_view_allocation = principal.can(Perm.ALLOCATION_VIEW, project.tenant_id, project.pk)
     return {
         "project": project,
         "instance": _decorate(instance),
@@ -202,18 +211,25 @@ def _detail_context(principal: Principal, instance: AppInstance, tab: str = "ove
             routes.describe(instance, endpoint) for endpoint in instance.endpoints.order_by("name")
         ],
         "members": list(instance.members.select_related("node").order_by("role", "node__hostname")),
-        # Only the Events tab shows the timeline.
+        # Only the Events tab shows the timeline, only the Logs tab the output.
         "events_page": _events_page(instance, page) if tab == "events" else None,
+        **(_logs_context(instance) if tab == "logs" else {}),
         "can_manage": manage,
         "actions": _valid_actions(instance) if manage else [],
         "can_view_project": principal.can(Perm.PROJECT_VIEW, project.tenant_id, project.pk),
-        "can_view_allocation": principal.can(Perm.ALLOCATION_VIEW, project.tenant_id, project.pk),
+        "can_view_allocation": can_view_allocation,
+        # What its node has cost, for those who may see the node's allocation.
+        "accrued": (
+            pricing.accrued([instance.allocation])[instance.allocation_id] if can_view_allocation else None
+        ),
         # The project's socket admits only those who may view its instances; someone
         # the instance was shared with by name reloads instead.
         "live": principal.can(Perm.INSTANCE_VIEW, project.tenant_id, project.pk),
         "tab": tab,
         "tabs": tabs,
         "app_route": app_route,
+        # The same-origin warning is for apps the platform does not ship and trust.
+        "trusted_app": catalog.platform_ships(instance.app_version),
         "launcher_url": (
             reverse("instance_open", args=[project.pk, instance.pk, app_route.endpoint_name])
             if app_route
@@ -221,6 +237,21 @@ def _detail_context(principal: Principal, instance: AppInstance, tab: str = "ove
         ),
         "idle_timeout": app_route.policy.get("idle_timeout_seconds") if app_route else None,
         **_live(project),
+    }
+
+
+def _logs_context(instance: AppInstance) -> dict:
+    """The newest lines, and where the tab follows the log: the instance's log socket
+    says when there are more, read through the API (which applies visibility)."""
+    project_id = instance.project_id
+    lines = list(services.instance_logs(instance, tail=LOG_LINES_SHOWN))
+    return {
+        "log_lines": lines,
+        "log_after": lines[-1].id if lines else 0,
+        "log_lines_shown": LOG_LINES_SHOWN,
+        "log_lines_kept": LOG_LINES_KEPT,
+        "logs_ws_url": f"/ws/projects/{project_id}/instances/{instance.pk}/logs/",
+        "logs_api_url": reverse("instance-logs", args=[project_id, instance.pk]),
     }
 
 
@@ -281,6 +312,22 @@ def instance_open(request, principal, pk, instance_pk, endpoint):
     # The ticket's POST to the route's origin must carry our Origin (the proxy checks
     # it); the portal's usual "same-origin" policy would make it "null".
     response["Referrer-Policy"] = "strict-origin"
+    return response
+
+
+@require_safe
+@portal_view
+def instance_logs_download(request, principal, pk, instance_pk):
+    """Every kept line of the instance's output, as a text file."""
+    instance = _instance(principal, pk, instance_pk)
+    lines = services.instance_logs(instance).values_list("text", "dropped")
+    body = "".join(
+        f"[{dropped} lines dropped]\n" if dropped else f"{text}\n" for text, dropped in lines.iterator()
+    )
+    response = HttpResponse(body, content_type="text/plain; charset=utf-8")
+    name = slugify(instance.name) or "instance"
+    response["Content-Disposition"] = f'attachment; filename="{name}-logs.txt"'
+    response["Cache-Control"] = "no-store"
     return response
 
 

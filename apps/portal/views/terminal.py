@@ -10,14 +10,14 @@ from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from apps.access import recordings, terminals
+from apps.access import recordings, services, terminals
 from apps.access.models import TerminalSession
 from apps.allocations.models import Allocation
 from apps.core.middleware import default_csp
 from apps.portal.context_processors import remember_project
 from apps.portal.htmx import render_page_or_fragment
-from apps.portal.views.allocations import _allocation, allocation_tabs
-from apps.portal.views.base import portal_view, scoped_project
+from apps.portal.views.allocations import allocation_tabs
+from apps.portal.views.base import portal_view
 from apps.tenancy import policy
 from apps.tenancy.roles import Perm
 
@@ -25,8 +25,8 @@ SESSIONS_PER_PAGE = 25
 
 
 def _managed(principal, pk, allocation_pk):
-    project = scoped_project(principal, pk, Perm.ALLOCATION_MANAGE)
-    return project, _allocation(principal, project, allocation_pk, Perm.ALLOCATION_MANAGE)
+    allocation = services.get_allocation(principal, pk, allocation_pk)
+    return allocation.project, allocation
 
 
 def _with_inline_styles(request, response, extra_scripts: str = ""):

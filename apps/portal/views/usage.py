@@ -10,10 +10,13 @@ from django.conf import settings
 from django.http import JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_safe
 
 from apps.core.errors import ValidationFailed, error_json
 from apps.metering import billing, usage
+from apps.metering import selectors as pricing
+from apps.portal.htmx import render_fragment
 from apps.portal.views.base import portal_view
 from apps.tenancy import policy
 from apps.tenancy.models import Tenant
@@ -70,6 +73,21 @@ def tenant_charges_daily(request, principal, tenant_id):
         {"tenant_id": tenant.tenant_id, "unit": settings.BILLING_CURRENCY, **body},
         headers={"Cache-Control": "no-store"},
     )
+
+
+@require_safe
+@portal_view
+def tenant_spend(request, principal, tenant_id):
+    """The dashboard's month-to-date spend of a tenant, the total its usage page shows,
+    loaded after the dashboard so that its own queries do not grow with its tenants."""
+    tenant = _tenant(principal, tenant_id)
+    response = render_fragment(
+        request,
+        "portal/partials/tenant_spend.html",
+        {"tenant": tenant, "spend": pricing.month_to_date(tenant), "month": f"{timezone.now():%Y-%m}"},
+    )
+    add_never_cache_headers(response)
+    return response
 
 
 @require_safe

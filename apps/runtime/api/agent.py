@@ -111,6 +111,45 @@ class TaskSecretsView(AgentView):
         )
 
 
+# What one report of output may hold; the agent's own bounds (node_agent/logs.py) fit inside.
+LOG_BATCH_LINES = 500
+LOG_LINE_CHARS = 2000
+
+
+class LogBatchSerializer(serializers.Serializer):
+    lines = serializers.ListField(
+        child=serializers.CharField(max_length=LOG_LINE_CHARS, allow_blank=True, trim_whitespace=False),
+        max_length=LOG_BATCH_LINES,
+        help_text="the workload's new lines of output (stdout and stderr), oldest first, without newlines",
+    )
+    dropped = serializers.IntegerField(
+        min_value=0,
+        max_value=2**31 - 1,
+        default=0,
+        help_text="lines the agent skipped before these (its buffer was full)",
+    )
+
+
+class LogAcceptedSerializer(serializers.Serializer):
+    newest = serializers.IntegerField(help_text="the id of the newest line kept (0: nothing was sent)")
+
+
+class InstanceLogsView(AgentView):
+    @extend_schema(
+        request=LogBatchSerializer,
+        responses={200: LogAcceptedSerializer},
+        summary="New output of a workload on this node",
+    )
+    def post(self, request, instance_id):
+        data = LogBatchSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        newest = agents.append_logs(
+            request.user.node, instance_id, values["lines"], dropped=values["dropped"]
+        )
+        return Response({"newest": newest})
+
+
 # A reading's time as the agent's clock says, bounded to what a datetime can hold.
 LAST_UNIX_SECOND = 4_102_444_800  # 2100-01-01
 

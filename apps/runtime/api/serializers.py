@@ -3,7 +3,8 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from apps.runtime import routes
-from apps.runtime.models import AppInstance, InstanceEvent, InstanceMember, Operation
+from apps.runtime.agents import LOG_LINES_KEPT
+from apps.runtime.models import AppInstance, InstanceEvent, InstanceLogLine, InstanceMember, Operation
 
 
 class LaunchSerializer(serializers.Serializer):
@@ -115,6 +116,21 @@ class InstanceEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = InstanceEvent
         fields = ["id", "occurred_at", "kind", "message", "from_state", "to_state", "actor"]
+
+
+class InstanceLogLineSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = InstanceLogLine
+        fields = ["id", "received_at", "text", "dropped"]
+
+
+class LogQuerySerializer(serializers.Serializer):
+    after = serializers.IntegerField(
+        min_value=0, required=False, help_text="only lines after this line id (to follow the log)"
+    )
+    tail = serializers.IntegerField(
+        min_value=1, max_value=LOG_LINES_KEPT, required=False, help_text="only the newest N lines"
+    )
 
 
 class ShareSerializer(serializers.Serializer):

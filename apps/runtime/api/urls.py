@@ -16,5 +16,6 @@ urlpatterns = [
     ),
     path(f"{base}/<uuid:pk>/share", views.InstanceShareView.as_view(), name="instance-share"),
     path(f"{base}/<uuid:pk>/events", views.InstanceEventListView.as_view(), name="instance-events"),
+    path(f"{base}/<uuid:pk>/logs", views.InstanceLogListView.as_view(), name="instance-logs"),
     path("operations/<uuid:pk>", views.OperationDetailView.as_view(), name="operation-detail"),
 ]

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
 from apps.core.idempotency import idempotent
@@ -119,6 +119,22 @@ class InstanceEventListView(BaseListAPIView):
     def get_queryset(self):
         instance = services.get_instance(self.principal, self.kwargs["project_pk"], self.kwargs["pk"])
         return services.instance_events(instance)
+
+
+@extend_schema_view(
+    get=extend_schema(
+        parameters=[s.LogQuerySerializer],
+        summary="The instance's output (stdout and stderr), oldest first; the newest 10,000 lines are kept",
+    )
+)
+class InstanceLogListView(BaseListAPIView):
+    serializer_class = s.InstanceLogLineSerializer
+
+    def get_queryset(self):
+        instance = services.get_instance(self.principal, self.kwargs["project_pk"], self.kwargs["pk"])
+        query = s.LogQuerySerializer(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
+        return services.instance_logs(instance, **query.validated_data)
 
 
 class OperationDetailView(BaseAPIView):

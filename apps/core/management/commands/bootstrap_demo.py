@@ -6,7 +6,7 @@ Each app that has demo data keeps it in ``apps/<app>/demo.py`` with a
 
 from importlib import import_module
 
-from django.conf import settings
+from django.apps import apps as django_apps
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -15,7 +15,10 @@ class Command(BaseCommand):
     help = "Create the demo tenant, users and inventory (idempotent)."
 
     def handle(self, *args, **options):
-        for app in settings.INSTALLED_APPS:
+        # By app config, not INSTALLED_APPS' strings: an entry may name a config class
+        # (the admin's is apps.portal.admin_apps.OperationsAdminConfig).
+        for config in django_apps.get_app_configs():
+            app = config.name
             if not app.startswith("apps."):
                 continue
             try:

@@ -1,0 +1,176 @@
+"""A dependency down under the production topology (``manage.py serve`` on PostgreSQL
+and a Redis of its own): requests answer 503 ``unavailable`` with ``Retry-After``,
+never a 500 and never a hang; ``/readyz`` names what is down; the first request once
+it is back succeeds (the pooled connections it dropped are not handed out again).
+
+Redis is a private ``redis-server``, killed and started again empty. PostgreSQL is
+the shared server behind a TCP path that is cut (every connection reset, new ones
+refused) and restored: a crash as the portal sees it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.db import connection
+
+from apps.tenancy import services as tenancy
+from apps.tenancy.principal import for_user
+from tests.support.members import member
+from tests.support.processes import PRODUCTION_ENV, ROOT, CuttablePath, Server
+from tests.support.servers import free_port
+
+pytestmark = pytest.mark.production
+
+# Long enough for a loaded CI machine, short enough that a request hanging on a dead
+# dependency (redis-py's default retries, psycopg's 10 s pool wait) fails the test.
+PATIENCE_SECONDS = 5
+
+
+@pytest.fixture
+def database_path():
+    path = CuttablePath(
+        (connection.settings_dict["HOST"] or "127.0.0.1", int(connection.settings_dict["PORT"] or 5432))
+    )
+    yield path
+    path.cut()
+
+
+@pytest.fixture(scope="module")
+def var_dir(tmp_path_factory):
+    """The production var directory, its static files collected (the manifest pages need)."""
+    path = tmp_path_factory.mktemp("var")
+    env = {**os.environ, **PRODUCTION_ENV, "GPUAAS_VAR_DIR": str(path), "REDIS_URL": "redis://127.0.0.1:1/0"}
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env, check=True
+    )
+    return path
+
+
+@pytest.fixture
+def portal(transactional_db, redis_server, database_path, var_dir, tmp_path):
+    """The portal in production mode, its database reached through ``database_path``."""
+    port = free_port()
+    name = connection.settings_dict["NAME"]
+    env = {
+        **PRODUCTION_ENV,
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:{database_path.port}/{name}",
+        "REDIS_URL": redis_server.url,
+        "GPUAAS_ISSUER": f"http://127.0.0.1:{port}",
+        "GPUAAS_VAR_DIR": str(var_dir),
+    }
+    server = Server(port, env, workers=1, log_path=tmp_path / "serve.log")
+    server.wait_ready()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def caller(project):
+    """A service account's API client and a signed-in browser session, both made
+    through the running portal."""
+    operator = for_user(member("tenant_admin", tenant=project.tenant))
+    issued = tenancy.create_service_account(operator, project, name="ops-probe", role="viewer")
+    person = member("project_admin", project=project)
+    # Hashed as the portal's own settings hash (the test settings' fast hasher is not there).
+    pbkdf2 = PBKDF2PasswordHasher()
+    person.password = pbkdf2.encode("pw", pbkdf2.salt())
+    person.save(update_fields=["password"])
+    return project, issued, person.username
+
+
+def _signed_in(portal, issued, username: str) -> tuple[httpx.Client, httpx.Client]:
+    api = httpx.Client(base_url=portal.url, timeout=PATIENCE_SECONDS)
+    token = api.post(
+        "/api/v1/auth/token",
+        json={
+            "grant_type": "client_credentials",
+            "client_id": issued.account.client_id,
+            "client_secret": issued.client_secret,
+        },
+    )
+    assert token.status_code == 200, token.text
+    api.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+    browser = httpx.Client(base_url=portal.url, timeout=PATIENCE_SECONDS)
+    form = browser.get("/accounts/login/")
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)
+    assert found, (form.status_code, form.headers, form.text[:300])
+    csrf = found.group(1)
+    signed = browser.post(
+        "/accounts/login/",
+        data={"username": username, "password": "pw", "csrfmiddlewaretoken": csrf},
+        headers={"Referer": f"{portal.url}/accounts/login/"},
+    )
+    assert signed.status_code == 302, signed.text[:500]
+    return api, browser
+
+
+def _wait_ready(portal, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while httpx.get(f"{portal.url}/readyz", timeout=PATIENCE_SECONDS).status_code != 200:
+        assert time.monotonic() < deadline, "not ready again after the database returned"
+        time.sleep(0.5)
+
+
+def _unavailable(response: httpx.Response) -> dict:
+    assert response.status_code == 503, response.text[:500]
+    assert int(response.headers["Retry-After"]) > 0
+    return response.json()["error"]
+
+
+def _assert_answers_503(portal, api, dependency: str) -> None:
+    error = _unavailable(api.get("/api/v1/projects"))
+    assert error["code"] == "unavailable"
+    assert error["details"] == {"dependency": dependency}
+    assert error["correlation_id"]
+    ready = httpx.get(f"{portal.url}/readyz", timeout=PATIENCE_SECONDS)
+    assert ready.status_code == 503
+    assert ready.json()["checks"][dependency] == "unavailable"
+
+
+def test_redis_killed_answers_503_and_the_first_request_after_its_restart_succeeds(
+    portal, caller, redis_server
+):
+    api, browser = _signed_in(portal, *caller[1:])
+    assert api.get("/api/v1/projects").status_code == 200
+    assert browser.get("/").status_code == 200
+
+    redis_server.stop()
+    _assert_answers_503(portal, api, "cache")
+    # The dashboard needs only the database (sessions live there): it still answers.
+    assert browser.get("/").status_code == 200
+
+    # Started again, empty, where it was: the pool's dropped connections are replaced.
+    redis_server.restart()
+    redis_server.wait_ready()
+    assert api.get("/api/v1/projects").status_code == 200
+    assert browser.get("/").status_code == 200
+    assert httpx.get(f"{portal.url}/readyz", timeout=PATIENCE_SECONDS).status_code == 200
+
+
+def test_postgresql_crashed_answers_503_and_the_first_request_after_it_returns_succeeds(
+    portal, caller, database_path
+):
+    api, browser = _signed_in(portal, *caller[1:])
+    assert api.get("/api/v1/projects").status_code == 200
+
+    database_path.cut()
+    _assert_answers_503(portal, api, "database")
+    page = browser.get("/")
+    assert page.status_code == 503
+    assert int(page.headers["Retry-After"]) > 0
+    assert "briefly unavailable" in page.text
+
+    database_path.restore()
+    # Traffic comes back when /readyz says so (a load balancer's check); then the first
+    # request succeeds: the connections cut with the database are not handed out again.
+    _wait_ready(portal)
+    assert api.get("/api/v1/projects").status_code == 200
+    assert browser.get("/").status_code == 200

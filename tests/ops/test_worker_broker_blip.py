@@ -1,0 +1,63 @@
+"""A Celery worker (prefork, as production runs it) lives through its broker going
+away and coming back empty: it reconnects by itself and takes new work, no
+supervisor needed. (kombu's Redis transport once died here with
+``AttributeError: 'NoneType' object has no attribute 'hostname'`` in
+``restore_unacked``.)"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from celery import Celery
+from django.db import connection
+
+from tests.support.processes import PRODUCTION_ENV, CeleryWorker
+
+pytestmark = pytest.mark.production
+
+# A worker reconnects with its own backoff (about 2 s, then more); ample on a loaded machine.
+RECONNECT_PATIENCE_SECONDS = 60
+
+
+@pytest.fixture
+def worker(transactional_db, redis_server, tmp_path):
+    db = connection.settings_dict
+    env = {
+        **PRODUCTION_ENV,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "REDIS_URL": redis_server.url,
+        "GPUAAS_VAR_DIR": str(tmp_path / "var"),
+    }
+    process = CeleryWorker(env, tmp_path / "worker.log", concurrency=1, pool="prefork", name="blip")
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def app(redis_server):
+    """A client of the same broker, sending by task name as the portal does."""
+    client = Celery(broker=redis_server.url, backend=redis_server.url)
+    client.conf.broker_connection_retry_on_startup = True
+    yield client
+    client.close()
+
+
+def _purge(app):
+    return app.send_task("apps.core.tasks.purge_idempotency_records").get(timeout=RECONNECT_PATIENCE_SECONDS)
+
+
+def test_a_worker_reconnects_after_its_broker_restarts_empty(worker, app, redis_server):
+    worker.wait_ready(app)
+    assert _purge(app) == 0
+
+    redis_server.stop()
+    time.sleep(3)  # long enough for the worker to see its connection go and begin reconnecting
+    worker.check_alive("celery worker with its broker down")
+    redis_server.restart()
+    redis_server.wait_ready()
+
+    # Redis came back empty (queues and bindings gone): the worker declares them again.
+    assert _purge(app) == 0
+    worker.check_alive("celery worker after its broker returned")
+    assert "Unrecoverable error" not in worker.log_path.read_text()

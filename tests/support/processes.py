@@ -1,0 +1,266 @@
+"""Processes a test or a benchmark starts and stops for real: the portal under
+``manage.py serve``, a private ``redis-server``, and a TCP path to PostgreSQL that can
+be cut (a database that crashed, as its clients see it)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+# What production mode needs beside its database and Redis (the test settings' own
+# values stay out of the subprocess: it reads gpuaas.settings).
+PRODUCTION_ENV = {
+    "DJANGO_SETTINGS_MODULE": "gpuaas.settings",
+    "GPUAAS_DEBUG": "false",
+    "GPUAAS_HTTPS": "false",
+    "GPUAAS_ALLOWED_HOSTS": "127.0.0.1",
+    "GPUAAS_PATH_ROUTES": "accept-risk",
+    "GPUAAS_CELERY_EAGER": "false",
+    "GPUAAS_DB_POOL_TIMEOUT": "",  # the shipped default, not the test settings' patience
+    "GPUAAS_LOG_FORMAT": "json",  # log lines in the process's output (its log_path), as in the image
+}
+
+
+class Background:
+    """A command in its own session (process group), output to ``log_path``;
+    ``stop`` ends the whole group: the command and every child it started."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log_path: Path):
+        self.command, self.env, self.log_path = command, env, log_path
+        self._start("wb")
+
+    def _start(self, mode: str) -> None:
+        self.log = open(self.log_path, mode)  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            self.command,
+            cwd=ROOT,
+            env={**os.environ, **self.env},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def restart(self) -> None:
+        """Stopped (if it runs) and started again, its output appended to the same log."""
+        self.stop()
+        self._start("ab")
+
+    @property
+    def pgid(self) -> int:
+        return self.process.pid
+
+    def check_alive(self, what: str) -> None:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {self.process.returncode}; see {self.log_path}")
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        if not self.log.closed:
+            self.log.close()
+
+
+class Server(Background):
+    """``manage.py serve`` (uvicorn; ``workers`` processes) on 127.0.0.1:``port``."""
+
+    def __init__(self, port: int, env: dict[str, str], workers: int, log_path: Path):
+        self.url = f"http://127.0.0.1:{port}"
+        command = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        if workers > 1:
+            command += ["--workers", str(workers)]
+        super().__init__(command, env, log_path)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive("server")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"server not ready after {timeout:.0f} s; see {self.log_path}")
+
+
+class CeleryWorker(Background):
+    """``celery -A gpuaas worker`` with ``concurrency`` slots of ``pool`` (prefork,
+    threads), consuming ``queue``; named ``name@<host>``."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        concurrency: int,
+        pool: str = "prefork",
+        queue: str = "celery",
+        name: str = "bench",
+    ):
+        self.concurrency, self.pool, self.queue = concurrency, pool, queue
+        self.hostname = f"{name}@{socket.gethostname()}"
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpuaas",
+            "worker",
+            "--loglevel",
+            "WARNING",
+            "--concurrency",
+            str(concurrency),
+            "-P",
+            pool,
+            "-Q",
+            queue,
+            "--hostname",
+            self.hostname,
+            "--without-mingle",
+            "--without-gossip",
+        ]
+        super().__init__(command, env, log_path)
+
+    def wait_ready(self, app, timeout: float = 60.0) -> None:
+        """Until the worker answers a broadcast ping (its pool is up by then)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive("celery worker")
+            replies = app.control.ping(destination=[self.hostname], timeout=1.0)
+            if any(self.hostname in reply for reply in replies):
+                return
+        raise RuntimeError(f"celery worker not ready after {timeout:.0f} s; see {self.log_path}")
+
+
+class RedisServer(Background):
+    """A private ``redis-server`` on 127.0.0.1:``port``, nothing persisted.
+
+    The shared Redis is emptied by test runs (``FLUSHDB`` when a test clears the
+    cache) at any moment; a Celery broker in it loses its queued tasks and
+    kombu's queue bindings, and the run waits forever for work that is gone.
+    """
+
+    def __init__(self, port: int, log_path: Path, workdir: str):
+        self.port = port
+        self.url = f"redis://127.0.0.1:{port}/0"
+        command = [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+        ]
+        super().__init__(command, {}, log_path)
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("redis-server") is not None
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        import redis
+
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                self.check_alive("redis-server")
+                try:
+                    if client.ping():
+                        return
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+        finally:
+            client.close()
+        raise RuntimeError(f"redis-server not ready after {timeout:.0f} s; see {self.log_path}")
+
+
+class CuttablePath:
+    """127.0.0.1:``port`` forwarded to ``target``; ``cut`` refuses new connections and
+    resets the open ones (a PostgreSQL that crashed, as its clients see it),
+    ``restore`` listens again on the same port."""
+
+    def __init__(self, target: tuple[str, int]):
+        self.target = target
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self.port = self._listen(0)
+
+    def _listen(self, port: int) -> int:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        return listener.getsockname()[1]
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # cut
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open.update((client, upstream))
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                self._close(end)
+
+    def _close(self, end: socket.socket) -> None:
+        with self._lock:
+            self._open.discard(end)
+        # shutdown() wakes the pump blocked on this socket (close() alone would not, and
+        # the connection would live on); both peers see their connection end.
+        with contextlib.suppress(OSError):
+            end.shutdown(socket.SHUT_RDWR)
+        end.close()
+
+    def cut(self) -> None:
+        if self._listener is not None:
+            self._close(self._listener)  # refused from now on (the accept loop wakes and ends)
+            self._listener = None
+        with self._lock:
+            ends = list(self._open)
+        for end in ends:
+            self._close(end)
+
+    def restore(self) -> None:
+        self._listen(self.port)
