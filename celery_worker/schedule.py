@@ -2,18 +2,19 @@
 
 from importlib import import_module
 
-from django.conf import settings
+from django.apps import apps
 
 
 def beat_schedule() -> dict:
     schedule: dict = {}
-    for app in settings.INSTALLED_APPS:
-        if not app.startswith("apps."):
+    # The apps' packages, not INSTALLED_APPS' strings: an entry may name an AppConfig class.
+    for config in apps.get_app_configs():
+        if not config.name.startswith("apps."):
             continue
         try:
-            module = import_module(f"{app}.schedule")
+            module = import_module(f"{config.name}.schedule")
         except ModuleNotFoundError as exc:
-            if exc.name != f"{app}.schedule":
+            if exc.name != f"{config.name}.schedule":
                 raise
             continue
         schedule.update(module.BEAT_SCHEDULE)

@@ -238,7 +238,9 @@ else:
 
 # Celery: Redis in production; the memory broker with an in-process worker on
 # the embedded default (``manage.py serve`` starts it).
-CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
+# GPUAAS_BROKER_URL picks another broker (RabbitMQ, ``amqp://``: what Celery recommends
+# for production); Redis otherwise.
+CELERY_BROKER_URL = (env.string("GPUAAS_BROKER_URL") or REDIS_URL) if REDIS_URL else "memory://localhost/"
 CELERY_RESULT_BACKEND = REDIS_URL or None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

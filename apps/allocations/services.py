@@ -12,7 +12,7 @@ from django.utils import timezone
 from apps.allocations import events, pipeline, selectors
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
-from apps.core import audit
+from apps.core import audit, wakeups
 from apps.core.errors import Conflict, InvalidState, NotFound, ValidationFailed
 from apps.networking import services as networking
 from apps.tenancy import policy, quotas
@@ -161,7 +161,7 @@ def _reserve(
 def _start(allocation_id) -> None:
     from apps.allocations.tasks import advance_allocation
 
-    advance_allocation.delay(str(allocation_id))
+    wakeups.wake(advance_allocation, str(allocation_id))
 
 
 def release(

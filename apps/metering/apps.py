@@ -12,6 +12,8 @@ class MeteringConfig(AppConfig):
 
 
 def _follow_quota_warnings(sender, tenant, **kwargs):
+    from apps.core import wakeups
     from apps.metering.tasks import check_quota_thresholds
 
-    check_quota_thresholds.delay(str(tenant.pk))
+    # The quota sweep (beat) checks every tenant too: a broker that is down costs a delay.
+    wakeups.wake(check_quota_thresholds, str(tenant.pk))

@@ -27,7 +27,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
 
-from apps.core import audit, correlation
+from apps.core import audit, correlation, wakeups
 from apps.core.errors import InvalidState
 from apps.tenancy import policy
 from apps.tenancy.principal import Principal
@@ -128,7 +128,7 @@ def signing_secret(delivery: Delivery) -> str:
 def _deliver_soon(delivery_id) -> None:
     from apps.webhooks.tasks import deliver
 
-    deliver.delay(str(delivery_id))
+    wakeups.wake(deliver, str(delivery_id))
 
 
 def _backoff(delivery: Delivery) -> float:

@@ -15,12 +15,16 @@ import re
 import subprocess
 import sys
 import time
+from datetime import timedelta
 
 import httpx
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
+from django.utils import timezone
 
+from apps.allocations import services
+from apps.allocations.models import Allocation
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import for_user
 from tests.support.members import member
@@ -55,8 +59,18 @@ def var_dir(tmp_path_factory):
 
 
 @pytest.fixture
-def portal(transactional_db, redis_server, database_path, var_dir, tmp_path):
-    """The portal in production mode, its database reached through ``database_path``."""
+def broker_path():
+    """The machine's RabbitMQ, reached through a path that can be cut."""
+    path = CuttablePath(("127.0.0.1", 5672))
+    yield path
+    path.cut()
+
+
+@pytest.fixture
+def portal(request, transactional_db, redis_server, database_path, var_dir, tmp_path):
+    """The portal in production mode, its database reached through ``database_path``;
+    its broker is Redis, or RabbitMQ through ``broker_path`` when the test asks
+    (``@pytest.mark.parametrize("portal", ["rabbitmq"], indirect=True)``)."""
     port = free_port()
     name = connection.settings_dict["NAME"]
     env = {
@@ -66,6 +80,9 @@ def portal(transactional_db, redis_server, database_path, var_dir, tmp_path):
         "GPUAAS_ISSUER": f"http://127.0.0.1:{port}",
         "GPUAAS_VAR_DIR": str(var_dir),
     }
+    if getattr(request, "param", "redis") == "rabbitmq":
+        broker = request.getfixturevalue("broker_path")
+        env["GPUAAS_BROKER_URL"] = f"amqp://guest:guest@127.0.0.1:{broker.port}//"
     server = Server(port, env, workers=1, log_path=tmp_path / "serve.log")
     server.wait_ready()
     yield server
@@ -87,6 +104,22 @@ def caller(project):
 
 
 def _signed_in(portal, issued, username: str) -> tuple[httpx.Client, httpx.Client]:
+    """The service account's API client and ``username``'s browser session."""
+    browser = httpx.Client(base_url=portal.url, timeout=PATIENCE_SECONDS)
+    form = browser.get("/accounts/login/")
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)
+    assert found, (form.status_code, form.text[:300])
+    signed = browser.post(
+        "/accounts/login/",
+        data={"username": username, "password": "pw", "csrfmiddlewaretoken": found.group(1)},
+        headers={"Referer": f"{portal.url}/accounts/login/"},
+    )
+    assert signed.status_code == 302, signed.text[:500]
+    return _api(portal, issued), browser
+
+
+def _api(portal, issued) -> httpx.Client:
+    """An API client holding a token the portal issued to the service account."""
     api = httpx.Client(base_url=portal.url, timeout=PATIENCE_SECONDS)
     token = api.post(
         "/api/v1/auth/token",
@@ -98,18 +131,7 @@ def _signed_in(portal, issued, username: str) -> tuple[httpx.Client, httpx.Clien
     )
     assert token.status_code == 200, token.text
     api.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
-    browser = httpx.Client(base_url=portal.url, timeout=PATIENCE_SECONDS)
-    form = browser.get("/accounts/login/")
-    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text)
-    assert found, (form.status_code, form.headers, form.text[:300])
-    csrf = found.group(1)
-    signed = browser.post(
-        "/accounts/login/",
-        data={"username": username, "password": "pw", "csrfmiddlewaretoken": csrf},
-        headers={"Referer": f"{portal.url}/accounts/login/"},
-    )
-    assert signed.status_code == 302, signed.text[:500]
-    return api, browser
+    return api
 
 
 def _wait_ready(portal, timeout: float = 30.0) -> None:
@@ -174,3 +196,39 @@ def test_postgresql_crashed_answers_503_and_the_first_request_after_it_returns_s
     _wait_ready(portal)
     assert api.get("/api/v1/projects").status_code == 200
     assert browser.get("/").status_code == 200
+
+
+@pytest.mark.parametrize("portal", ["rabbitmq"], indirect=True)
+def test_an_allocation_accepted_while_the_broker_is_down_is_resumed_by_the_reconciler(
+    portal, broker_path, ready_tenant, project, nodes
+):
+    """The broker (RabbitMQ here, not the cache's Redis) down: an allocation is still
+    accepted, as its record is saved; the reconciler's sweep starts it once the broker
+    is back, so nothing accepted is lost."""
+    operator = for_user(member("tenant_admin", tenant=project.tenant))
+    issued = tenancy.create_service_account(operator, project, name="ccp", role="project_admin")
+    api = _api(portal, issued)
+
+    broker_path.cut()
+    ready = httpx.get(f"{portal.url}/readyz", timeout=PATIENCE_SECONDS)
+    assert ready.status_code == 503
+    assert ready.json()["checks"] == {"database": "ok", "cache": "ok", "broker": "unavailable"}
+    accepted = api.post(
+        "/api/baremetal-manager/allocate",
+        json={
+            "flavor": "h100-8x",
+            "os_image": "ubuntu-22.04",
+            "tenant_id": project.tenant.tenant_id,
+            "project_id": project.project_id,
+        },
+    )
+    assert accepted.status_code == 202, accepted.text
+    allocation = Allocation.objects.get(pk=accepted.json()["allocation_id"])
+    assert allocation.state == Allocation.State.PENDING
+
+    broker_path.restore()
+    _wait_ready(portal)
+    # The reconciler's sweep, as beat runs it a minute on (this process runs tasks eagerly).
+    assert services.reconcile_stuck(now=timezone.now() + timedelta(minutes=1)) == 1
+    allocation.refresh_from_db()
+    assert allocation.state == Allocation.State.ACTIVE
