@@ -26,6 +26,9 @@ os.environ.setdefault("GPUAAS_SECRET_KEY", "test-secret-key-not-for-production-0
 os.environ.setdefault("GPUAAS_ENCRYPTION_KEYS", "7qWutnD6fSYzo4mOWFApzU7RMK8droX-w4WLUJ5hkGc=")
 os.environ.setdefault("GPUAAS_CELERY_EAGER", "true")
 os.environ.setdefault("GPUAAS_SIMULATED_STEP_SECONDS", "0")
+# Log lines on the console, where pytest captures them (and the processes a test
+# starts write them to their output), not in var/log/.
+os.environ.setdefault("GPUAAS_LOG_FORMAT", "json")
 os.environ.setdefault("GPUAAS_VAR_DIR", f"/tmp/gpuaas-test-var-{_worker}")
 # The live servers a test starts share one pool with the test's own threads on a
 # loaded machine: they wait for a connection rather than answer 503 (the shipped

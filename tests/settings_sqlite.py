@@ -13,6 +13,9 @@ os.environ.setdefault("GPUAAS_SECRET_KEY", "test-secret-key-not-for-production-0
 os.environ.setdefault("GPUAAS_ENCRYPTION_KEYS", "7qWutnD6fSYzo4mOWFApzU7RMK8droX-w4WLUJ5hkGc=")
 os.environ.setdefault("GPUAAS_CELERY_EAGER", "true")
 os.environ.setdefault("GPUAAS_SIMULATED_STEP_SECONDS", "0")
+# Log lines on the console, where pytest captures them (and the processes a test
+# starts write them to their output), not in var/log/.
+os.environ.setdefault("GPUAAS_LOG_FORMAT", "json")
 os.environ["GPUAAS_VAR_DIR"] = f"/tmp/gpuaas-test-sqlite-var-{_worker}"
 
 from gpuaas.settings import *  # noqa: E402,F403
