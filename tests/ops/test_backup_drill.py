@@ -2,11 +2,13 @@
 ``manage.py backup``, restored with ``manage.py restore`` into a new, empty database
 (and, for OpenBao, an empty secrets store), and a portal started on it serves the same
 tenants, allocations and audit trail, and the same secrets: a token signed before
-the backup still signs in, and the project's secret has its value.
+the backup still signs in, and the project's secret has its value. On PostgreSQL
+with each secrets-store backend, and on the embedded default (SQLite).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -29,8 +31,6 @@ from apps.tenancy.roles import Role
 from tests.factories import AllocationFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.processes import PRODUCTION_ENV, ROOT, Server
 from tests.support.servers import free_port
-
-pytestmark = pytest.mark.production
 
 SECRET_NAME, SECRET_VALUE = "db-password", "drill-value-0f-a-secret"
 
@@ -168,6 +168,7 @@ def _assert_serves(portal: Server, seeded: Seeded) -> None:
     assert fresh.status_code == 200, fresh.text[:500]
 
 
+@pytest.mark.production
 def test_a_backup_restored_into_a_new_database_serves_the_same_platform(
     transactional_db, secrets_backend, fresh_database, redis_server, tmp_path
 ):
@@ -214,6 +215,7 @@ def test_a_backup_restored_into_a_new_database_serves_the_same_platform(
         portal.stop()
 
 
+@pytest.mark.production
 def test_a_restore_refuses_keys_that_cannot_read_the_backup(transactional_db, fresh_database, tmp_path):
     TenantFactory()
     source = _platform_env(connection.settings_dict["NAME"], tmp_path / "var", "")
@@ -227,3 +229,50 @@ def test_a_restore_refuses_keys_that_cannot_read_the_backup(transactional_db, fr
     assert "GPUAAS_ENCRYPTION_KEYS" in refused.stderr
     # Nothing was written: the right keys restore into the same database afterwards.
     _ok(_manage({**target, "GPUAAS_ENCRYPTION_KEYS": settings.ENCRYPTION_KEYS[0]}, "restore", str(made)))
+
+
+@pytest.fixture
+def embedded(monkeypatch):
+    """The embedded default's environment for the commands and the portal this test
+    starts (they inherit the test's): SQLite in the var directory given, with the keys
+    generated there."""
+    for key in list(os.environ):
+        if key.startswith("GPUAAS_") or key in ("REDIS_URL", "DATABASE_URL"):
+            monkeypatch.delenv(key)
+    return lambda var_dir: {"GPUAAS_VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "gpuaas.settings"}
+
+
+def test_the_embedded_default_is_restored_with_its_key_file(embedded, tmp_path):
+    """The SQLite default: the backup holds the database, not ``var/encryption_key``;
+    a new install restores it once that file is copied over."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    _ok(_manage(embedded(first), "migrate", "--noinput", "-v", "0"))
+    printed = _ok(
+        _manage(
+            embedded(first),
+            "shell",
+            "-c",
+            "import dataclasses, json; from tests.ops.test_backup_drill import _seed; "
+            "print(json.dumps(dataclasses.asdict(_seed()), default=sorted))",
+        )
+    )
+    seeded = json.loads(printed.strip().splitlines()[-1])
+    seeded = Seeded(**seeded | {"audit_ids": set(seeded["audit_ids"])})
+    made = Path(_ok(_manage(embedded(first), "backup")).strip())
+    assert made.parent == first / "backups"
+    assert sorted(p.name for p in made.iterdir()) == ["database.sqlite3", "manifest.json"]
+
+    # A new install generates a key of its own: the restore says which key it needs.
+    refused = _manage(embedded(second), "restore", str(made))
+    assert refused.returncode != 0
+    assert "var/encryption_key" in refused.stderr
+    (second / "encryption_key").write_text((first / "encryption_key").read_text())
+    _ok(_manage(embedded(second), "restore", str(made)))
+    _ok(_manage(embedded(second), "migrate", "--check"))
+
+    portal = Server(free_port(), embedded(second), workers=1, log_path=tmp_path / "serve.log")
+    try:
+        portal.wait_ready()
+        _assert_serves(portal, seeded)
+    finally:
+        portal.stop()
