@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 from dataclasses import dataclass
@@ -122,15 +123,34 @@ def create(root: Path | None = None) -> Path:
     # timestamp's name is always a whole backup.
     partial = root / f".{stamp}.partial"
     partial.mkdir(mode=0o700)
-    dump = partial / DUMPS[vendor]
+    try:
+        exported = _write(partial, vendor)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    partial.rename(final)
+    audit.record(
+        None,
+        "backup.create",
+        details={"backup": stamp, "database": vendor, "secrets_exported": len(exported)},
+    )
+    return final
+
+
+def _write(into: Path, vendor: str) -> dict[str, str]:
+    """The dump, the secrets' export and the manifest into ``into``; the export."""
+    dump = into / DUMPS[vendor]
     if vendor == "postgresql":
         _run(["pg_dump", "--format=custom", "--file", str(dump)], "pg_dump")
     else:
         _sqlite_copy(connection.settings_dict["NAME"], dump)
+    # After the dump: the store is written before the record naming a secret commits,
+    # so every secret a dumped record names is exported (a record deleted meanwhile may
+    # lose its secret: its deletion follows the commit).
     exported = {}
     if settings.SECRETS_BACKEND != "local":
         exported = _export_secrets(secrets.store())
-        (partial / SECRETS).write_text(json.dumps({"backend": settings.SECRETS_BACKEND, "secrets": exported}))
+        (into / SECRETS).write_text(json.dumps({"backend": settings.SECRETS_BACKEND, "secrets": exported}))
     manifest = {
         "format": FORMAT,
         "created_at": timezone.now().isoformat(),
@@ -140,14 +160,8 @@ def create(root: Path | None = None) -> Path:
         "migrations": _applied_migrations(),
         "key_check": crypto.encrypt(_KEY_CHECK),
     }
-    (partial / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    partial.rename(final)
-    audit.record(
-        None,
-        "backup.create",
-        details={"backup": stamp, "database": vendor, "secrets_exported": len(exported)},
-    )
-    return final
+    (into / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    return exported
 
 
 def _manifest(source: Path) -> dict:
