@@ -83,7 +83,7 @@ def environment(state: Path, port: int) -> dict[str, str]:
         "GPUAAS_DEBUG": "false",
         "GPUAAS_HTTPS": "false",
         "GPUAAS_VAR_DIR": str(state / "var"),
-        "GPUAAS_ALLOWED_HOSTS": "localhost,127.0.0.1",
+        "GPUAAS_ALLOWED_HOSTS": "localhost,.apps.localhost,127.0.0.1",
         "GPUAAS_ISSUER": origin,
         "GPUAAS_CSRF_TRUSTED_ORIGINS": origin,
         # Beside the portal's own host, never it: the portal's origin must not be an app's.
@@ -150,8 +150,8 @@ def supervisord_conf(state: Path, web_ports: list[int]) -> str:
             f"command={command}",
             f"directory={ROOT}",
             "autorestart=true",
-            # A process that fails at start (its database not there yet) is tried again
-            # and again, as compose restarts a container, never given up.
+            # A process that fails at start (its database not there yet) is tried again,
+            # a second longer apart each time, for days: as compose restarts a container.
             "startsecs=1",
             "startretries=1000",
             "stopasgroup=true",

@@ -6,12 +6,15 @@ What crosses processes works, and a worker that dies is replaced and its work re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +24,10 @@ from celery import Celery
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
+from playwright.sync_api import sync_playwright
 from websockets.asyncio.client import connect
 
+from apps.allocations.models import Allocation, Node
 from apps.networking import services as networking
 from apps.storage import services as storage
 from apps.tenancy import principal as principals
@@ -30,7 +35,8 @@ from apps.tenancy import quotas
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import Project
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory
-from tests.support.agent import wait_for
+from tests.support.agent import running_agent, wait_for
+from tests.support.catalog import publish
 from tests.support.fleet import make_nodes
 from tests.support.members import member
 from tests.support.pages import session_cookie
@@ -141,7 +147,7 @@ def topology(django_db_setup, django_db_blocker, tmp_path_factory):
 class World:
     project: Project
     token: str  # a service account's platform token, issued by web 1
-    cookie: str  # a signed-in browser's
+    cookie: str  # a signed-in browser's: sessionid=...
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +166,7 @@ def world(topology, django_db_blocker):
         admin = principals.for_user(member("tenant_admin", tenant=tenant))
         issued = tenancy.create_service_account(admin, project, name="smoke", role="project_admin")
         cookie = session_cookie(member("project_admin", project=project))
+        publish("jupyterlab")
     try:
         response = httpx.post(
             f"{topology.web[0]}/api/v1/auth/token",
@@ -217,6 +224,76 @@ def test_a_status_update_crosses_processes(topology, world):
     seen = asyncio.run(watch())
     assert seen[-1]["progress"] == 100
     assert {"network", "os_deploy"} <= {message["step"] for message in seen}
+
+
+def test_jupyterlab_runs_a_notebook_through_nginx_in_chromium(topology, world, django_db_blocker, tmp_path):
+    """A real node agent, reaching the portal through nginx, starts JupyterLab; a browser
+    signed in on http://localhost opens it on its own origin under *.apps.localhost and
+    runs a cell over the kernel's WebSocket."""
+    allocation = allocate(topology, world)
+    wait_for(lambda: state_of(topology, world, allocation, web=1) == "ACTIVE", timeout=120, what="ACTIVE")
+    with contextlib.ExitStack() as stack:
+        with django_db_blocker.unblock():
+            node = Allocation.objects.select_related("node").get(pk=allocation).node
+            stack.enter_context(running_agent(topology.url, node, tmp_path))
+            enrolled = Node.objects.filter(pk=node.pk).exclude(credential_hash="")
+            wait_for(enrolled.exists, timeout=START_PATIENCE_SECONDS, what="the agent enrolled")
+        response = httpx.post(
+            f"{topology.web[0]}/api/v1/projects/{world.project.pk}/app-instances",
+            json={"app": "jupyterlab", "allocation_id": allocation},
+            headers={"Authorization": f"Bearer {world.token}"},
+            timeout=30,
+        )
+        assert response.status_code == 202, response.text
+        instance = response.json()["instance_id"]
+
+        def running() -> bool:
+            answer = httpx.get(
+                f"{topology.web[1]}/api/v1/projects/{world.project.pk}/app-instances/{instance}",
+                headers={"Authorization": f"Bearer {world.token}"},
+                timeout=10,
+            ).json()
+            assert answer["state"] not in ("failed", "stopped"), answer
+            return answer["state"] == "running"
+
+        wait_for(running, timeout=START_PATIENCE_SECONDS, what="JupyterLab running")
+
+        # Playwright's event loop lives and ends in a thread of its own, never in the
+        # test thread that the other tests of this process use.
+        with ThreadPoolExecutor(1) as thread:
+            url, output = thread.submit(run_a_cell, topology, world, instance).result()
+    assert output == "42"
+    assert re.match(rf"http://[^./]+\.apps\.localhost:{topology.port}/", url), url
+
+
+def run_a_cell(topology: Topology, world: World, instance: str) -> tuple[str, str]:
+    """``print(6*7)`` in a notebook of the instance, in Chromium: where the app was and
+    what the cell printed."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            context = browser.new_context()
+            name, _, value = world.cookie.partition("=")
+            context.add_cookies([{"name": name, "value": value, "url": topology.url}])
+            page = context.new_page()
+            page.goto(f"{topology.url}/projects/{world.project.pk}/instances/{instance}/?tab=app")
+            # Under *.localhost every host is a site of its own: the app opens in a tab of its own.
+            with context.expect_page() as opened:
+                page.click("[data-open-app]")
+            app = opened.value
+            app.get_by_text("Python 3 (ipykernel)").first.click(timeout=60_000)
+            # A cell run before the kernel is connected is dropped: wait until it is idle.
+            app.get_by_text("Python 3 (ipykernel) | Idle").first.wait_for(timeout=60_000)
+            app.locator(".jp-Notebook .jp-Cell .cm-content").first.click(timeout=30_000)
+            app.keyboard.type("print(6*7)")
+            app.keyboard.press("Shift+Enter")
+            output = app.locator(".jp-OutputArea-output", has_text="42").first
+            output.wait_for(timeout=60_000)
+            return app.url, output.inner_text().strip()
+        finally:
+            browser.close()
 
 
 def test_a_killed_worker_is_replaced_and_its_allocation_completes(topology, world):
