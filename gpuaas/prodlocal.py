@@ -113,7 +113,7 @@ def create_database(url: str) -> None:
             connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def supervisord_conf(state: Path, web_ports: list[int]) -> str:
+def supervisord_conf(state: Path, web_ports: list[int], worker_concurrency: str = "2") -> str:
     """One program per process of compose.yaml; every one started again when it exits.
     Each runs in its own process group, which stopping (or a kill) ends whole."""
     python = sys.executable
@@ -121,8 +121,9 @@ def supervisord_conf(state: Path, web_ports: list[int]) -> str:
         f"web{index}": f"{python} manage.py serve --host 127.0.0.1 --port {port}"
         for index, port in enumerate(web_ports, 1)
     }
-    programs["worker"] = f"{python} -m celery -A gpuaas worker -l info --concurrency 2 --hostname worker@%%h"
-    programs["beat"] = f"{python} -m celery -A gpuaas beat -l info --schedule {state / 'celerybeat-schedule'}"
+    celery = f"{python} -m celery -A gpuaas"
+    programs["worker"] = f"{celery} worker -l info --concurrency {worker_concurrency} --hostname worker@%%h"
+    programs["beat"] = f"{celery} beat -l info --schedule {state / 'celerybeat-schedule'}"
     nginx = state / "nginx"
     programs["nginx"] = f"/usr/sbin/nginx -p {nginx} -c {nginx / 'nginx.conf'} -e stderr -g 'daemon off;'"
     logs = state / "logs"
@@ -190,7 +191,8 @@ def prepare(state: Path, port: int, web_ports: list[int], env: dict[str, str]) -
         )
     )
     conf = state / "supervisord.conf"
-    conf.write_text(supervisord_conf(state, web_ports))
+    # compose's variable; fewer processes by default on a developer's machine.
+    conf.write_text(supervisord_conf(state, web_ports, env.get("GPUAAS_WORKER_CONCURRENCY", "2")))
     return conf
 
 
