@@ -43,7 +43,8 @@ from tests.support.pages import session_cookie
 from tests.support.processes import Background, RedisServer
 from tests.support.servers import free_port
 
-pytestmark = pytest.mark.production
+# One topology for the three tests: under `--dist loadgroup` they share an xdist worker.
+pytestmark = [pytest.mark.production, pytest.mark.xdist_group("prod-local")]
 
 # Workers and web processes start slowly on a loaded machine.
 START_PATIENCE_SECONDS = 180
