@@ -43,8 +43,7 @@ from tests.support.pages import session_cookie
 from tests.support.processes import Background, RedisServer
 from tests.support.servers import free_port
 
-# One topology for the three tests: under `--dist loadgroup` they share an xdist worker.
-pytestmark = [pytest.mark.production, pytest.mark.xdist_group("prod-local")]
+pytestmark = pytest.mark.production
 
 # Workers and web processes start slowly on a loaded machine.
 START_PATIENCE_SECONDS = 180
@@ -80,6 +79,7 @@ class Topology:
         return {
             "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
             "REDIS_URL": self.redis.url,
+            "GPUAAS_BROKER_URL": "",  # the broker is this Redis, which the test pings the worker on
             # The test's own keys, so the sessions and secrets the test writes read the same.
             "GPUAAS_SECRET_KEY": settings.SECRET_KEY,
             "GPUAAS_ENCRYPTION_KEYS": ",".join(settings.ENCRYPTION_KEYS),
