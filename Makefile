@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check install services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools lint e2e bench fuzz clean
+.PHONY: run prod-local test check install services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools lint e2e bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -127,3 +127,10 @@ bench: install services nginx bench-tools metrics-db
 
 clean:
 	rm -rf $(VENV) var
+
+# The production process topology on this machine (decision 0062): two web processes
+# behind Debian's nginx, a Celery worker and beat, each under supervisord, against the
+# local PostgreSQL (database gpuaas_prodlocal) and Redis; the portal on
+# http://localhost:8080, apps on *.apps.localhost. Ctrl-C stops it.
+prod-local: install services nginx
+	$(PY) -m gpuaas.prodlocal
