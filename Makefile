@@ -6,7 +6,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test check install install-dev screenshots services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools lint e2e bench fuzz clean
+.PHONY: run prod-local test check install install-dev screenshots services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools lint e2e bench fuzz clean
 
 # `make run` installs what running needs (and JupyterLab, which the demo launches);
 # `make test` and the other tool targets add the dev and test tools.
@@ -88,6 +88,8 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
 test: install-dev services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools
 	$(VENV)/bin/lint-imports
+	PY=$(PY) bash scripts/check-migrations.sh
+	$(PY) scripts/audit_dependencies.py
 	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
 	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
 	$(PY) -m pytest -n 2 -p no:cacheprovider tests/e2e
@@ -99,6 +101,7 @@ check: install-dev services sandbox sshd metrics-db
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	PY=$(PY) bash scripts/check-migrations.sh
 	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not fuzz" \
 		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
 		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
@@ -106,7 +109,19 @@ check: install-dev services sandbox sshd metrics-db
 		--ignore=tests/ops/test_terminal_benchmark_smoke.py \
 		--ignore=tests/ops/test_alerts_benchmark_smoke.py \
 		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
+		--ignore=tests/ops/test_prod_local.py --ignore=tests/ops/test_worker_broker_blip.py \
 		--ignore=tests/runtime/test_remote_node.py --ignore=tests/allocations/test_worker_crash.py
+
+# Back up and restore (docs/operations.md): `make backup` writes the database and the
+# secrets store's export to var/backups/<UTC time>/; `make restore BACKUP=<that directory>`
+# restores it into the empty database of DATABASE_URL (FORCE=1 replaces a non-empty one).
+.PHONY: backup restore
+backup: install
+	$(PY) manage.py backup
+
+restore: install
+	@test -n "$(BACKUP)" || (echo "usage: make restore BACKUP=var/backups/<time> [FORCE=1]" >&2; exit 2)
+	$(PY) manage.py restore "$(BACKUP)" $(if $(FORCE),--force)
 
 e2e: install-dev services browser node-deps
 	$(PY) -m pytest tests/e2e -p no:cacheprovider
@@ -133,3 +148,10 @@ screenshots: install-dev browser
 
 clean:
 	rm -rf $(VENV) var
+
+# The production process topology on this machine (decision 0062): two web processes
+# behind Debian's nginx, a Celery worker and beat, each under supervisord, against the
+# local PostgreSQL (database gpuaas_prodlocal) and Redis; the portal on
+# http://localhost:8080, apps on *.apps.localhost. Ctrl-C stops it.
+prod-local: install services nginx
+	$(PY) -m gpuaas.prodlocal

@@ -1,21 +1,10 @@
 """Beat schedule gathered from every app's ``schedule.BEAT_SCHEDULE``."""
 
-from importlib import import_module
-
-from django.apps import apps
+from apps.core import app_modules
 
 
 def beat_schedule() -> dict:
     schedule: dict = {}
-    # The apps' packages, not INSTALLED_APPS' strings: an entry may name an AppConfig class.
-    for config in apps.get_app_configs():
-        if not config.name.startswith("apps."):
-            continue
-        try:
-            module = import_module(f"{config.name}.schedule")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{config.name}.schedule":
-                raise
-            continue
+    for module in app_modules.each("schedule"):
         schedule.update(module.BEAT_SCHEDULE)
     return schedule

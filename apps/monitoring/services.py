@@ -24,6 +24,7 @@ from apps.monitoring import xid
 from apps.monitoring.alerts.services import record_measurement
 from apps.monitoring.metrics import embedded
 from apps.monitoring.models import NodeExporter, XidEvent
+from apps.storage import selectors as storage_selectors
 from apps.tenancy import policy
 from apps.tenancy.roles import Perm
 
@@ -241,3 +242,14 @@ def write_scrape_targets() -> bool:
     os.chmod(handle.name, 0o644)  # the scraper runs as its own user
     os.replace(handle.name, path)
     return True
+
+
+def measure_storage_latency() -> int:
+    """Each tenant directory's latency, as DDN reports it, for the ``storage_latency``
+    rules; how many were measured."""
+    measured = 0
+    for tenant, ms in storage_selectors.directory_latencies():
+        if ms is not None:
+            record_measurement("storage_latency", f"{tenant.pk}:storage", ms, tenant=tenant, label="storage")
+            measured += 1
+    return measured

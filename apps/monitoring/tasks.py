@@ -23,6 +23,11 @@ def prune_metrics() -> int:
     return 0 if settings.METRICS_URL else embedded.prune()
 
 
+@shared_task(name="apps.monitoring.tasks.measure_storage_latency")
+def measure_storage_latency() -> int:
+    return services.measure_storage_latency()
+
+
 @shared_task(name="apps.monitoring.tasks.evaluate_alerts", expires=settings.ALERT_EVALUATION_SECONDS)
 def evaluate_alerts() -> int | None:
     """One round of every alert rule; how many alerts fired or resolved (None: another

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from apps.core.drivers import DriverError
 from apps.storage.drivers import ddn
 from apps.storage.models import TenantStorage
 
@@ -23,3 +24,13 @@ def directory_fill(tenant) -> dict | None:
     used, size = ddn.driver().used_bytes(storage.path), storage.quota_gb * ddn.GB
     percent = 100.0 * used / size if size else (100.0 if used else 0.0)
     return {"used_gb": -(-used // ddn.GB), "quota_gb": storage.quota_gb, "percent": round(percent, 1)}
+
+
+def directory_latencies():
+    """Each ready tenant directory's latency as DDN reports it: ``(tenant, ms)`` pairs,
+    ``ms`` None where the driver could not say (the alert keeps its last value)."""
+    for storage in TenantStorage.objects.filter(status=TenantStorage.Status.READY).select_related("tenant"):
+        try:
+            yield storage.tenant, ddn.driver().latency_ms(storage.path)
+        except DriverError:
+            yield storage.tenant, None

@@ -3,11 +3,17 @@ CI, so check what can be checked without one."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from gpuaas import prodlocal
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 APP_SERVICES = ("migrate", "web", "worker", "beat")
@@ -62,8 +68,66 @@ def test_health_checks_use_the_probe_endpoints(compose):
     assert "/healthz" in " ".join(compose["services"]["nginx"]["healthcheck"]["test"])
     assert "/healthz" in (DOCKER / "Dockerfile").read_text()
     # Worker and beat do not serve HTTP: the image's check must not apply to them.
-    assert compose["services"]["beat"]["healthcheck"] == {"disable": True}
     assert "inspect ping" in " ".join(compose["services"]["worker"]["healthcheck"]["test"])
+    assert "celerybeat-schedule" in " ".join(compose["services"]["beat"]["healthcheck"]["test"])
+
+
+def test_every_service_is_checked_and_restarted(compose):
+    """As supervisord restarts each process of `make prod-local` that exits; only the
+    migrations, a job that runs once per deployment, end for good."""
+    for name, service in compose["services"].items():
+        if name == "migrate":
+            assert service["restart"] == "no"
+            continue
+        assert service["restart"] == "unless-stopped", name
+        assert service["healthcheck"].get("test"), name
+        assert not service["healthcheck"].get("disable"), name
+
+
+def test_prod_local_runs_the_processes_of_compose_with_its_variables(compose, tmp_path, monkeypatch):
+    """`make prod-local` (gpuaas/prodlocal.py) is compose without Docker: a program for
+    each long-running app service and nginx, and no variable compose does not set."""
+    for name in list(os.environ):
+        if name.startswith("GPUAAS_") or name in ("DATABASE_URL", "REDIS_URL"):
+            monkeypatch.delenv(name)
+    conf = prodlocal.supervisord_conf(tmp_path, [8001, 8002])
+    programs = set(re.findall(r"^\[program:([a-z]+)\d*\]$", conf, re.M))
+    assert programs | {"migrate"} == set(APP_SERVICES) | {"nginx"}
+
+    variables = set(prodlocal.environment(tmp_path / "state", 8080))
+    # Settings compose leaves to the image or the defaults: where the state lives, and
+    # which settings module the process reads (the image's DJANGO_SETTINGS_MODULE).
+    local_only = {"DJANGO_SETTINGS_MODULE", "GPUAAS_VAR_DIR", "GPUAAS_CELERY_EAGER"}
+    assert variables - local_only <= set(compose["services"]["web"]["environment"])
+
+
+def tool(name: str) -> str:
+    """A linter the dev extras install into the virtualenv (pyproject.toml)."""
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: pip install -e '.[dev]'")
+    return found
+
+
+def test_compose_file_follows_the_compose_specification():
+    result = subprocess.run(
+        [tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(DOCKER / "compose.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "dockerfile", sorted(path.name for path in DOCKER.glob("Dockerfile*") if path.suffix != ".dockerignore")
+)
+def test_dockerfiles_pass_hadolint(dockerfile):
+    result = subprocess.run(
+        [tool("hadolint"), "--config", str(DOCKER / ".hadolint.yaml"), str(DOCKER / dockerfile)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_dockerfile_runs_as_non_root_and_serves_on_all_interfaces():

@@ -76,7 +76,8 @@ def worker(transactional_db, broker, redis_server, tmp_path):
 @pytest.fixture
 def app(broker, redis_server):
     """A client of the same broker, sending by task name as the portal does."""
-    client = Celery(broker=broker.url, backend=redis_server.url)
+    # Not the process's current app: the tests after this one in the worker use the portal's.
+    client = Celery(broker=broker.url, backend=redis_server.url, set_as_current=False)
     client.conf.broker_connection_retry_on_startup = True
     yield client
     client.close()

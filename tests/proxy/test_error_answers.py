@@ -17,6 +17,7 @@ from websockets.exceptions import InvalidStatus
 from apps.core.logging import CorrelationIdFilter
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
+from tests.support.agent import wait_for
 from tests.support.catalog import publish
 from tests.support.proxy import (
     NAVIGATION,
@@ -134,18 +135,23 @@ def test_the_callers_correlation_id_is_kept_and_logged_with_the_refusal(proxy_se
     given = "trace-" + uuid.uuid4().hex
     correlation_filter = CorrelationIdFilter()  # what the console handler has (settings.LOGGING)
     caplog.handler.addFilter(correlation_filter)
+
+    def logged():
+        return [r for r in caplog.records if r.name == "gpuaas.proxy.access"]
+
     try:
         with caplog.at_level(logging.INFO, logger="gpuaas.proxy.access"), browser(proxy_server) as client:
             page = client.get(route_url(instance, "echo"), headers={"X-Correlation-ID": given})
             malformed = client.get(route_url(instance, "echo"), headers={"X-Correlation-ID": "bad id!"})
+            # The server writes its access line once the answer has gone out.
+            wait_for(lambda: len(logged()) >= 2, timeout=10, what="both access lines")
     finally:
         caplog.handler.removeFilter(correlation_filter)
     assert page.status_code == 401
     assert page.headers["x-correlation-id"] == given
     assert shown(page) == ("unauthenticated", given)
     assert malformed.headers["x-correlation-id"] != "bad id!"
-    logged = [r for r in caplog.records if r.name == "gpuaas.proxy.access"]
-    assert [r.correlation_id for r in logged] == [given, malformed.headers["x-correlation-id"]]
+    assert [r.correlation_id for r in logged()] == [given, malformed.headers["x-correlation-id"]]
 
 
 def test_browsers_navigating_get_a_page_and_fetches_get_the_envelope(data_plane, launch, owner):

@@ -2,12 +2,11 @@
 
 The configuration is the one template production uses, with its Lua
 (docker/nginx/); ``render`` fills its ``${GPUAAS_*}`` placeholders the way the
-nginx image (docker/Dockerfile.nginx) does at start.
+nginx image (docker/Dockerfile.nginx) and ``make prod-local`` do at start.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 import signal
 import socket
@@ -19,18 +18,11 @@ from pathlib import Path
 
 import psutil
 
+from gpuaas.prodlocal import NGINX_CONF_DIR as CONF_DIR
+from gpuaas.prodlocal import render_nginx as render
 from tests.support.servers import free_port
 
 NGINX = "/usr/sbin/nginx"  # scripts/ensure-nginx.sh installs it, with its Lua module
-DOCKER = Path(__file__).resolve().parents[2] / "docker"
-TEMPLATE = DOCKER / "nginx.conf"
-CONF_DIR = DOCKER / "nginx"
-_PLACEHOLDER = re.compile(r"\$\{(GPUAAS_[A-Z_]+)\}")
-
-
-def render(values: dict[str, str]) -> str:
-    """The template with every placeholder filled (a missing value is a KeyError)."""
-    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], TEMPLATE.read_text())
 
 
 class Nginx:

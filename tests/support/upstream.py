@@ -265,8 +265,9 @@ async def _lab_whole(scope, send):
 
 @_endpoint("wrong-part")
 async def _wrong_part(scope, receive, send, query):
-    # An app that answers a Range with another part than the one asked for.
-    await _respond(send, 206, b"abcd", [(b"content-range", b"bytes 0-3/100")], b"text/plain")
+    # An app that answers a Range with another part than the one asked for (letters no
+    # hex id on the error page can hold).
+    await _respond(send, 206, b"WXYZ", [(b"content-range", b"bytes 0-3/100")], b"text/plain")
 
 
 @_endpoint("big-part")

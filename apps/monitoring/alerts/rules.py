@@ -10,7 +10,8 @@ A metric's observations are the subjects it watches with their current values:
 - ``storage_quota``, ``quota``, ``cpu_utilization``, ``memory_utilization``,
   ``storage_latency``: the latest ``Measurement`` another part of the platform
   reported (``record_measurement``; quota crossings from metering's signal; a node's
-  CPU and memory from its agent's telemetry).
+  CPU and memory from its agent's telemetry; each tenant directory's latency from
+  DDN, ``measure_storage_latency``).
 """
 
 from __future__ import annotations

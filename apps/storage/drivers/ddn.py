@@ -9,6 +9,7 @@ from apps.core import simulation
 from apps.core.drivers import DriverError, load
 
 GB = 2**30  # Lustre quotas count binary gigabytes (``lfs setquota -B 10G``)
+BASELINE_LATENCY_MS = 2.0
 
 
 class Ddn(Protocol):
@@ -18,6 +19,7 @@ class Ddn(Protocol):
     def remove_node(self, nodemap: str, hostname: str) -> None: ...
     def set_quota(self, path: str, quota_gb: int) -> None: ...
     def used_bytes(self, path: str) -> int: ...
+    def latency_ms(self, path: str) -> float: ...
 
 
 def driver() -> Ddn:
@@ -65,3 +67,13 @@ class SimulatedDdn:
         if resource is None:
             raise DriverError(f"DDN has no directory {path}", transient=False)
         return int(resource.state.get("used_bytes", 0))
+
+    def latency_ms(self, path: str) -> float:
+        """How long the file system takes to answer in the tenant's directory (EXAScaler's
+        monitoring reports it per file system); the simulated world's is a healthy
+        ``BASELINE_LATENCY_MS`` unless a drill or test holds another (``latency_ms``)."""
+        simulation.inject(self.system, "latency_ms", path)
+        resource = simulation.get(self.system, "directory", path)
+        if resource is None:
+            raise DriverError(f"DDN has no directory {path}", transient=False)
+        return float(resource.state.get("latency_ms", BASELINE_LATENCY_MS))

@@ -4,29 +4,17 @@ Each app that has demo data keeps it in ``apps/<app>/demo.py`` with a
 ``bootstrap(stdout)`` function; they run in INSTALLED_APPS order.
 """
 
-from importlib import import_module
-
-from django.apps import apps as django_apps
 from django.core.management.base import BaseCommand
 from django.db import transaction
+
+from apps.core import app_modules
 
 
 class Command(BaseCommand):
     help = "Create the demo tenant, users and inventory (idempotent)."
 
     def handle(self, *args, **options):
-        # By app config, not INSTALLED_APPS' strings: an entry may name a config class
-        # (the admin's is apps.portal.admin_apps.OperationsAdminConfig).
-        for config in django_apps.get_app_configs():
-            app = config.name
-            if not app.startswith("apps."):
-                continue
-            try:
-                module = import_module(f"{app}.demo")
-            except ModuleNotFoundError as exc:
-                if exc.name != f"{app}.demo":
-                    raise
-                continue
+        for module in app_modules.each("demo"):
             with transaction.atomic():
                 module.bootstrap(self.stdout)
         self.stdout.write(
