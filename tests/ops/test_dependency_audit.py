@@ -81,7 +81,8 @@ def test_the_lock_pins_every_declared_dependency():
         canonicalize_name(found[1]): found[2]
         for found in re.finditer(r"^([A-Za-z0-9_.-]+)==(\S+)", audit.LOCK.read_text(), re.MULTILINE)
     }
-    for line in project["dependencies"] + project["optional-dependencies"]["dev"]:
+    extras = project["optional-dependencies"]
+    for line in project["dependencies"] + extras["demo"] + extras["dev"]:
         requirement = Requirement(line)
         name = canonicalize_name(requirement.name)
         assert name in pins, f"{name} is not in requirements.lock: compile it again (docs/operations.md)"

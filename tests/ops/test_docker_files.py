@@ -96,8 +96,9 @@ def test_prod_local_runs_the_processes_of_compose_with_its_variables(compose, tm
 
     variables = set(prodlocal.environment(tmp_path / "state", 8080))
     # Settings compose leaves to the image or the defaults: where the state lives, and
-    # which settings module the process reads (the image's DJANGO_SETTINGS_MODULE).
-    local_only = {"DJANGO_SETTINGS_MODULE", "GPUAAS_VAR_DIR", "GPUAAS_CELERY_EAGER"}
+    # which settings module the process reads (the image's DJANGO_SETTINGS_MODULE), where
+    # the log lines go (the image's GPUAAS_LOG_FORMAT).
+    local_only = {"DJANGO_SETTINGS_MODULE", "GPUAAS_VAR_DIR", "GPUAAS_CELERY_EAGER", "GPUAAS_LOG_FORMAT"}
     assert variables - local_only <= set(compose["services"]["web"]["environment"])
 
 
