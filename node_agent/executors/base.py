@@ -6,6 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+# The file an instance's output goes to, in a directory of its own (the log shipper
+# keeps its offset beside it).
+OUTPUT = "output.log"
+
 
 class TaskFailed(Exception):
     """The task cannot be done; the message becomes the instance's failure reason,

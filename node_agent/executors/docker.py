@@ -17,16 +17,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
-from node_agent.executors.base import TaskFailed
+from node_agent.executors.base import OUTPUT, TaskFailed
 from node_agent.executors.firewall import Firewall
 from node_agent.executors.ports import free_ports, url_host
 from node_agent.executors.templates import REFERENCE, references, resolve, resolve_all
 
 INSTANCE_LABEL = "gpuaas.instance"
+COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 COMMAND_TIMEOUT_SECONDS = 600.0  # image pulls of multi-GB GPU images take minutes
 DIGEST_PINNED = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -57,6 +60,7 @@ class DockerExecutor:
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.docker = docker
         self.firewall = firewall or Firewall()
+        self._followers: dict[str, subprocess.Popen] = {}
 
     def start(
         self, spec: dict, secrets: dict[str, str], address: str, proxies: Sequence[str] = ()
@@ -88,17 +92,74 @@ class DockerExecutor:
         else:
             self._docker(["rm", "--force", "--volumes", spec["name"]], missing_ok=True)
         self.firewall.close(spec["instance_id"])
+        self._unfollow(spec["instance_id"])
+        shutil.rmtree(self._output(spec["instance_id"]).parent, ignore_errors=True)
 
     def running(self) -> list[str]:
-        listed = self._docker(
-            ["ps", "--filter", f"label={INSTANCE_LABEL}", "--format", f'{{{{.Label "{INSTANCE_LABEL}"}}}}']
-        )
-        return sorted(set(listed.split()))
+        return sorted(self._listed())
 
     def outputs(self) -> dict[str, Path]:
-        # Containers' output stays in the engine's own logs (``docker logs``); shipping
-        # it to the Logs tab is not built yet.
-        return {}
+        """Each running instance's output, as a file its ``docker logs --follow`` (or
+        ``docker compose logs --follow``) appends to; a follower that ended (the agent
+        restarted, the engine hiccuped) starts again from the file's last write."""
+        listed = self._listed()
+        for instance_id in set(self._followers) - set(listed):
+            self._unfollow(instance_id)
+        for instance_id, project in listed.items():
+            follower = self._followers.get(instance_id)
+            if follower is None or follower.poll() is not None:
+                self._followers[instance_id] = self._follow(instance_id, project)
+        return {instance_id: self._output(instance_id) for instance_id in listed}
+
+    def _listed(self) -> dict[str, str]:
+        """The running instances' ids, each with its Compose project ("" for a container)."""
+        listed = self._docker(
+            [
+                "ps",
+                "--filter",
+                f"label={INSTANCE_LABEL}",
+                "--format",
+                f'{{{{.Label "{INSTANCE_LABEL}"}}}} {{{{.Label "{COMPOSE_PROJECT_LABEL}"}}}}',
+            ]
+        )
+        found: dict[str, str] = {}
+        for line in listed.splitlines():
+            instance_id, _, project = line.strip().partition(" ")
+            if instance_id:
+                found[instance_id] = found.get(instance_id) or project.strip()
+        return found
+
+    def _output(self, instance_id: str) -> Path:
+        return self.state_dir / "output" / instance_id / OUTPUT
+
+    def _follow(self, instance_id: str, project: str) -> subprocess.Popen:
+        path = self._output(instance_id)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        since = []
+        if path.exists():  # followed before: only what came after its last line
+            since = ["--since", _rfc3339(path.stat().st_mtime_ns)]
+        if project:
+            command = ["compose", "--project-name", project, "logs", "--follow", "--no-color", *since]
+        else:
+            command = ["logs", "--follow", *since, f"gpuaas-{instance_id}"]
+        with open(path, "ab") as output:
+            return subprocess.Popen(
+                [self.docker, *command],
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def _unfollow(self, instance_id: str) -> None:
+        follower = self._followers.pop(instance_id, None)
+        if follower is not None and follower.poll() is None:
+            follower.terminate()
+            try:
+                follower.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                follower.kill()
+                follower.wait()
 
     def _run(self, spec: dict, values: dict[str, dict]) -> None:
         # A start replaces the instance's earlier container (stopped, or failed).
@@ -297,3 +358,8 @@ def _volume_problem(volume) -> str | None:
     if kind != "volume":
         return f"uses a {kind} mount (only volumes the engine manages)"
     return None
+
+
+def _rfc3339(nanoseconds: int) -> str:
+    seconds, fraction = divmod(nanoseconds, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{fraction:09d}Z"

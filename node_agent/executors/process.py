@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from node_agent.executors.base import TaskFailed
+from node_agent.executors.base import OUTPUT, TaskFailed
 from node_agent.executors.firewall import Firewall
 from node_agent.executors.ports import free_ports, url_host
 from node_agent.executors.sandbox import Sandbox
@@ -36,7 +36,6 @@ READY_TIMEOUT_SECONDS = 90.0
 STOP_GRACE_SECONDS = 10.0
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 RECORD = "workload.json"
-OUTPUT = "output.log"
 
 
 class ProcessExecutor:

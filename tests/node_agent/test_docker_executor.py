@@ -21,6 +21,7 @@ from node_agent.executors.docker import (
     validate,
 )
 from node_agent.executors.templates import references
+from tests.support.agent import wait_for
 
 GOLDEN = Path(__file__).parents[1] / "runtime" / "golden"  # tests/runtime/test_rendering.py writes them
 IID = "11111111-2222-3333-4444-555555555555"
@@ -210,7 +211,12 @@ call = {{"argv": argv, "stdin": sys.stdin.read(),
 with open({str(self.log)!r}, "a") as log:
     log.write(json.dumps(call) + "\\n")
 if argv[0] == "ps":
-    print("{IID}")
+    print("{IID} ")
+if "logs" in argv[:4]:  # what the container printed, then following (until stopped)
+    import time
+    print("serving on :8888", flush=True)
+    print("a warning", file=sys.stderr, flush=True)
+    time.sleep(60)
 """)
         program.chmod(program.stat().st_mode | stat.S_IEXEC)
         self.executor = DockerExecutor(tmp_path / "state", docker=str(program))
@@ -242,7 +248,13 @@ def test_executor_runs_the_container_with_its_secret_in_a_removed_env_file(tmp_p
     docker.executor.stop(stop_spec)
     docker.executor.remove(stop_spec)
     assert [call["argv"] for call in docker.calls()[-3:]] == [
-        ["ps", "--filter", "label=gpuaas.instance", "--format", '{{.Label "gpuaas.instance"}}'],
+        [
+            "ps",
+            "--filter",
+            "label=gpuaas.instance",
+            "--format",
+            '{{.Label "gpuaas.instance"}} {{.Label "com.docker.compose.project"}}',
+        ],
         ["stop", f"gpuaas-{IID}"],
         ["rm", "--force", "--volumes", f"gpuaas-{IID}"],
     ]
@@ -264,3 +276,32 @@ def test_executor_brings_a_compose_project_up_and_down(tmp_path):
         "--volumes",
         "--remove-orphans",
     ]
+
+
+def test_a_containers_output_is_followed_into_its_file_and_resumed_after_a_restart(tmp_path):
+    """The log shipper reads each running instance's output file: the executor keeps a
+    ``docker logs --follow`` appending to it, and a new agent (after a restart) follows
+    on from the file's last write instead of the container's first line."""
+    docker = FakeDocker(tmp_path)
+    docker.executor.start(spec("jupyterlab_single_container"), {"token": "t"}, "127.0.0.1")
+    [(instance_id, path)] = docker.executor.outputs().items()
+    assert instance_id == IID
+    wait_for(lambda: "a warning" in path.read_text(), timeout=30, what="the container's output")
+    assert path.read_text().splitlines() == ["serving on :8888", "a warning"]
+    [follow] = [c["argv"] for c in docker.calls() if c["argv"][0] == "logs"]
+    assert follow == ["logs", "--follow", f"gpuaas-{IID}"]
+    docker.executor.outputs()  # the follower runs on: not started twice
+    assert len([c for c in docker.calls() if c["argv"][0] == "logs"]) == 1
+
+    restarted = DockerExecutor(tmp_path / "state", docker=docker.executor.docker)
+    assert restarted.outputs() == {IID: path}
+    wait_for(lambda: len([c for c in docker.calls() if c["argv"][0] == "logs"]) == 2, timeout=30)
+    resumed = [c["argv"] for c in docker.calls() if c["argv"][0] == "logs"][-1]
+    assert resumed[:3] == ["logs", "--follow", "--since"]
+    assert resumed[3].endswith("Z")
+    assert resumed[4] == f"gpuaas-{IID}"
+
+    stop_spec = {"instance_id": IID, "name": f"gpuaas-{IID}", "execution": "single_container"}
+    for executor in (docker.executor, restarted):
+        executor.remove(stop_spec)
+    assert not path.exists()
