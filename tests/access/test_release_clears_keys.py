@@ -23,6 +23,9 @@ def _release_steps(allocation) -> list[tuple[str, str]]:
     )
 
 
+# A live agent beside the test: PostgreSQL only, as test_ssh_login (SQLite locks its
+# tables under the two writers; the embedded default's ssh is in test_make_run_path).
+@pytest.mark.production
 @pytest.mark.django_db(transaction=True)
 def test_release_removes_the_keys_from_the_node_before_giving_it_back(
     api, allocator, project, portal, active_allocation, tmp_path, django_capture_on_commit_callbacks
