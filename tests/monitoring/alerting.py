@@ -46,9 +46,14 @@ class Rounds:
 
 
 def received(receiver, rule: str | None = None) -> list[dict]:
-    """The alert webhooks CCP received (of one rule), in order."""
+    """The alert webhooks CCP received (of one rule), in order, each event once: delivery
+    is at least once and receivers dedupe on ``event_id`` (CONTRACT), so an attempt
+    that timed out on a loaded machine and was sent again is one event."""
     bodies = [json.loads(r["body"]) for r in receiver.requests if r["path"] == "/ccp/webhooks/alerts"]
-    return [b for b in bodies if rule is None or b["rule"] == rule]
+    firsts = {}
+    for body in bodies:
+        firsts.setdefault(body["event_id"], body)
+    return [b for b in firsts.values() if rule is None or b["rule"] == rule]
 
 
 def states(receiver, rule: str) -> list[str]:
