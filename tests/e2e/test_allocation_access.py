@@ -13,6 +13,7 @@ import pytest
 from apps.access import services as host_access
 from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
+from tests.e2e.pages import sign_in
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
 from tests.support.agent import running_agent, wait_for
 from tests.support.ssh import key_pair
@@ -61,11 +62,7 @@ def test_add_a_key_log_in_with_the_pages_command_and_remove_it(world, portal, br
             timeout=30,
             what="the node's sshd reported",
         )
-        page.goto(f"{portal.url}/accounts/login/")
-        page.fill("input[name=username]", "alice")
-        page.fill("input[name=password]", "pw")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{portal.url}/")
+        sign_in(page, portal.url, "alice")
         page.goto(f"{portal.url}/projects/{allocation.project_id}/allocations/{allocation.pk}/")
         page.click("nav.tabs >> text=Access")
         page.wait_for_url(

@@ -13,9 +13,7 @@ page and of the detail page mid-provisioning.
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -26,10 +24,9 @@ from apps.storage import services as storage
 from apps.tenancy import principal as principals
 from apps.tenancy import quotas
 from apps.tenancy.models import Membership
+from tests.e2e.pages import SCREENSHOTS, shot, sign_in
 from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.concurrency import in_own_thread
-
-SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 
 # Samples the detail page's live fields every 50 ms (through DevTools, not subject to the CSP).
 RECORD_LIVE_FIELDS = """() => {
@@ -62,24 +59,10 @@ def world(db):
     return project
 
 
-def shot(page, name: str) -> None:
-    if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
-
-
-def login(page, portal) -> None:
-    page.goto(f"{portal.url}/accounts/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{portal.url}/")
-
-
 def test_allocate_and_release_live(world, worker, portal, page):
     project = world
     base = f"{portal.url}/projects/{project.pk}"
-    login(page, portal)
+    sign_in(page, portal.url, "alice")
 
     # The project's Allocations tab (htmx) opens its socket; then the allocate form.
     page.goto(f"{base}/")
@@ -163,7 +146,7 @@ def _allocate(principal, project):
 
 def test_list_shows_new_allocations_and_their_progress_live(world, worker, portal, page):
     project = world
-    login(page, portal)
+    sign_in(page, portal.url, "alice")
     page.goto(f"{portal.url}/projects/{project.pk}/allocations/")
     page.wait_for_selector("#allocations [data-live-status][data-state=live]")
     page.evaluate("() => { window.__noReload = true; }")

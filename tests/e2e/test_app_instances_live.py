@@ -13,9 +13,7 @@ launch form with an inline error and the running instance's page.
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -24,11 +22,10 @@ from apps.runtime import agents
 from apps.runtime.models import AppInstance
 from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
+from tests.e2e.pages import shot, sign_in
 from tests.factories import ProjectFactory, TenantFactory, UserFactory, shipped_manifest
 from tests.support.catalog import publish
 from tests.support.concurrency import in_own_thread
-
-SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 
 # Records each state the badge shows, on every change of the detail (through
 # DevTools, not subject to the CSP).
@@ -58,12 +55,6 @@ def world(db):
     return project
 
 
-def shot(page, name: str) -> None:
-    if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
-
-
 def _claim(node):
     return [task.pk for task in agents.claim_tasks(node)]
 
@@ -76,11 +67,7 @@ def _report_started(node, task_id):
 
 def test_launch_watch_running_and_stop(world, portal, page):
     project = world
-    page.goto(f"{portal.url}/accounts/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{portal.url}/")
+    sign_in(page, portal.url, "alice")
 
     # The switcher makes Training the current project; then the catalog.
     page.select_option("#project-switcher", str(project.pk))

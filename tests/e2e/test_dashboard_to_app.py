@@ -13,31 +13,22 @@ the allocate form.
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import timedelta
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
 from apps.allocations.models import Allocation, Node
 from apps.metering.models import Rate
+from tests.e2e.pages import shot, sign_in
 from tests.factories import FlavorFactory
 from tests.support.catalog import publish
 from tests.support.concurrency import in_own_thread
 from tests.support.fleet import make_nodes
 from tests.support.members import member
 from tests.support.proxy import proxied_manifest, start_instance
-
-SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
-
-
-def shot(page, name: str) -> None:
-    if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
 
 
 @pytest.fixture
@@ -72,16 +63,8 @@ def alice(ready_tenant, project):
     return user
 
 
-def log_in(page, base: str, user) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-
-
 def test_price_shown_before_allocating(portal, page, alice, project, rate_card):
-    log_in(page, portal.url, alice)
+    sign_in(page, portal.url, alice.username)
     page.goto(f"{portal.url}/projects/{project.pk}/allocations/new/")
 
     for name, price in rate_card.items():
@@ -118,7 +101,7 @@ def _enroll(node_id) -> None:
 
 
 def test_dashboard_to_allocate_to_open_app(portal, page, alice, project, rate_card, upstream):
-    log_in(page, portal.url, alice)
+    sign_in(page, portal.url, alice.username)
 
     # Nothing yet: the dashboard says what to do first.
     empty = page.locator("[data-empty=running]")

@@ -24,19 +24,12 @@ from apps.monitoring.metrics import embedded
 from apps.tenancy import quotas
 from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
+from tests.e2e.pages import sign_in
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.concurrency import in_own_thread
 from tests.support.fleet import made_allocation, make_nodes
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
-
-
-def sign_in(page, portal, username: str) -> None:
-    page.goto(f"{portal.url}/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{portal.url}/")
 
 
 def test_the_allocation_page_charts_its_gpus(portal, page, settings):
@@ -66,7 +59,7 @@ def test_the_allocation_page_charts_its_gpus(portal, page, settings):
     monitoring.record_telemetry(allocation.node, readings=readings, xids=[], exporter_port=None)
     tasks.rollup_metrics()  # the beat's work, every minute
 
-    sign_in(page, portal, "alice")
+    sign_in(page, portal.url, "alice")
     page.goto(f"{portal.url}/projects/{project.pk}/allocations/{allocation.pk}/")
 
     charts = page.locator("[data-gpu-charts]")
@@ -111,7 +104,7 @@ def test_new_telemetry_reaches_the_open_allocation_page(portal, page, settings):
     past = range(int(now) - 3000, int(now) - 600, 30)
     embedded.write(allocation.node_id, [reading(gpu, moment, 40.0) for moment in past for gpu in range(2)])
 
-    sign_in(page, portal, "alice")
+    sign_in(page, portal.url, "alice")
     page.goto(f"{portal.url}/projects/{project.pk}/allocations/{allocation.pk}/")
     page.locator('[data-gpu-charts][data-loaded="1h"]').wait_for()
     page.locator("[data-live-status][data-state=live]").wait_for()
@@ -148,7 +141,7 @@ def test_the_dashboard_charts_gpu_hours_and_gauges_quotas_on_a_phones_width(port
     quotas.set_quota(project.tenant, {"gpus": 16})
 
     page.set_viewport_size({"width": 390, "height": 844})
-    sign_in(page, portal, "bea")
+    sign_in(page, portal.url, "bea")
     figure = page.locator("[data-usage-chart]")
     figure.and_(page.locator('[data-loaded="true"]')).wait_for()
     assert figure.locator("canvas").count() == 1

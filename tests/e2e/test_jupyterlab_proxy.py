@@ -29,6 +29,7 @@ from apps.allocations.models import Node
 from apps.runtime import selectors
 from apps.runtime.models import AppInstance
 from tests.e2e.allocations import active_allocation_on
+from tests.e2e.pages import sign_in
 from tests.support.agent import wait_for
 from tests.support.concurrency import in_own_thread
 from tests.support.members import member
@@ -120,14 +121,6 @@ def launch_jupyterlab(api, allocator, project, allocation) -> AppInstance:
     return wait_for(running, timeout=START_TIMEOUT, what="JupyterLab running")
 
 
-def log_in(page, base: str, username: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-
-
 def test_jupyterlab_through_the_proxy_runs_a_notebook(
     variant,
     settings,
@@ -151,7 +144,7 @@ def test_jupyterlab_through_the_proxy_runs_a_notebook(
 
     allocator.set_password("pw")
     allocator.save()
-    log_in(page, base, allocator.username)
+    sign_in(page, base, allocator.username)
     page.goto(f"{base}/projects/{project.pk}/instances/{instance.pk}/?tab=app")
     if ui_mode == "embedded":
         record = BrowserRecord(page)

@@ -15,6 +15,7 @@ from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
+from tests.e2e.pages import sign_in
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
 from tests.support.agent import running_agent, wait_for
 from tests.support.chatty import publish_chatty
@@ -67,11 +68,7 @@ def test_logs_streaming(world, portal, page, tmp_path):
         instance = in_own_thread(_launch, alice, allocation)
         wait_for(lambda: in_own_thread(_state, instance.pk) == "running", timeout=60, what="running")
 
-        page.goto(f"{portal.url}/accounts/login/")
-        page.fill("input[name=username]", "alice")
-        page.fill("input[name=password]", "pw")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{portal.url}/")
+        sign_in(page, portal.url, "alice")
 
         # Open the instance from the project's list, then its Logs tab.
         page.goto(f"{portal.url}/projects/{allocation.project_id}/instances/")

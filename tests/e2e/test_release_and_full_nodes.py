@@ -19,9 +19,7 @@ and of the launch form over a full node.
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -34,11 +32,10 @@ from apps.tenancy import principal as principals
 from apps.tenancy import quotas
 from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
+from tests.e2e.pages import shot, sign_in
 from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.catalog import publish
 from tests.support.concurrency import in_own_thread
-
-SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 
 # Records, on every change of the detail, the badge and whether an Abort button shows
 # beside it (through DevTools, not subject to the CSP).
@@ -56,20 +53,6 @@ RECORD_STATUS_CARD = """() => {
   new MutationObserver(sample).observe(document.getElementById('allocation-detail'),
     {subtree: true, childList: true, characterData: true});
 }"""
-
-
-def shot(page, name: str) -> None:
-    if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
-
-
-def login(page, portal) -> None:
-    page.goto(f"{portal.url}/accounts/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{portal.url}/")
 
 
 def _launch(user, project, allocation, slug: str, name: str, parameters: dict | None = None):
@@ -117,7 +100,7 @@ def fleet(db):
 def test_release_confirm_listing_apps(fleet, worker, portal, page):
     project = fleet
     base = f"{portal.url}/projects/{project.pk}"
-    login(page, portal)
+    sign_in(page, portal.url, "alice")
 
     # Allocate; the page follows it to ACTIVE without a reload.
     page.goto(f"{base}/allocations/new/")
@@ -203,7 +186,7 @@ def test_launch_form_refusing_full_nodes(full_node, portal, page):
     project, allocation, alice = full_node
     big = in_own_thread(_launch, alice, project, allocation, "vllm-openai", "big-1", {"tensor_parallel": 8})
     in_own_thread(_agent_does, allocation.node, AgentTask.Action.START)
-    login(page, portal)
+    sign_in(page, portal.url, "alice")
     launch_url = f"{portal.url}/projects/{project.pk}/apps/vllm-openai/launch/"
 
     page.goto(launch_url)

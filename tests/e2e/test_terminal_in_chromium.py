@@ -10,6 +10,7 @@ import re
 import pytest
 
 from apps.access.models import TerminalSession
+from tests.e2e.pages import sign_in
 from tests.support.agent import running_agent, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,14 +24,6 @@ def wait_text(page, pattern: str, timeout: float = 30.0) -> str:
     return wait_for(lambda: re.search(pattern, text(page)) and text(page), timeout=timeout, what=pattern)
 
 
-def sign_in(page, portal, user) -> None:
-    page.goto(f"{portal.url}/accounts/login/")
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{portal.url}/")
-
-
 def run(page, command: str) -> None:
     page.keyboard.type(command)
     page.keyboard.press("Enter")
@@ -39,7 +32,7 @@ def run(page, command: str) -> None:
 @pytest.fixture
 def terminal_page(portal, page, active_allocation, allocator, tmp_path):
     with running_agent(portal.url, active_allocation.node, tmp_path):
-        sign_in(page, portal, allocator)
+        sign_in(page, portal.url, allocator.username)
         page.goto(f"{portal.url}/projects/{active_allocation.project_id}/allocations/{active_allocation.pk}/")
         page.click("a.tab:has-text('Terminal')")
         page.wait_for_selector("[data-terminal-status]:has-text('Connected')")
