@@ -107,7 +107,7 @@ check: install-dev services sandbox sshd metrics-db
 		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
 		--ignore=tests/ops/test_monitoring_benchmark_smoke.py \
 		--ignore=tests/ops/test_terminal_benchmark_smoke.py \
-		--ignore=tests/ops/test_alerts_benchmark_smoke.py \
+		--ignore=tests/ops/test_alerts_benchmark_smoke.py --ignore=tests/ops/test_load_benchmark_smoke.py \
 		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
 		--ignore=tests/ops/test_prod_local.py --ignore=tests/ops/test_worker_broker_blip.py \
 		--ignore=tests/ops/test_dependency_outages.py --ignore=tests/ops/test_backup_drill.py \
@@ -141,6 +141,7 @@ bench: install-dev services nginx bench-tools metrics-db
 	$(PY) benchmarks/api_auth.py
 	$(PY) benchmarks/proxy.py
 	$(PY) benchmarks/monitoring.py
+	$(PY) benchmarks/load.py
 
 # The README's screenshots (docs/screenshots/): the main pages at 1440 and 390 px, from
 # a portal of their own seeded as `make run` seeds it.

@@ -121,6 +121,8 @@ class Allocation(UUIDModel):
             models.Index(fields=["project", "-created_at"], name="allocation_project_recent"),
             models.Index(fields=["tenant", "state"], name="allocation_tenant_state"),
             models.Index(fields=["state", "next_check_at"], name="allocation_due"),
+            # The platform-wide list (the operations pages), newest first, a page at a time.
+            models.Index(fields=["-created_at", "-id"], name="allocation_recent"),
         ]
 
     def __str__(self):

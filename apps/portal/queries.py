@@ -38,7 +38,7 @@ def projects_with_counts(principal: Principal) -> QuerySet[Project]:
             member_count=_count_per_project(Membership.objects.all()),
             active_account_count=_count_per_project(ServiceAccount.objects.filter(revoked_at__isnull=True)),
         )
-        .order_by("tenant__name", "name", "pk")
+        .order_by(*Project.LIST_ORDER)
     )
 
 

@@ -62,7 +62,11 @@ class AppInstance(UUIDModel):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["project", "state"], name="instance_project_state")]
+        indexes = [
+            models.Index(fields=["project", "state"], name="instance_project_state"),
+            # The platform-wide list (the operations pages), newest first, a page at a time.
+            models.Index(fields=["-created_at", "-id"], name="instance_recent"),
+        ]
 
     def __str__(self):
         return f"{self.name} · {self.project.name} · {self.state}"

@@ -37,6 +37,8 @@ class Tenant(UUIDModel):
 
     class Meta:
         ordering = ["name"]
+        # The platform-wide project list walks tenants in this order (Project.LIST_ORDER).
+        indexes = [models.Index(fields=["name", "id"], name="tenant_name_order")]
 
     def __str__(self):
         return self.name
@@ -68,6 +70,12 @@ class Quota(UUIDModel):
         return f"{self.tenant_id} {self.resource}={self.limit}"
 
 
+# Lists of projects, by tenant name then name. The tenant's id after its name, and the
+# indexes on both, let a page be read in index order, a page's worth of tenants at a
+# time, instead of sorting every project of the platform for each page.
+PROJECT_LIST_ORDER = ("tenant__name", "tenant_id", "name", "id")
+
+
 class Project(UUIDModel):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="projects")
     project_id = models.CharField("CCP project id", max_length=64, validators=[ccp_identifier])
@@ -78,8 +86,10 @@ class Project(UUIDModel):
     tenant_path = "tenant_id"
     project_path = "id"
 
+    LIST_ORDER = PROJECT_LIST_ORDER
+
     class Meta:
-        ordering = ["tenant__name", "name"]
+        ordering = list(PROJECT_LIST_ORDER)
         constraints = [models.UniqueConstraint(fields=["tenant", "project_id"], name="project_unique_ccp_id")]
 
     def __str__(self):
