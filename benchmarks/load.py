@@ -90,7 +90,8 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/5")
     parser.add_argument("--state", default=None, help="prod-local's state directory (kept with the seed)")
-    parser.add_argument("--duration", type=float, default=None, help="seconds of load (120; quick: 5)")
+    parser.add_argument("--duration", type=float, default=None, help="seconds measured (120; quick: 5)")
+    parser.add_argument("--warmup", type=float, default=None, help="seconds of load before (15; quick: 0)")
     parser.add_argument("--portal-users", type=int, default=None)
     parser.add_argument("--ccp-clients", type=int, default=None)
     parser.add_argument("--proxy-users", type=int, default=None)
@@ -105,6 +106,7 @@ def parse_args() -> argparse.Namespace:
     args.sizes = QUICK if quick else FULL
     args.db_name = args.db_name or ("gpuaas_load_quick" if quick else "gpuaas_load")
     args.duration = args.duration or (5.0 if quick else 120.0)
+    args.warmup = args.warmup if args.warmup is not None else (0.0 if quick else 15.0)
     args.portal_users = args.portal_users if args.portal_users is not None else (4 if quick else 30)
     args.ccp_clients = args.ccp_clients if args.ccp_clients is not None else (2 if quick else 10)
     args.proxy_users = args.proxy_users if args.proxy_users is not None else (1 if quick else 5)
@@ -393,6 +395,7 @@ def plan(args, issuer: FakeIssuer, origin_port: int, upstream_port: int) -> dict
         "flavor": FLAVOR,
         "os_image": OS_IMAGE,
         "proxy_users": args.proxy_users,
+        "warmup": args.warmup,
         "proxy": app_route(upstream_port, origin_port),
     }
 
@@ -417,13 +420,22 @@ def run_locust(args, data: dict, host: str, work: Path) -> dict:
     command = [
         *(sys.executable, "-m", "locust", "-f", str(ROOT / "benchmarks" / "load_users.py")),
         *("--headless", "--only-summary", "--loglevel", "WARNING", "--host", host),
-        *("--users", str(users), "--spawn-rate", str(users), "--run-time", f"{args.duration:.0f}s"),
+        *(
+            "--users",
+            str(users),
+            "--spawn-rate",
+            str(users),
+            "--run-time",
+            f"{args.duration + args.warmup:.0f}s",
+        ),
         "--stop-timeout",
         "5",
     ]
     env = {**os.environ, "GPUAAS_LOAD_PLAN": str(plan_path), "GPUAAS_LOAD_OUT": str(out_path)}
     with open(work / "locust.log", "wb") as log:
-        subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=args.duration + 120)
+        subprocess.run(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=args.duration + args.warmup + 120
+        )
     if not out_path.exists():
         raise RuntimeError(f"locust wrote no figures: {(work / 'locust.log').read_text()[-2000:]}")
     return json.loads(out_path.read_text())
@@ -448,8 +460,8 @@ def hot_lists() -> list[tuple[str, str, str]]:
         ("audit list, portal", "tenant", "/audit/"),
         ("audit list, API", "tenant", "/api/v1/audit"),
         ("audit list, platform-wide", "operator", "/admin/core/auditevent/"),
-        ("project list, platform-wide portal", "operator", "/projects/?page=3"),
-        ("project list, platform-wide API", "operator", "/api/v1/projects?page=3"),
+        ("project list, platform-wide portal", "operator", "/projects/?page=2"),
+        ("project list, platform-wide API", "operator", "/api/v1/projects?page=2"),
     ]
 
 
@@ -500,7 +512,8 @@ def settings_line(args, env: dict[str, str]) -> str:
         f"connections each (timeout {env.get('GPUAAS_DB_POOL_TIMEOUT') or '1.5'} s), Celery worker "
         f"concurrency {args.worker_concurrency} (prefork) and beat, simulated hardware "
         f"{args.step_seconds} s a step; locust (one process): {args.portal_users} portal users, 1 operator, "
-        f"{args.ccp_clients} CCP clients, {args.proxy_users} app visitors, {args.duration:.0f} s"
+        f"{args.ccp_clients} CCP clients, {args.proxy_users} app visitors, "
+        f"{args.duration:.0f} s measured after {args.warmup:.0f} s"
     )
 
 
@@ -602,7 +615,8 @@ def main() -> int:
     import django
 
     django.setup()
-    logging.disable(logging.INFO)  # the seed's audit lines; the topology's processes log as configured
+    # The seed's audit lines, the plan check's refusals; the topology's processes log as configured.
+    logging.disable(logging.WARNING)
     from django.core.management import call_command
 
     if args.reseed:
