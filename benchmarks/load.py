@@ -36,6 +36,7 @@ share the machine: say its load with the figures, compare only within one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -441,6 +442,55 @@ def run_locust(args, data: dict, host: str, work: Path) -> dict:
     return json.loads(out_path.read_text())
 
 
+def cpu_seconds(supervisord: int, db_name: str) -> dict[str, float]:
+    """CPU seconds used so far: by the topology's programs (supervisord's children, by
+    their command), the database's backends, this script's finished children (locust)
+    and the whole machine (busy time)."""
+    import resource
+
+    import psutil
+
+    used = dict.fromkeys(("web", "nginx", "worker and beat", "PostgreSQL"), 0.0)
+
+    def add(kind: str, process: psutil.Process) -> None:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            used[kind] += times.user + times.system
+
+    for process in psutil.Process(supervisord).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            command = " ".join(process.cmdline())
+            kind = "web" if " serve " in command else "nginx" if "nginx" in command else "worker and beat"
+            add(kind, process)
+    for process in psutil.process_iter(["name", "cmdline"]):
+        # A backend's title: "postgres: 15/main: postgres <database> 127.0.0.1(port) idle".
+        if process.info["name"] == "postgres" and f" {db_name} " in " ".join(process.info["cmdline"] or []):
+            add("PostgreSQL", process)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used["locust"] = children.ru_utime + children.ru_stime
+    machine = psutil.cpu_times()
+    used["machine"] = sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
+    return used
+
+
+def report_cpu(used: dict[str, float], out: dict) -> None:
+    """Where the CPU went during the load, and the web processes' CPU per request: unlike
+    latency, barely moved by other work on the machine."""
+    served = out.get("all_requests", {})
+    requests = served.get("page", 0) + served.get("api", 0)
+    ours = sum(v for k, v in used.items() if k != "machine")
+    parts = ", ".join(f"{k} {v:.0f} s" for k, v in used.items() if k != "machine")
+    print(
+        f"\nCPU during the load: {parts}; the machine {used['machine']:.0f} s, of which "
+        f"{max(0.0, used['machine'] - ours):.0f} s other work"
+    )
+    if requests:
+        print(
+            f"web processes' CPU per page or API request (the app visitors' share included): "
+            f"{used['web'] * 1000 / requests:.0f} ms over {requests} requests"
+        )
+
+
 # --- query plans ---------------------------------------------------------------
 
 
@@ -661,7 +711,9 @@ def main() -> int:
             [*command, "--web-ports", ",".join(map(str, web_ports))], {}, work / "prod-local.log"
         )
         try:
-            wait_ready([f"http://127.0.0.1:{p}" for p in (port, *web_ports)], topology)
+            # The web processes before nginx: a probe through nginx while one is still starting
+            # would mark it failed, and nginx would send it nothing for fail_timeout (10 s).
+            wait_ready([f"http://127.0.0.1:{p}" for p in (*web_ports, port)], topology)
             data = plan(args, issuer, port, upstream_port)
             connection.close()
             print(f"# {machine()}")
@@ -669,10 +721,13 @@ def main() -> int:
             print(f"# settings: {settings_line(args, env)}")
             print(f"# seed: {describe_seed()}")
             connection.close()
+            before = cpu_seconds(topology.process.pid, args.db_name)
             out = run_locust(args, data, f"http://127.0.0.1:{port}", work)
+            used = {k: v - before[k] for k, v in cpu_seconds(topology.process.pid, args.db_name).items()}
             print(f"# load average after: {load_average()}")
             print()
             met = report(out)
+            report_cpu(used, out)
             found = explain_hot_lists()
             plans_ok = report_plans(found, at_scale=not args.quick)
         except BaseException:
@@ -688,10 +743,11 @@ def main() -> int:
             topology.stop(timeout=60)
             upstream.stop()
             issuer.close()
-    if args.drop:
-        from harness import drop_database
+            if args.drop:
+                from harness import drop_database
 
-        drop_database(args.db_name)
+                connection.close()
+                drop_database(args.db_name)
     print(f"\nmet the goal: {'yes' if met else 'no'}")
     return 0 if not out["errors"] and plans_ok else 1
 

@@ -5,6 +5,8 @@ once with locust, and exits non-zero on any failed request."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.ops.bench import run_quick_benchmark
@@ -20,7 +22,8 @@ def test_quick_load_runs_clean(redis_server):
         # prod-local collects and compresses the static files before it serves: minutes on a busy machine.
         timeout=1200,
     )
-    for endpoint in ("page: dashboard", "page: allocation detail", "api: ccp status", "proxy: app page"):
-        assert f"| {endpoint}" in stdout, stdout
+    # Each class of the mix was served (which pages a few seconds reach is chance).
+    for kind in ("page", "api", "proxy"):
+        assert re.search(rf"^\| {kind} +\| +[1-9]", stdout, re.MULTILINE), stdout
     assert "goal: p95 < 300 ms for pages and API, zero errors:" in stdout
     assert "project list, platform-wide portal: 200" in stdout
