@@ -90,6 +90,10 @@ if VAULT_PREFIX.startswith("/") or ".." in VAULT_PREFIX.split("/") or VAULT_PREF
 ALLOWED_HOSTS = env.csv("GPUAAS_ALLOWED_HOSTS", "127.0.0.1,localhost,.localhost")
 ISSUER = env.string("GPUAAS_ISSUER", "http://127.0.0.1:8000").rstrip("/")
 APPS_DOMAIN = env.string("GPUAAS_APPS_DOMAIN")
+# The data plane asks the portal about app hosts (the grant, the session exchange) with
+# their own Host: the portal answers for the apps domain it serves, whatever the list says.
+if APPS_DOMAIN and f".{APPS_DOMAIN}" not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS.append(f".{APPS_DOMAIN}")
 # Without an apps domain, apps are served under /w/ on the portal's own origin, where
 # their scripts act with the signed-in user's session: the embedded default's choice
 # for one person's machine. In production an operator must opt in explicitly.
