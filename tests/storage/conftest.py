@@ -4,6 +4,7 @@ import pytest
 
 from apps.core import simulation
 from apps.core.models import SimulatedFault
+from apps.storage.drivers.ddn import lustre_nodemap
 from tests.support.fake_ddn import FakeDdn
 from tests.support.fake_ufm import FakeUfm
 
@@ -21,6 +22,12 @@ class SimulatedStorage:
 
     def has_pkey(self, pkey: str) -> bool:
         return simulation.get("ufm", "pkey", pkey) is not None
+
+    def members(self, storage) -> dict:
+        """Who may reach the tenant's files: the NodeMap's nodes, the PKey's GUIDs."""
+        nodemap = simulation.get("ddn", "nodemap", storage.nodemap)
+        pkey = simulation.get("ufm", "pkey", storage.pkey)
+        return {"nodemap": nodemap.state["nodes"], "pkey": pkey.state["guids"]}
 
     def fail_once(self, system: str, operation: str) -> str:
         """The next ``operation`` on ``system`` fails (worth a retry); the text its error carries."""
@@ -42,6 +49,14 @@ class RealStorage:
 
     def has_pkey(self, pkey: str) -> bool:
         return f"0x{int(pkey, 16):04x}" in self.ufm.pkeys
+
+    def members(self, storage) -> dict:
+        """Node hostnames here are their addresses, and GUIDs written as UFM writes them."""
+        ranges = self.ddn.state()["nodemaps"][lustre_nodemap(storage.nodemap)]["ranges"]
+        return {
+            "nodemap": sorted(nid.removesuffix("@o2ib") for nid in ranges),
+            "pkey": sorted(f"0x{guid}" for guid in self.ufm.guids(f"0x{int(storage.pkey, 16):04x}")),
+        }
 
     def fail_once(self, system: str, operation: str) -> str:
         if system == "ddn":
