@@ -105,7 +105,7 @@ class FakeUfm:
             return 200, None
         if not isinstance(guids, list) or not guids or not all(_GUID.match(str(g)) for g in guids):
             return 400, {"error": "guids must be a list of 16 hex digit GUIDs"}
-        if route == "":
+        if route == "/":
             entry = self.pkeys.setdefault(name, {"guids": {}, "ip_over_ib": body.get("ip_over_ib", True)})
             entry["guids"].update(dict.fromkeys(guids, body.get("membership", "full")))
             return 200, None

@@ -102,6 +102,9 @@ _TRANSIENT_ERRORS = (
     "Operation already in progress",
     "Interrupted system call",
 )
+# A Unix socket path has 107 bytes; ssh names its socket ``<dir>/<40 hex digits>`` plus
+# a 17-character temporary suffix while it makes it: a longer directory connects anew each time.
+_CONTROL_DIR_MAX = 48
 # ``lfs df`` timed on the MGS itself, so the SSH round trip does not count: microseconds.
 _TIMED_DF = (
     'start=$(date +%s%N); lfs df "$1" >/dev/null || exit $?; '
@@ -153,6 +156,8 @@ class SshDdn:
         if persist <= 0:
             return []
         sockets = settings.VAR_DIR / "ddn-ssh"
+        if len(str(sockets)) > _CONTROL_DIR_MAX:
+            return []
         sockets.mkdir(mode=0o700, parents=True, exist_ok=True)
         return [
             "-o",

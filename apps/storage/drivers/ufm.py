@@ -132,7 +132,7 @@ class HttpUfm:
             "index0": False,
             "ip_over_ib": True,
         }
-        response = self._call("POST", "", body)
+        response = self._call("POST", "/", body)
         if response.status_code >= 400:
             raise self._refused(response, f"adding GUIDs to PKey {name}")
 
