@@ -27,7 +27,12 @@ def check(*command: str, **variables: str) -> subprocess.CompletedProcess:
         **variables,
     )
     return subprocess.run(
-        [sys.executable, "manage.py", *(command or ["check"])], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "manage.py", *(command or ["check"])],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
