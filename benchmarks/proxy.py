@@ -94,7 +94,7 @@ P99_ADDED_GOAL_MS = 1.0  # over plain proxy_pass's p99, on the JupyterLab route'
 # shared cores p99 is the run queue's, not the proxy's. Each connection waits its share
 # of the interval after every answer, so the rate is this less a little per answer's time.
 PACED_RATE = 1000  # requests per second
-PACED_CONNECTIONS = 16
+PACED_CONNECTIONS = 64  # each waits 64 ms: the time of an answer moves the rate little
 PACING_SCRIPT = ROOT / "benchmarks" / "wrk-paced.lua"
 MEMORY_GROWTH_GOAL = 0.05  # "flat": at most 5 % above the RSS right after opening
 # Load generators and the echo server run in processes of their own (their CPU must
