@@ -401,7 +401,7 @@ class Target:
 
 # --- load ---------------------------------------------------------------------------
 
-_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 
 
 @dataclass
@@ -452,7 +452,10 @@ def wrk(target: Target, seconds: float, connections: int, rate: int | None = Non
     errors += int(non_2xx.group(1)) if non_2xx else 0
 
     def latency(label: str) -> float:
-        value, unit = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)$", output, re.M).groups()
+        found = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s|m)$", output, re.M)
+        if found is None:
+            raise RuntimeError(f"{target.name}: no {label}th percentile in wrk's output:\n{output}")
+        value, unit = found.groups()
         return float(value) * _UNITS[unit]
 
     return HttpResult(
