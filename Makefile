@@ -10,15 +10,17 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 # `make run` installs what running needs (and JupyterLab, which the demo launches);
 # `make test` and the other tool targets add the dev and test tools.
-$(STAMP): pyproject.toml
+# Every version comes from requirements.lock (the constraints), so a fresh machine installs
+# what CI tested and pip-audit checked, not the newest release of each range.
+$(STAMP): pyproject.toml requirements.lock
 	@echo "Installing the portal's Python packages into $(VENV) (first run only)..."
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PIP) install -q --upgrade pip
-	@$(PIP) install -q -e ".[demo]"
+	@$(PIP) install -q -c requirements.lock -e ".[demo]"
 	@touch $(STAMP)
 
-$(DEV_STAMP): pyproject.toml $(STAMP)
-	$(PIP) install -q -e ".[demo,dev]"
+$(DEV_STAMP): pyproject.toml requirements.lock $(STAMP)
+	$(PIP) install -q -c requirements.lock -e ".[demo,dev]"
 	touch $(DEV_STAMP)
 
 install: $(STAMP)

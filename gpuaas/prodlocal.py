@@ -83,7 +83,7 @@ def environment(state: Path, port: int) -> dict[str, str]:
         "GPUAAS_DEBUG": "false",
         "GPUAAS_HTTPS": "false",
         "GPUAAS_VAR_DIR": str(state / "var"),
-        "GPUAAS_ALLOWED_HOSTS": "localhost,.apps.localhost,127.0.0.1",
+        "GPUAAS_ALLOWED_HOSTS": "localhost,127.0.0.1",
         "GPUAAS_ISSUER": origin,
         "GPUAAS_CSRF_TRUSTED_ORIGINS": origin,
         # Beside the portal's own host, never it: the portal's origin must not be an app's.

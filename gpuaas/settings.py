@@ -90,6 +90,10 @@ if VAULT_PREFIX.startswith("/") or ".." in VAULT_PREFIX.split("/") or VAULT_PREF
 ALLOWED_HOSTS = env.csv("GPUAAS_ALLOWED_HOSTS", "127.0.0.1,localhost,.localhost")
 ISSUER = env.string("GPUAAS_ISSUER", "http://127.0.0.1:8000").rstrip("/")
 APPS_DOMAIN = env.string("GPUAAS_APPS_DOMAIN")
+# The data plane asks the portal about app hosts (the grant, the session exchange) with
+# their own Host: the portal answers for the apps domain it serves, whatever the list says.
+if APPS_DOMAIN and f".{APPS_DOMAIN}" not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS.append(f".{APPS_DOMAIN}")
 # Without an apps domain, apps are served under /w/ on the portal's own origin, where
 # their scripts act with the signed-in user's session: the embedded default's choice
 # for one person's machine. In production an operator must opt in explicitly.
@@ -501,6 +505,19 @@ NDFC_URL = env.string("GPUAAS_NDFC_URL", "https://127.0.0.1")
 NDFC_USER = env.string("GPUAAS_NDFC_USER", "admin")
 NDFC_PASSWORD = env.string("GPUAAS_NDFC_PASSWORD")
 NDFC_FABRIC = env.string("GPUAAS_NDFC_FABRIC", "gpu-fabric")
+# --- Storage: DDN over SSH to its MGS, UFM over REST (decision 0067) ---------
+DDN_SSH_HOST = env.string("GPUAAS_DDN_SSH_HOST")
+DDN_SSH_PORT = env.integer("GPUAAS_DDN_SSH_PORT", 22)
+DDN_SSH_USER = env.string("GPUAAS_DDN_SSH_USER", "root")
+DDN_SSH_KEY_FILE = env.string("GPUAAS_DDN_SSH_KEY_FILE")
+DDN_SSH_KNOWN_HOSTS = env.string("GPUAAS_DDN_SSH_KNOWN_HOSTS")
+DDN_SSH_TIMEOUT = env.number("GPUAAS_DDN_SSH_TIMEOUT", 30.0)
+DDN_SSH_PERSIST = env.integer("GPUAAS_DDN_SSH_PERSIST", 60)
+DDN_LNET = env.string("GPUAAS_DDN_LNET", "o2ib")
+UFM_URL = env.string("GPUAAS_UFM_URL", "https://127.0.0.1")
+UFM_USER = env.string("GPUAAS_UFM_USER", "admin")
+UFM_PASSWORD = env.string("GPUAAS_UFM_PASSWORD")
+UFM_TOKEN = env.string("GPUAAS_UFM_TOKEN")
 STORAGE_TIER_QUOTA_GB = env.json_value(
     "GPUAAS_STORAGE_TIER_QUOTA_GB", {"standard": 10240, "premium": 51200, "enterprise": 204800}
 )

@@ -44,3 +44,6 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - whitenoise wants 
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 WHITENOISE_USE_FINDERS = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405 - server threads must not keep test DB sessions open
+# Transactional tests flush with DELETE, not TRUNCATE (tests/support/flushing_postgresql).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    DATABASES["default"]["ENGINE"] = "tests.support.flushing_postgresql"  # noqa: F405

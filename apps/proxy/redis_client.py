@@ -25,7 +25,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from apps.core.redis_pools import cancellable
+from apps.core.redis_pools import cancellable, packed_by_hiredis
 from apps.proxy.perloop import PerLoop
 
 log = logging.getLogger(__name__)
@@ -46,12 +46,14 @@ def client(url: str) -> redis.Redis:
     if found is None:
         timeout = settings.PROXY_REDIS_TIMEOUT_SECONDS
         pool = cancellable(
-            redis.BlockingConnectionPool.from_url(
-                url,
-                max_connections=settings.PROXY_REDIS_CONNECTIONS,
-                timeout=timeout,
-                socket_timeout=timeout,
-                socket_connect_timeout=timeout,
+            packed_by_hiredis(
+                redis.BlockingConnectionPool.from_url(
+                    url,
+                    max_connections=settings.PROXY_REDIS_CONNECTIONS,
+                    timeout=timeout,
+                    socket_timeout=timeout,
+                    socket_connect_timeout=timeout,
+                )
             )
         )
         found = clients[url] = redis.Redis(connection_pool=pool)

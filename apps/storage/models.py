@@ -36,6 +36,12 @@ class TenantStorage(UUIDModel):
     def scope_ids(self):
         return self.tenant_id, None
 
+    @property
+    def project_id(self) -> int:
+        """The Lustre project id the directory's quota is kept under: the PKey's number,
+        already unique per tenant storage and never reused (decision 0067)."""
+        return int(self.pkey, 16)
+
 
 class StorageResize(UUIDModel):
     """A change of a tenant directory's quota, kept so that storage is billed at the

@@ -74,7 +74,7 @@ def provision_tenant_storage(
     if storage.status == TenantStorage.Status.READY:
         return storage
     try:
-        ddn.driver().create_directory(storage.path, storage.quota_gb)
+        ddn.driver().create_directory(storage.path, storage.quota_gb, storage.project_id)
         ddn.driver().create_nodemap(storage.nodemap, storage.path)
         ufm.driver().create_pkey(storage.pkey)
     except DriverError as exc:

@@ -18,9 +18,9 @@
 // snapshot brings a new next step (data-next-step), the page's success messages
 // turn into it.
 //
-// Sockets reconnect with exponential backoff and jitter; after a reconnect (or on
-// first open when something is in flight) the views are refreshed, since
-// messages sent while the socket was closed are lost. A message with an "event"
+// Sockets reconnect (socket.js); after a reconnect (or on first open when
+// something is in flight) the views are refreshed, since messages sent while the
+// socket was closed are lost. A message with an "event"
 // instead of a state ({"allocation_id", "event": "points"}) is handed on as the
 // document event "live:<kind>:<event>" (detail: {id, path}) to the script it is
 // for (gpu-charts.js). No inline styles (CSP):
@@ -38,12 +38,8 @@
     var ROOTS = "[data-" + kind + "s-live]";
     var ID_ATTRIBUTE = "data-" + kind + "-id";
     var ID_FIELD = kind + "_id";
-    var sockets = {}; // ws path -> {ws, attempts, opened, timer, stopped, known: {id: last state}}
+    var sockets = {}; // ws path -> {socket (socket.js), known: {id: last state}}
     var refreshes = {}; // refresh target selector -> {timer, running, again}
-
-    function socketUrl(path) {
-      return (window.location.protocol === "https:" ? "wss://" : "ws://") + window.location.host + path;
-    }
 
     function rootsFor(path) {
       return Array.prototype.filter.call(document.querySelectorAll(ROOTS), function (root) {
@@ -73,7 +69,7 @@
       });
       Object.keys(wanted).forEach(function (path) {
         if (!sockets[path]) connect(path);
-        else if (sockets[path].opened && sockets[path].ws.readyState === 1) setStatus(path, "live", "Live");
+        else if (sockets[path].socket.isOpen()) setStatus(path, "live", "Live");
       });
       Object.keys(sockets).forEach(function (path) {
         if (!wanted[path]) stop(path);
@@ -81,66 +77,34 @@
     }
 
     function connect(path) {
-      var entry = sockets[path] || (sockets[path] = { attempts: 0, opened: false, stopped: false, known: {} });
-      entry.timer = null;
-      setStatus(path, entry.opened ? "reconnecting" : "connecting", entry.opened ? "Reconnecting\u2026" : "Connecting\u2026");
-      var ws;
-      try {
-        ws = new WebSocket(socketUrl(path));
-      } catch (error) {
-        retry(path, entry);
-        return;
-      }
-      entry.ws = ws;
-      ws.addEventListener("open", function () {
-        var reconnected = entry.opened;
-        entry.opened = true;
-        entry.attempts = 0;
-        setStatus(path, "live", "Live");
-        rootsFor(path).forEach(function (root) {
-          if (reconnected || root.querySelector("[data-inflight]")) scheduleRefresh(root, 0);
-        });
+      var entry = (sockets[path] = { known: {} });
+      entry.socket = window.gpuaasSocket.open(path, {
+        status: function (state, text) {
+          setStatus(path, state, text);
+        },
+        open: function (reconnected) {
+          rootsFor(path).forEach(function (root) {
+            if (reconnected || root.querySelector("[data-inflight]")) scheduleRefresh(root, 0);
+          });
+        },
+        message: function (message) {
+          if (!ID.test(String(message[ID_FIELD]))) return;
+          if (typeof message.state === "string" && STATE.test(message.state)) {
+            apply(path, message);
+          } else if (typeof message.event === "string" && EVENT.test(message.event)) {
+            // Not a state: news for another script on the page (the charts' new points).
+            document.dispatchEvent(new CustomEvent("live:" + kind + ":" + message.event, {
+              detail: { id: message[ID_FIELD], path: path }
+            }));
+          }
+        },
       });
-      ws.addEventListener("message", function (event) {
-        var message;
-        try {
-          message = JSON.parse(event.data);
-        } catch (error) {
-          return;
-        }
-        if (!message || !ID.test(String(message[ID_FIELD]))) return;
-        if (typeof message.state === "string" && STATE.test(message.state)) {
-          apply(path, message);
-        } else if (typeof message.event === "string" && EVENT.test(message.event)) {
-          // Not a state: news for another script on the page (the charts' new points).
-          document.dispatchEvent(new CustomEvent("live:" + kind + ":" + message.event, {
-            detail: { id: message[ID_FIELD], path: path }
-          }));
-        }
-      });
-      ws.addEventListener("close", function () {
-        if (entry.stopped || sockets[path] !== entry) return;
-        retry(path, entry);
-      });
-    }
-
-    function retry(path, entry) {
-      setStatus(path, "reconnecting", "Reconnecting\u2026");
-      var delay = Math.min(BACKOFF_MAX_MS, BACKOFF_MS * Math.pow(2, entry.attempts));
-      entry.attempts += 1;
-      // Jitter: many pages reconnecting after a server restart do not arrive at once.
-      entry.timer = window.setTimeout(function () {
-        if (!entry.stopped) connect(path);
-      }, delay * (0.5 + Math.random() / 2));
     }
 
     function stop(path) {
       var entry = sockets[path];
       delete sockets[path];
-      if (!entry) return;
-      entry.stopped = true;
-      if (entry.timer) window.clearTimeout(entry.timer);
-      if (entry.ws && entry.ws.readyState <= 1) entry.ws.close(1000);
+      if (entry) entry.socket.stop();
     }
 
     // --- applying a message ----------------------------------------------------

@@ -13,13 +13,7 @@
 
   var MAX_LINES = 5000;
   var PAGE_SIZE = 500;
-  var BACKOFF_MS = 1000;
-  var BACKOFF_MAX_MS = 30000;
   var current = null;
-
-  function socketUrl(path) {
-    return (window.location.protocol === "https:" ? "wss://" : "ws://") + window.location.host + path;
-  }
 
   function setStatus(tail, state, text) {
     var status = tail.root.querySelector("[data-logs-status]");
@@ -33,57 +27,27 @@
       root: root,
       view: root.querySelector("[data-logs-view]"),
       after: Number(root.getAttribute("data-after")) || 0,
-      attempts: 0,
       stopped: false,
       reading: false,
       again: false,
     };
-    connect(tail);
+    tail.socket = window.gpuaasSocket.open(root.getAttribute("data-ws-url"), {
+      status: function (state, text) {
+        setStatus(tail, state, text);
+      },
+      open: function () {
+        read(tail); // whatever arrived while the socket was not open
+      },
+      message: function (message) {
+        if (Number(message.newest) > tail.after) read(tail);
+      },
+    });
     return tail;
-  }
-
-  function connect(tail) {
-    setStatus(tail, "connecting", "Connecting\u2026");
-    var ws;
-    try {
-      ws = new WebSocket(socketUrl(tail.root.getAttribute("data-ws-url")));
-    } catch (error) {
-      retry(tail);
-      return;
-    }
-    tail.ws = ws;
-    ws.addEventListener("open", function () {
-      tail.attempts = 0;
-      setStatus(tail, "live", "Live");
-      read(tail); // whatever arrived while the socket was not open
-    });
-    ws.addEventListener("message", function (event) {
-      var message;
-      try {
-        message = JSON.parse(event.data);
-      } catch (error) {
-        return;
-      }
-      if (message && Number(message.newest) > tail.after) read(tail);
-    });
-    ws.addEventListener("close", function () {
-      if (!tail.stopped) retry(tail);
-    });
-  }
-
-  function retry(tail) {
-    setStatus(tail, "reconnecting", "Reconnecting\u2026");
-    var delay = Math.min(BACKOFF_MAX_MS, BACKOFF_MS * Math.pow(2, tail.attempts));
-    tail.attempts += 1;
-    tail.timer = window.setTimeout(function () {
-      if (!tail.stopped) connect(tail);
-    }, delay * (0.5 + Math.random() / 2));
   }
 
   function stop(tail) {
     tail.stopped = true;
-    if (tail.timer) window.clearTimeout(tail.timer);
-    if (tail.ws && tail.ws.readyState <= 1) tail.ws.close(1000);
+    tail.socket.stop();
   }
 
   // One read at a time; a message during a read asks for one more after it.

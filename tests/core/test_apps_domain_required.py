@@ -17,7 +17,7 @@ from tests.support.members import member
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def check(**variables: str) -> subprocess.CompletedProcess:
+def check(*command: str, **variables: str) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if not key.startswith("GPUAAS_")}
     env.update(
         DJANGO_SETTINGS_MODULE="gpuaas.settings",
@@ -27,7 +27,12 @@ def check(**variables: str) -> subprocess.CompletedProcess:
         **variables,
     )
     return subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "manage.py", *(command or ["check"])],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -40,6 +45,22 @@ def test_production_without_an_apps_domain_does_not_start():
     wrong = check(GPUAAS_PATH_ROUTES="yes")
     assert wrong.returncode != 0
     assert "GPUAAS_PATH_ROUTES: the only value is accept-risk" in wrong.stderr
+
+
+def test_the_portal_answers_for_its_apps_domain_when_the_hosts_list_leaves_it_out():
+    """nginx asks the portal about an app host's request with that Host: an operator's
+    GPUAAS_ALLOWED_HOSTS naming only the portal must not turn every app into a 400."""
+    answered = check(
+        "shell",
+        "-c",
+        "from django.conf import settings; from django.http.request import validate_host; "
+        "print([validate_host(h, settings.ALLOWED_HOSTS) for h in "
+        "('i-1.apps.example.com', 'portal.example.com', 'evil.example.com')])",
+        GPUAAS_APPS_DOMAIN="apps.example.com",
+        GPUAAS_ALLOWED_HOSTS="portal.example.com",
+    )
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout.strip().splitlines()[-1] == "[True, True, False]"
 
 
 @pytest.mark.django_db

@@ -1,12 +1,11 @@
 """POST /api/storage/tenant while DDN or UFM fails: 503 with Retry-After, and a
-retry that finishes the work once."""
+retry that finishes the work once; against the simulated and the real drivers."""
 
 from __future__ import annotations
 
 import pytest
 
-from apps.core import simulation
-from apps.core.models import AuditEvent, SimulatedFault
+from apps.core.models import AuditEvent
 from apps.storage import services
 from apps.storage.models import TenantStorage
 
@@ -31,16 +30,16 @@ def create_storage(api, integration, tenant, key="storage-acme-1"):
 
 @pytest.mark.parametrize(("system", "operation"), [("ddn", "create_directory"), ("ufm", "create_pkey")])
 def test_backend_failure_answers_503_and_the_retry_provisions_once(
-    api, integration, tenant, system, operation
+    api, integration, tenant, system, operation, storage_backend
 ):
-    SimulatedFault.objects.create(system=system, operation=operation, remaining=1, message="backend down")
+    trouble = storage_backend.fail_once(system, operation)
 
     failed = create_storage(api, integration, tenant)
     assert failed.status_code == 503, failed.content
     assert int(failed["Retry-After"]) > 0
     error = failed.json()["error"]
     assert error["code"] == "unavailable"
-    assert "backend down" in error["message"]
+    assert trouble in error["message"]
     assert "Traceback" not in failed.content.decode()
     assert TenantStorage.objects.get(tenant=tenant).status == TenantStorage.Status.PROVISIONING
 
@@ -54,18 +53,19 @@ def test_backend_failure_answers_503_and_the_retry_provisions_once(
     assert replayed["Idempotent-Replayed"] == "true"
 
     assert TenantStorage.objects.count() == 1
-    assert simulation.get("ddn", "directory", "/lustre/acme/") is not None
-    assert simulation.get("ufm", "pkey", retried.json()["pkey"]) is not None
+    assert storage_backend.quota_gb("/lustre/acme/") == retried.json()["quota_gb"]
+    assert storage_backend.has_pkey(retried.json()["pkey"])
     # The failed attempt and the one that provisioned, both in the caller's name.
     failure, success = AuditEvent.objects.filter(action="storage.provision").order_by("occurred_at", "id")
-    assert (failure.outcome, failure.details["reason"]) == ("failure", "backend down")
+    assert failure.outcome == "failure"
+    assert trouble in failure.details["reason"]
     assert (success.outcome, success.actor, success.actor_type) == ("success", "ccp-sync", "federated")
     assert failure.actor == "ccp-sync"
     assert success.tenant_id == tenant.pk
 
 
 def test_storage_made_by_onboarding_is_audited_as_the_platform_and_answered_as_existing(
-    api, integration, tenant
+    api, integration, tenant, storage_backend
 ):
     services.provision_tenant_storage(tenant)
     response = create_storage(api, integration, tenant)
