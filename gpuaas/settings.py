@@ -429,7 +429,9 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "static"
+# Collected (hashed, compressed) static files: `collectstatic` writes them, whitenoise serves
+# them. Several production topologies on one machine (the tests) share one collection.
+STATIC_ROOT = Path(env.string("GPUAAS_STATIC_ROOT") or VAR_DIR / "static")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
