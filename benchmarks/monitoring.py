@@ -12,6 +12,7 @@
 
     .venv/bin/python benchmarks/monitoring.py            # full run (several minutes)
     .venv/bin/python benchmarks/monitoring.py --quick    # CI smoke run
+    .venv/bin/python benchmarks/monitoring.py --step 300 # the API at 5-minute points
 
 Exits non-zero on a failed request or a wrong answer; a missed goal only prints FAIL.
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth), ``redis-server`` and
@@ -71,6 +72,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--intervals", type=int, help="15 s intervals ingested (default 8; quick 2)")
     parser.add_argument("--tenant-nodes", type=int, help="nodes of the queried tenant (default 100; quick 4)")
     parser.add_argument("--requests", type=int, help="API requests per store (default 5; quick 3)")
+    parser.add_argument("--step", type=int, default=60, help="the API's step in seconds (default 60)")
     parser.add_argument("--db-name", default="gpuaas_bench_monitoring")
     parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
@@ -198,8 +200,11 @@ def seed_tenant(tenant_nodes: int):
 
 
 def fill_embedded_day(nodes) -> None:
-    """24 h of minute rows for every GPU of ``nodes``, written by PostgreSQL itself."""
+    """24 h of minute rows for every GPU of ``nodes``, written by PostgreSQL itself, and
+    the coarser rows the beat's rollup makes of them (a step of 300 s reads those)."""
     from django.db import connection
+
+    from apps.monitoring.metrics import embedded
 
     now = int(time.time()) // 60 * 60
     with connection.cursor() as cursor:
@@ -213,6 +218,7 @@ def fill_embedded_day(nodes) -> None:
             """,
             [[str(node.pk) for node in nodes], now - DAY - 600, now],
         )
+    embedded.rollup()
 
 
 def fill_victoria_day(victoria: VictoriaMetrics, nodes) -> None:
@@ -237,14 +243,16 @@ def fill_victoria_day(victoria: VictoriaMetrics, nodes) -> None:
     httpx.get(f"{victoria.url}/internal/force_flush", timeout=120).raise_for_status()
 
 
-def query_api(env, var_dir: str, issuer, requests: int, expected_series: int, **extra) -> list[float]:
+def query_api(
+    env, var_dir: str, issuer, requests: int, expected_series: int, step: int, **extra
+) -> list[float]:
     server = Server(free_port(), {**env, **extra}, 1, Path(var_dir) / f"server-{len(extra)}.log")
     try:
         server.wait_ready()
         latencies = []
         with httpx.Client(timeout=120) as client:
             for attempt in range(requests + 1):
-                query = {"from": str(int(time.time()) - DAY), "step": "60"}
+                query = {"from": str(int(time.time()) - DAY), "step": str(step)}
                 # A fresh token each time: a slow answer must not outlive the caller's token.
                 headers = {"Authorization": f"Bearer {issuer.token(INTEGRATION)}"}
                 began = time.perf_counter()
@@ -309,9 +317,11 @@ def main() -> int:
             fill_embedded_day(tenant_nodes)
             fill_victoria_day(victoria, tenant_nodes)
             series = args.tenant_nodes * GPUS * 4
-            embedded_ms = query_api(env, var_dir, issuer, args.requests, series, GPUAAS_METRICS_URL="")
+            embedded_ms = query_api(
+                env, var_dir, issuer, args.requests, series, args.step, GPUAAS_METRICS_URL=""
+            )
             victoria_ms = query_api(
-                env, var_dir, issuer, args.requests, series, GPUAAS_METRICS_URL=victoria.url
+                env, var_dir, issuer, args.requests, series, args.step, GPUAAS_METRICS_URL=victoria.url
             )
 
             print(
@@ -328,7 +338,7 @@ def main() -> int:
                 )
             print()
             print(
-                f"## GET /api/metrics/gpu: {args.tenant_nodes} nodes, 24 h, step 60 s, "
+                f"## GET /api/metrics/gpu: {args.tenant_nodes} nodes, 24 h, step {args.step} s, "
                 f"{args.requests} requests"
             )
             for name, latencies in (("embedded store", embedded_ms), ("VictoriaMetrics", victoria_ms)):

@@ -7,7 +7,7 @@ import logging
 import time
 
 from pythonjsonlogger.core import RESERVED_ATTRS
-from pythonjsonlogger.orjson import OrjsonFormatter
+from pythonjsonlogger.msgspec import MsgspecFormatter
 
 from apps.core import correlation
 
@@ -21,8 +21,8 @@ class CorrelationIdFilter(logging.Filter):
         return True
 
 
-class JsonFormatter(OrjsonFormatter):
-    """One JSON object per line (python-json-logger, encoded by orjson): time, level,
+class JsonFormatter(MsgspecFormatter):
+    """One JSON object per line (python-json-logger, encoded by msgspec): time, level,
     logger, message, correlation id, and the record's ``extra`` fields. The proxy
     writes a line per request: with the standard library's encoder and a strftime per
     line, formatting it was a tenth of the ASGI proxy's time (decision 0069)."""

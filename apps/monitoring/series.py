@@ -14,9 +14,12 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from datetime import UTC, datetime
+from operator import itemgetter
 
+import msgspec
 from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
@@ -33,6 +36,7 @@ DEFAULT_STEP_SECONDS = 60
 MAX_POINTS = 11_000
 # The portal's chart windows: how far back, and the step that keeps each chart near 150 points.
 CHART_WINDOWS = {"1h": (3600, 60), "24h": (86400, 600), "7d": (7 * 86400, 3600)}
+_time = itemgetter(0)
 
 
 def window(start: str | None, end: str | None, step: str | None) -> tuple[int, int, int]:
@@ -138,6 +142,10 @@ def _attributed(series: metrics.Series, allocation: Allocation, step: int) -> di
     # allocation are the tenant's, so no reading of the previous or next holder leaks.
     since = allocation.activated_at.timestamp() + step
     until = allocation.finished_at.timestamp() - step if allocation.finished_at else math.inf
+    # The points are in time order, so the allocation's are one slice of them, found
+    # by bisection rather than by testing each of a day's 1,441 points.
+    points = series.points
+    first = bisect_left(points, since, key=_time)
     return {
         "node_id": series.node_id,
         "hostname": allocation.node.hostname,
@@ -147,8 +155,14 @@ def _attributed(series: metrics.Series, allocation: Allocation, step: int) -> di
         "uuid": series.uuid,
         "metric": series.metric,
         "unit": metrics.METRICS[series.metric].unit,
-        "points": [p for p in series.points if since <= p[0] <= until],
+        "points": points[first : bisect_right(points, until, lo=first, key=_time)],
     }
+
+
+def as_json(body: dict) -> bytes:
+    """``gpu_series``'s answer as JSON. A tenant's day is millions of points (tens of
+    MB): msgspec encodes them in C, where DRF's renderer walks them in Python."""
+    return msgspec.json.encode(body)
 
 
 def _utc(seconds: float) -> datetime:

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.response import Response
 
 from apps.monitoring import series
 from apps.tenancy.api.base import BaseAPIView
@@ -55,14 +55,14 @@ class GpuMetricsView(BaseAPIView):
     )
     def get(self, request, tenant_id):
         params = request.query_params
-        return Response(
-            series.gpu_series(
-                self.principal,
-                tenant_id,
-                start=params.get("from"),
-                end=params.get("to"),
-                step=params.get("step"),
-                project_id=params.get("project_id"),
-                node_id=params.get("node_id"),
-            )
+        body = series.gpu_series(
+            self.principal,
+            tenant_id,
+            start=params.get("from"),
+            end=params.get("to"),
+            step=params.get("step"),
+            project_id=params.get("project_id"),
+            node_id=params.get("node_id"),
         )
+        # Encoded by series.as_json, not DRF's renderer (decision 0068).
+        return HttpResponse(series.as_json(body), content_type="application/json")

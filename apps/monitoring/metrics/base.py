@@ -36,13 +36,14 @@ class Reading:
 
 @dataclass
 class Series:
-    """One GPU's values of one metric over time, ``points`` as ``[unix_seconds, value]``."""
+    """One GPU's values of one metric over time, ``points`` as ``(unix_seconds, value)``
+    in time order (callers cut a span out of them by bisection)."""
 
     node_id: str
     gpu: int
     uuid: str
     metric: str
-    points: list[list[float]] = field(default_factory=list)
+    points: list[tuple[int, float]] = field(default_factory=list)
 
 
 class MetricsSource(Protocol):

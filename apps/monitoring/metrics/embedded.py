@@ -19,9 +19,8 @@ from operator import itemgetter
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Avg, F, FloatField, IntegerField, Max, Min
+from django.db.models import Avg, F, FloatField, Func, IntegerField, Max, Min
 from django.db.models.expressions import ExpressionWrapper
-from django.db.models.functions import Cast, Round
 
 from apps.monitoring.metrics.base import METRICS, Reading, Series
 from apps.monitoring.models import GpuSample
@@ -161,33 +160,55 @@ class EmbeddedSource:
         if not node_ids:
             return []
         resolution = resolution_for(step, start)
-        # The point at t is the mean of the buckets that start in (t - step, t].
-        bucket = ExpressionWrapper((F("ts") + (step - 1)) / step * step, output_field=IntegerField())
-        averages = {f"avg_{m}": Cast(Round(Avg(METRICS[m].column), 3), FloatField()) for m in metrics}
-        query = (
-            GpuSample.objects.filter(
-                node_id__in=node_ids, resolution=resolution, ts__gt=start - step, ts__lte=end
-            )
-            .annotate(t=bucket)
-            .values("node_id", "gpu", "t")
-            .annotate(gpu_uuid=Max("uuid"), **averages)
-            .order_by("node_id", "gpu", "t")
-            .values_list("node_id", "gpu", "t", "gpu_uuid", *averages)
+        rows = GpuSample.objects.filter(
+            node_id__in=node_ids, resolution=resolution, ts__gt=start - step, ts__lte=end
         )
-        # A tenant's day is millions of points: read the rows as the driver gives them,
-        # without the ORM's per-value converters, and build each series in one pass.
+        if step == resolution:
+            # A point is one row (rows sit at multiples of their resolution, one a GPU):
+            # nothing to average.
+            points = rows.annotate(t=F("ts"), gpu_uuid=F("uuid"), **_rounded(F, metrics))
+        else:
+            # The point at t is the mean of the buckets that start in (t - step, t].
+            bucket = ExpressionWrapper((F("ts") + (step - 1)) / step * step, output_field=IntegerField())
+            points = (
+                rows.annotate(t=bucket)
+                .values("node_id", "gpu", "t")
+                .annotate(gpu_uuid=Max("uuid"), **_rounded(Avg, metrics))
+            )
+        points = points.order_by("node_id", "gpu", "t").values_list(
+            "node_id", "gpu", "t", "gpu_uuid", *(f"avg_{m}" for m in metrics)
+        )
+        sql, params = points.query.sql_with_params()
+        # A tenant's day is millions of points: read them as the driver gives them,
+        # without the ORM's per-value converters, as (node, gpu, uuid, times, *values).
         with connection.cursor() as cursor:
-            cursor.execute(*query.query.sql_with_params())
-            rows = cursor.fetchall()
+            if connection.vendor == "postgresql":
+                # One row a series, its points as arrays: the driver builds 800 rows of
+                # arrays several times faster than 1.15 M rows of 8 values.
+                columns = ("t", *(f"avg_{m}" for m in metrics))
+                arrays = ", ".join(f"array_agg({column} ORDER BY t)" for column in columns)
+                cursor.execute(
+                    f"SELECT node_id, gpu, (array_agg(gpu_uuid ORDER BY t DESC))[1], {arrays} "  # noqa: S608
+                    f"FROM ({sql}) AS point GROUP BY node_id, gpu ORDER BY node_id, gpu",
+                    params,
+                )
+                found = cursor.fetchall()
+            else:
+                cursor.execute(sql, params)
+                found = []
+                for _, group in groupby(cursor.fetchall(), key=itemgetter(0, 1)):
+                    node_keys, gpus, times, uuids, *values = zip(*group, strict=True)
+                    found.append((node_keys[0], gpus[0], uuids[-1], times, *values))
         node_field = GpuSample._meta.get_field("node")
-        found = []
-        for (node_key, gpu), group in groupby(rows, key=itemgetter(0, 1)):
-            group = list(group)
-            node_id = str(node_field.to_python(node_key))
-            for index, metric in enumerate(metrics, start=4):
-                points = [[row[2], row[index]] for row in group]
-                found.append(Series(node_id, gpu, group[-1][3], metric, points))
-        return found
+        return [
+            # Each metric's points as (t, value) pairs by zip: a C loop, where a Python
+            # loop over 4.6 M points took seconds.
+            Series(
+                str(node_field.to_python(node_key)), gpu, uuid, metric, list(zip(times, values, strict=True))
+            )
+            for node_key, gpu, uuid, times, *columns in found
+            for metric, values in zip(metrics, columns, strict=True)
+        ]
 
     def instant(self, metric: str, node_ids: list[str] | None = None) -> list[Reading]:
         column = METRICS[metric].column
@@ -202,3 +223,12 @@ class EmbeddedSource:
         ):
             latest[(node_id, gpu)] = Reading(str(node_id), gpu, uuid, metric, last_ts, value)
         return list(latest.values())
+
+
+def _rounded(value, metrics: list[str]) -> dict:
+    """``avg_{metric}``: ``value`` of each metric's column, to 3 decimals in floating
+    point (Django's Round goes through numeric, which cost seconds on a day of rows)."""
+    return {
+        f"avg_{m}": Func(value(METRICS[m].column) * 1000, function="ROUND", output_field=FloatField()) / 1000
+        for m in metrics
+    }

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import JsonResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
@@ -200,7 +200,9 @@ def allocation_metrics(request, principal, pk, allocation_pk):
         )
     except ApiError as exc:
         return error_json(exc.status_code, exc.code, exc.message, exc.details, exc.retry_after)
-    return JsonResponse(body, headers={"Cache-Control": "no-store"})
+    return HttpResponse(
+        series.as_json(body), content_type="application/json", headers={"Cache-Control": "no-store"}
+    )
 
 
 def _cost(allocation: Allocation) -> dict:
