@@ -4,6 +4,7 @@ claims never reported. A clustered instance moves when all its members have."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from django.conf import settings
@@ -28,22 +29,35 @@ from apps.runtime.models import (
 )
 from apps.runtime.states import all_members_in, member_failed, set_member_state, transition
 
+logger = logging.getLogger(__name__)
 State = AppInstance.State
 # The newest lines of output kept per instance, what the Logs tab and its download offer.
 LOG_LINES_KEPT = 10_000
 
 
 def claim_tasks(node: Node, limit: int = 10) -> list[AgentTask]:
-    """Hand the node's pending tasks to its agent (each to one caller only)."""
+    """Hand the node's pending tasks to its agent (each to one caller only).
+
+    A node's agent asks only when it holds no task: it reports each task it was given
+    before it asks again. A task of the node still claimed when it asks is one the
+    agent lost (killed while running it, or gone before the answer carrying it arrived),
+    and is handed again (decision 0066). It keeps its first claim's time, so
+    ``expire_stale_claims`` still ends a task that no agent ever finishes.
+    """
     with transaction.atomic():
         tasks = list(
             AgentTask.objects.select_for_update(skip_locked=True)
-            .filter(node=node, status=AgentTask.Status.PENDING)
+            .filter(node=node, status__in=(AgentTask.Status.PENDING, AgentTask.Status.CLAIMED))
             .order_by("created_at")[:limit]
         )
         if not tasks:
             return []
-        AgentTask.objects.filter(pk__in=[t.pk for t in tasks]).update(
+        lost = [task.pk for task in tasks if task.status == AgentTask.Status.CLAIMED]
+        if lost:
+            logger.warning(
+                "node %s: its agent lost %d claimed task(s); handed again", node.hostname, len(lost)
+            )
+        AgentTask.objects.filter(pk__in=[t.pk for t in tasks], status=AgentTask.Status.PENDING).update(
             status=AgentTask.Status.CLAIMED, claimed_at=timezone.now()
         )
         for task in tasks:
