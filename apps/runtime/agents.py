@@ -8,6 +8,7 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -246,8 +247,28 @@ def heartbeat(node: Node, running: list[str] | None = None) -> None:
                 )
 
 
+# Beat runs the silence sweep every 15 s; a longer gap since its last run means the
+# platform itself was down (its database, Redis or worker) and heard no agent either.
+SWEEP_GAP_SECONDS = 20
+_SWEPT_KEY, _LISTENING_KEY = "runtime:silence-swept-at", "runtime:listening-since"
+
+
+def _listening_since(now):
+    """Since when the platform has been hearing agents without a break, as far as the
+    sweep knows (its own runs, kept in the cache: Redis restarted empty counts as a break)."""
+    known = cache.get_many([_SWEPT_KEY, _LISTENING_KEY])
+    swept, since = known.get(_SWEPT_KEY), known.get(_LISTENING_KEY)
+    if swept is None or since is None or (now - swept).total_seconds() > SWEEP_GAP_SECONDS:
+        since = now
+    cache.set_many({_SWEPT_KEY: now, _LISTENING_KEY: since}, timeout=None)
+    return since
+
+
 def mark_silent_nodes_offline(now=None) -> int:
-    """Beat: nodes whose agent stopped heartbeating go offline; their instances show it."""
+    """Beat: nodes whose agent stopped heartbeating go offline; their instances show it.
+    Silence counts only while the platform was listening: after its own outage every
+    agent gets the whole ``AGENT_OFFLINE_AFTER_SECONDS`` to reach it again (their
+    retries back off up to 30 s), rather than be taken for dead on its return."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.AGENT_OFFLINE_AFTER_SECONDS)
     silent = list(
@@ -258,6 +279,8 @@ def mark_silent_nodes_offline(now=None) -> int:
             last_heartbeat_at__lt=cutoff,
         )
     )
+    if _listening_since(now) > cutoff:
+        return 0
     for node in silent:
         with transaction.atomic():
             if not Node.objects.filter(pk=node.pk, agent_offline=False).update(agent_offline=True):

@@ -24,6 +24,8 @@ import httpx
 import pytest
 from django.db import connection
 from django.db.models import Count
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from apps.allocations.models import Allocation, Node
 from apps.runtime.models import AgentTask, AppInstance, InstanceEvent
@@ -170,6 +172,12 @@ def _answers_while_down(topology: Topology, world: World, dependency: str) -> li
         # Only the API is asked whether the dependency is named: pages may do without it.
         projects = httpx.get(f"{base}/api/v1/projects", headers=world.bearer, timeout=PATIENCE_SECONDS)
         assert projects.status_code == 503, projects.text
+    # A status stream (a WebSocket) is refused as plainly, not with the server's 500.
+    stream = f"ws://127.0.0.1:{topology.web_ports[0]}/ws/projects/{project}/allocations/"
+    with pytest.raises(InvalidStatus) as refused:
+        connect(stream, additional_headers={**page, "Origin": topology.url}, open_timeout=PATIENCE_SECONDS)
+    assert refused.value.response.status_code == 503
+    assert int(refused.value.response.headers["Retry-After"]) > 0
     posted = httpx.post(
         f"{topology.url}/api/v1/projects/{project}/allocations",
         json={"flavor": "h100-8x", "os_image": "ubuntu-22.04"},
