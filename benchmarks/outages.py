@@ -199,6 +199,7 @@ def main() -> int:
     try:
         process, bases = start_topology(args, tmp / "state", database, redis)
         world = seed()
+        host = machine()  # asks the database this process reaches through the path about to be cut
         mix = request_mix(bases, world)
         outages = {
             "redis": (redis.stop, lambda: (redis.restart(), redis.wait_ready())),
@@ -238,7 +239,7 @@ def main() -> int:
                 f"503 with Retry-After where it needs {name}, none other 5xx; first requests after "
                 f"its return 200" + (f" ({'; '.join(problems)})" if problems else "")
             )
-        print(f"machine: {machine()}; load average: {load_average()}")
+        print(f"machine: {host}; load average: {load_average()}")
         print(
             f"topology: prod-local (nginx, 2 web, worker, beat); {rounds} rounds x {len(mix)} requests, "
             f"{args.concurrency} at once"
