@@ -191,6 +191,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.boo
         # How long a request waits for a connection before it answers 503: a database
         # that is down must not hold requests (apps/core/outages.py).
         "timeout": env.number("GPUAAS_DB_POOL_TIMEOUT", 1.5),
+        # How long a failed connect is retried (backing off 1 s, 2 s, ...) before the pool
+        # gives it up and the next request tries afresh: psycopg's 5 minutes let its
+        # backoff grow past a minute, the pool not noticing PostgreSQL back for that long.
+        "reconnect_timeout": env.number("GPUAAS_DB_POOL_RECONNECT_SECONDS", 3.0),
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)

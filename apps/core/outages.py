@@ -61,3 +61,40 @@ def answer(request, exc: BaseException | None) -> HttpResponse | None:
     response = HttpResponse(page, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
+
+
+def websockets_answer_503(app):
+    """ASGI middleware for WebSockets: a socket whose consumer meets a dependency down
+    before it accepts (a channel layer group on a Redis that is gone) is refused with
+    503 and ``Retry-After`` where the server lets the application answer the handshake
+    (ASGI's websocket.http.response), else closed; once accepted, it is closed with
+    1013 (try again later). Never the server's 500 and a traceback."""
+
+    async def guarded(scope, receive, send):
+        sent = set()  # the message types the application sent
+
+        async def tracking(message):
+            sent.add(message["type"])
+            await send(message)
+
+        try:
+            await app(scope, receive, tracking)
+        except Exception as exc:
+            dependency = dependency_down(exc)
+            if dependency is None:
+                raise
+            logger.warning(
+                "%s unavailable on WebSocket %s: %s", dependency, scope["path"], type(exc).__name__
+            )
+            if sent & {"websocket.close", "websocket.http.response.start"}:
+                return  # answered already
+            if "websocket.accept" in sent or "websocket.http.response" not in scope.get("extensions", {}):
+                await send({"type": "websocket.close", "code": 1013})
+                return
+            retry = str(RETRY_AFTER_SECONDS).encode()
+            headers = [(b"content-type", b"text/plain"), (b"retry-after", retry)]
+            await send({"type": "websocket.http.response.start", "status": 503, "headers": headers})
+            body = f"The platform's {dependency} is not answering; retry in a few seconds.".encode()
+            await send({"type": "websocket.http.response.body", "body": body})
+
+    return guarded

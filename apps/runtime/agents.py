@@ -4,9 +4,11 @@ claims never reported. A clustered instance moves when all its members have."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -28,22 +30,35 @@ from apps.runtime.models import (
 )
 from apps.runtime.states import all_members_in, member_failed, set_member_state, transition
 
+logger = logging.getLogger(__name__)
 State = AppInstance.State
 # The newest lines of output kept per instance, what the Logs tab and its download offer.
 LOG_LINES_KEPT = 10_000
 
 
 def claim_tasks(node: Node, limit: int = 10) -> list[AgentTask]:
-    """Hand the node's pending tasks to its agent (each to one caller only)."""
+    """Hand the node's pending tasks to its agent (each to one caller only).
+
+    A node's agent asks only when it holds no task: it reports each task it was given
+    before it asks again. A task of the node still claimed when it asks is one the
+    agent lost (killed while running it, or gone before the answer carrying it arrived),
+    and is handed again (decision 0066). It keeps its first claim's time, so
+    ``expire_stale_claims`` still ends a task that no agent ever finishes.
+    """
     with transaction.atomic():
         tasks = list(
             AgentTask.objects.select_for_update(skip_locked=True)
-            .filter(node=node, status=AgentTask.Status.PENDING)
+            .filter(node=node, status__in=(AgentTask.Status.PENDING, AgentTask.Status.CLAIMED))
             .order_by("created_at")[:limit]
         )
         if not tasks:
             return []
-        AgentTask.objects.filter(pk__in=[t.pk for t in tasks]).update(
+        lost = [task.pk for task in tasks if task.status == AgentTask.Status.CLAIMED]
+        if lost:
+            logger.warning(
+                "node %s: its agent lost %d claimed task(s); handed again", node.hostname, len(lost)
+            )
+        AgentTask.objects.filter(pk__in=[t.pk for t in tasks], status=AgentTask.Status.PENDING).update(
             status=AgentTask.Status.CLAIMED, claimed_at=timezone.now()
         )
         for task in tasks:
@@ -232,8 +247,28 @@ def heartbeat(node: Node, running: list[str] | None = None) -> None:
                 )
 
 
+# Beat runs the silence sweep every 15 s; a longer gap since its last run means the
+# platform itself was down (its database, Redis or worker) and heard no agent either.
+SWEEP_GAP_SECONDS = 20
+_SWEPT_KEY, _LISTENING_KEY = "runtime:silence-swept-at", "runtime:listening-since"
+
+
+def _listening_since(now):
+    """Since when the platform has been hearing agents without a break, as far as the
+    sweep knows (its own runs, kept in the cache: Redis restarted empty counts as a break)."""
+    known = cache.get_many([_SWEPT_KEY, _LISTENING_KEY])
+    swept, since = known.get(_SWEPT_KEY), known.get(_LISTENING_KEY)
+    if swept is None or since is None or (now - swept).total_seconds() > SWEEP_GAP_SECONDS:
+        since = now
+    cache.set_many({_SWEPT_KEY: now, _LISTENING_KEY: since}, timeout=None)
+    return since
+
+
 def mark_silent_nodes_offline(now=None) -> int:
-    """Beat: nodes whose agent stopped heartbeating go offline; their instances show it."""
+    """Beat: nodes whose agent stopped heartbeating go offline; their instances show it.
+    Silence counts only while the platform was listening: after its own outage every
+    agent gets the whole ``AGENT_OFFLINE_AFTER_SECONDS`` to reach it again (their
+    retries back off up to 30 s), rather than be taken for dead on its return."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.AGENT_OFFLINE_AFTER_SECONDS)
     silent = list(
@@ -244,6 +279,8 @@ def mark_silent_nodes_offline(now=None) -> int:
             last_heartbeat_at__lt=cutoff,
         )
     )
+    if _listening_since(now) > cutoff:
+        return 0
     for node in silent:
         with transaction.atomic():
             if not Node.objects.filter(pk=node.pk, agent_offline=False).update(agent_offline=True):

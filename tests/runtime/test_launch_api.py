@@ -248,6 +248,29 @@ def test_node_without_an_agent_is_refused_at_launch(api, allocator, project, jup
     assert "No node agent has enrolled" in response.json()["error"]["message"]
 
 
+def test_a_task_whose_agent_died_before_reporting_is_handed_to_the_agent_that_returns(
+    api, allocator, project, jupyterlab, active_allocation
+):
+    """The agent asks for work only once it has reported what it was given: a task
+    still claimed when it asks was lost (the agent was killed while running it) and
+    comes again, once, so the launch completes rather than waiting out the timeout."""
+    api.force_login(allocator)
+    instance = AppInstance.objects.get(pk=launch(api, project, active_allocation).json()["instance_id"])
+    node = instance.allocation.node
+    [lost] = agents.claim_tasks(node)  # and the agent is killed
+    first_claim = AgentTask.objects.get(pk=lost.pk).claimed_at
+
+    [again] = agents.claim_tasks(node)  # the agent back, asking
+    assert again.pk == lost.pk
+    agents.report_task(
+        node, again.pk, succeeded=True, endpoints=[{"name": "web", "host": "127.0.0.1", "port": 1}]
+    )
+    assert agents.claim_tasks(node) == []
+    instance.refresh_from_db()
+    assert instance.state == "running"
+    assert AgentTask.objects.get().claimed_at == first_claim  # the timeout counts from the first claim
+
+
 def test_a_claim_the_agent_never_reports_fails_after_the_timeout(
     api, allocator, project, jupyterlab, active_allocation
 ):
