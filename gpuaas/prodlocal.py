@@ -17,6 +17,9 @@ to loopback by themselves.
 from __future__ import annotations
 
 import argparse
+import fcntl
+import hashlib
+import importlib.metadata
 import os
 import re
 import secrets
@@ -115,6 +118,41 @@ def create_database(url: str) -> None:
             connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
+def manage(command: list[str], env: dict[str, str]) -> None:
+    """``manage.py command`` with the topology's variables over this process's."""
+    subprocess.run([sys.executable, "manage.py", *command], cwd=ROOT, env={**os.environ, **env}, check=True)
+
+
+def collect_static(env: dict[str, str]) -> None:
+    """``collectstatic`` into the static root, unless it holds these sources' files
+    already: hashing and compressing them (brotli, when installed) takes minutes, which
+    a restart, or another topology sharing ``GPUAAS_STATIC_ROOT``, need not pay again."""
+    env = {**os.environ, **env}
+    root = Path(env.get("GPUAAS_STATIC_ROOT") or Path(env["GPUAAS_VAR_DIR"]) / "static")
+    root.mkdir(parents=True, exist_ok=True)
+    stamp = root / ".sources"
+    with open(root.with_name(f"{root.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # topologies starting at once collect once
+        sources = _static_sources()
+        if stamp.exists() and stamp.read_text() == sources:
+            return
+        manage(["collectstatic", "--noinput", "-v", "0"], env)
+        stamp.write_text(sources)
+
+
+def _static_sources() -> str:
+    """The project's static files as they are now, and the installed packages (whose
+    static files, the admin's and the API docs', change only with their versions)."""
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "static").rglob("*")):
+        if path.is_file():
+            status = path.stat()
+            digest.update(f"{path.relative_to(ROOT)} {status.st_size} {status.st_mtime_ns}\n".encode())
+    for package in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
+        digest.update(f"{package}\n".encode())
+    return digest.hexdigest()
+
+
 def supervisord_conf(state: Path, web_ports: list[int], worker_concurrency: str = "2") -> str:
     """One program per process of compose.yaml; every one started again when it exits.
     Each runs in its own process group, which stopping (or a kill) ends whole."""
@@ -175,10 +213,8 @@ def prepare(state: Path, port: int, web_ports: list[int], env: dict[str, str]) -
     (state / "logs").mkdir(parents=True, exist_ok=True)
     (state / "nginx").mkdir(exist_ok=True)
     create_database(env["DATABASE_URL"])
-    for command in (["migrate", "--noinput"], ["collectstatic", "--noinput", "-v", "0"]):
-        subprocess.run(
-            [sys.executable, "manage.py", *command], cwd=ROOT, env={**os.environ, **env}, check=True
-        )
+    manage(["migrate", "--noinput"], env)
+    collect_static(env)
     (state / "nginx" / "nginx.conf").write_text(
         render_nginx(
             {

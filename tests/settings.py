@@ -41,6 +41,10 @@ from gpuaas.settings import CACHES  # noqa: E402
 CACHES["default"]["KEY_PREFIX"] = f"test-{_worker}"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed; never used outside tests
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - whitenoise wants it to exist
+# The production topologies tests start (prod-local, `serve`) share one collection of
+# static files, made once (gpuaas.prodlocal.collect_static): each would take minutes.
+# Set after the settings are read: this process serves its static files from the finders.
+os.environ.setdefault("GPUAAS_STATIC_ROOT", str(BASE_DIR / "var" / "test-static"))  # noqa: F405
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 WHITENOISE_USE_FINDERS = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405 - server threads must not keep test DB sessions open

@@ -10,10 +10,7 @@ refused) and restored: a crash as the portal sees it.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from datetime import timedelta
 
@@ -27,8 +24,9 @@ from apps.allocations import services
 from apps.allocations.models import Allocation
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import for_user
+from gpuaas import prodlocal
 from tests.support.members import member
-from tests.support.processes import PRODUCTION_ENV, ROOT, CuttablePath, Server
+from tests.support.processes import PRODUCTION_ENV, CuttablePath, Server
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.production
@@ -51,9 +49,8 @@ def database_path():
 def var_dir(tmp_path_factory):
     """The production var directory, its static files collected (the manifest pages need)."""
     path = tmp_path_factory.mktemp("var")
-    env = {**os.environ, **PRODUCTION_ENV, "GPUAAS_VAR_DIR": str(path), "REDIS_URL": "redis://127.0.0.1:1/0"}
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env, check=True
+    prodlocal.collect_static(
+        {**PRODUCTION_ENV, "GPUAAS_VAR_DIR": str(path), "REDIS_URL": "redis://127.0.0.1:1/0"}
     )
     return path
 
