@@ -77,6 +77,7 @@ from harness import (
     percentile,
     print_table,
     recreate_database,
+    seed_past_allocations,
 )
 
 from tests.support.issuer import FakeIssuer
@@ -255,42 +256,18 @@ def seed_history(args, issuer_tenants: int) -> dict:
             for j in range(2)
         ]
     )
-    node_ids = list(Node.objects.values_list("id", flat=True))
-    rng = random.Random(42)
-    batch = []
-    for i in range(args.history):
-        project = rng.choice(projects)
-        failed = rng.random() < 0.1
-        batch.append(
-            Allocation(
-                node_id=rng.choice(node_ids),
-                tenant_id=project.tenant_id,
-                project=project,
-                flavor=flavor,
-                gpus=8,
-                os_image=OS_IMAGE,
-                requested_by="bench-history",
-                state=Allocation.State.FAILED if failed else Allocation.State.RELEASED,
-                progress=70 if failed else 100,
-                failure_reason="os_deploy failed after 1 attempt(s)" if failed else "",
-            )
-        )
-        if len(batch) == 5000 or i == args.history - 1:
-            Allocation.objects.bulk_create(batch)
-            batch = []
+    seed_past_allocations(
+        projects,
+        flavor,
+        OS_IMAGE,
+        count=args.history,
+        requested_by="bench-history",
+        failure_rate=0.1,
+        days=365,
+        rng=random.Random(42),
+    )
     table = Allocation._meta.db_table
     with connection.cursor() as cursor:
-        # auto_now_add stamped every row "now": spread them over the past year instead.
-        cursor.execute(
-            f"UPDATE {table} SET created_at = now() - random() * interval '365 days' "
-            "WHERE requested_by = 'bench-history'"
-        )
-        cursor.execute(
-            f"UPDATE {table} SET activated_at = CASE WHEN state = 'RELEASED' "
-            "THEN created_at + interval '20 minutes' END, "
-            "finished_at = created_at + random() * interval '30 days', "
-            "updated_at = created_at + interval '30 days' WHERE requested_by = 'bench-history'"
-        )
         # A live table is vacuumed: drop the dead row versions the two UPDATEs left.
         cursor.execute(f"VACUUM ANALYZE {table}")
         cursor.execute(f"VACUUM ANALYZE {Node._meta.db_table}")

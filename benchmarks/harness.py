@@ -85,6 +85,64 @@ def seed_jupyterlab_allocation(
     return {"tenant": tenant, "project": project, "node": node, "allocation": allocation, "app": app}
 
 
+def seed_past_allocations(
+    projects: list,
+    flavor,
+    os_image: str,
+    *,
+    count: int,
+    requested_by: str,
+    failure_rate: float,
+    days: int,
+    rng,
+) -> None:
+    """``count`` finished allocations (released, or failed at the OS deploy) on the fleet's
+    nodes, in ``projects`` at random, created over the past ``days`` days and each done
+    within 30 (and by now): a platform's history, written in bulk and marked ``requested_by``."""
+    from django.db import connection
+
+    from apps.allocations.models import Allocation, Node
+
+    nodes = list(Node.objects.values_list("id", flat=True))
+    batch = []
+    for _ in range(count):
+        project = rng.choice(projects)
+        failed = rng.random() < failure_rate
+        batch.append(
+            Allocation(
+                node_id=rng.choice(nodes),
+                tenant_id=project.tenant_id,
+                project=project,
+                flavor=flavor,
+                gpus=8,
+                os_image=os_image,
+                requested_by=requested_by,
+                state=Allocation.State.FAILED if failed else Allocation.State.RELEASED,
+                progress=70 if failed else 100,
+                failure_reason="os_deploy failed after 1 attempt(s)" if failed else "",
+            )
+        )
+        if len(batch) == 5000:
+            Allocation.objects.bulk_create(batch)
+            batch = []
+    Allocation.objects.bulk_create(batch)
+    table = Allocation._meta.db_table
+    with connection.cursor() as cursor:
+        # auto_now_add stamped every row "now": spread them over the past instead.
+        cursor.execute(
+            f"UPDATE {table} SET created_at = now() - random() * %s * interval '1 day' "
+            "WHERE requested_by = %s",
+            [days, requested_by],
+        )
+        cursor.execute(
+            f"UPDATE {table} SET activated_at = CASE WHEN state = 'RELEASED' "
+            "THEN created_at + interval '20 minutes' END, "
+            "finished_at = LEAST(now(), created_at + random() * interval '30 days'), "
+            "updated_at = LEAST(now(), created_at + interval '30 days') WHERE requested_by = %s",
+            [requested_by],
+        )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

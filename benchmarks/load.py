@@ -60,6 +60,7 @@ from harness import (
     machine,
     percentile,
     print_table,
+    seed_past_allocations,
 )
 
 from tests.support.issuer import FakeIssuer
@@ -134,7 +135,6 @@ def seed(sizes: dict, upstream_port: int) -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
-    from apps.allocations.models import Allocation, Node
     from apps.catalog.models import Flavor
     from apps.networking import services as networking
     from apps.storage import services as storage
@@ -185,40 +185,17 @@ def seed(sizes: dict, upstream_port: int) -> None:
         )
         Membership.objects.create(user=operator, role="platform_admin")
 
-        nodes = list(Node.objects.values_list("id", flat=True))
-        batch = []
-        for _ in range(sizes["history"]):
-            project = rng.choice(projects)
-            failed = rng.random() < 0.05
-            batch.append(
-                Allocation(
-                    node_id=rng.choice(nodes),
-                    tenant_id=project.tenant_id,
-                    project=project,
-                    flavor=flavor,
-                    gpus=8,
-                    os_image=OS_IMAGE,
-                    requested_by="load-seed",
-                    state="FAILED" if failed else "RELEASED",
-                    progress=70 if failed else 100,
-                    failure_reason="os_deploy failed after 1 attempt(s)" if failed else "",
-                )
-            )
-            if len(batch) == 5000:
-                Allocation.objects.bulk_create(batch)
-                batch = []
-        Allocation.objects.bulk_create(batch)
+        seed_past_allocations(
+            projects,
+            flavor,
+            OS_IMAGE,
+            count=sizes["history"],
+            requested_by="load-seed",
+            failure_rate=0.05,
+            days=730,
+            rng=rng,
+        )
         with connection.cursor() as cursor:
-            # auto_now_add stamped every row "now": spread them over the past two years.
-            cursor.execute(
-                "UPDATE allocations_allocation SET created_at = now() - random() * interval '730 days' "
-                "WHERE requested_by = 'load-seed'"
-            )
-            cursor.execute(
-                "UPDATE allocations_allocation SET activated_at = CASE WHEN state = 'RELEASED' "
-                "THEN created_at + interval '20 minutes' END, finished_at = created_at + interval '3 days', "
-                "updated_at = created_at + interval '3 days' WHERE requested_by = 'load-seed'"
-            )
             # The audit rows those allocations left: their creation and their end.
             for action, at in (("allocation.create", "created_at"), ("allocation.release", "finished_at")):
                 cursor.execute(
@@ -706,10 +683,7 @@ def main() -> int:
         (work / "upstream" / "html").mkdir(parents=True)
         (work / "upstream" / "html" / "page.html").write_text(page())
         upstream = start_nginx("upstream", work, STATIC_UPSTREAM, port=upstream_port)
-        command = [sys.executable, "-m", "gpuaas.prodlocal", "--dir", str(state), "--port", str(port)]
-        topology = Background(
-            [*command, "--web-ports", ",".join(map(str, web_ports))], {}, work / "prod-local.log"
-        )
+        topology = Background(prodlocal.command(state, port, web_ports), {}, work / "prod-local.log")
         try:
             # The web processes before nginx: a probe through nginx while one is still starting
             # would mark it failed, and nginx would send it nothing for fail_timeout (10 s).

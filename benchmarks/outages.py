@@ -73,18 +73,7 @@ def start_topology(args, state: Path, database: CuttablePath, redis: RedisServer
     os.environ.update(env)
     # The same settings in this process, which seeds the database the topology serves.
     os.environ.update(prodlocal.environment(state, port))
-    command = [
-        sys.executable,
-        "-m",
-        "gpuaas.prodlocal",
-        "--dir",
-        str(state),
-        "--port",
-        str(port),
-        "--web-ports",
-        ",".join(map(str, web_ports)),
-    ]
-    process = Background(command, {}, state.parent / "prod-local.log")
+    process = Background(prodlocal.command(state, port, web_ports), {}, state.parent / "prod-local.log")
     bases = [f"http://localhost:{port}", *(f"http://127.0.0.1:{web}" for web in web_ports)]
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:

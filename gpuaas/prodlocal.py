@@ -118,6 +118,23 @@ def create_database(url: str) -> None:
             connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
+def command(state: Path, port: int, web_ports: list[int]) -> list[str]:
+    """The command that runs the topology with these places (tests and benchmarks run it
+    as ``make prod-local`` does, in a process of its own)."""
+    ports = ",".join(map(str, web_ports))
+    return [
+        sys.executable,
+        "-m",
+        "gpuaas.prodlocal",
+        "--dir",
+        str(state),
+        "--port",
+        str(port),
+        "--web-ports",
+        ports,
+    ]
+
+
 def manage(command: list[str], env: dict[str, str]) -> None:
     """``manage.py command`` with the topology's variables over this process's."""
     subprocess.run([sys.executable, "manage.py", *command], cwd=ROOT, env={**os.environ, **env}, check=True)

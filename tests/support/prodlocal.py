@@ -26,6 +26,7 @@ from apps.tenancy import principal as principals
 from apps.tenancy import quotas
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import Project
+from gpuaas import prodlocal
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory
 from tests.support.agent import wait_for
 from tests.support.fleet import make_nodes
@@ -60,17 +61,7 @@ class Topology:
         self.url = f"http://localhost:{port}"
         self.web = [f"http://127.0.0.1:{web}" for web in web_ports]
         self.process = Background(
-            [
-                sys.executable,
-                "-m",
-                "gpuaas.prodlocal",
-                "--dir",
-                str(state),
-                "--port",
-                str(port),
-                "--web-ports",
-                ",".join(map(str, web_ports)),
-            ],
+            prodlocal.command(state, port, web_ports),
             self._environment(),
             log,
         )
