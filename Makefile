@@ -113,7 +113,7 @@ check: install-dev services sandbox sshd metrics-db
 		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
 		--ignore=tests/ops/test_prod_local.py --ignore=tests/ops/test_worker_broker_blip.py \
 		--ignore=tests/ops/test_dependency_outages.py --ignore=tests/ops/test_backup_drill.py \
-		--ignore=tests/ops/test_prod_local_faults.py \
+		--ignore=tests/ops/test_prod_local_faults.py --ignore=tests/ops/test_prod_local_rabbitmq.py \
 		--ignore=tests/runtime/test_remote_node.py --ignore=tests/allocations/test_worker_crash.py
 
 # Back up and restore (docs/operations.md): `make backup` writes the database and the

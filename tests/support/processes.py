@@ -1,6 +1,6 @@
 """Processes a test or a benchmark starts and stops for real: the portal under
 ``manage.py serve``, a private ``redis-server``, and a TCP path to PostgreSQL that can
-be cut (a database that crashed, as its clients see it)."""
+be cut (a database that crashed, as its clients see it), and a RabbitMQ virtual host."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -264,3 +266,20 @@ class CuttablePath:
 
     def restore(self) -> None:
         self._listen(self.port)
+
+
+@contextlib.contextmanager
+def rabbitmq_vhost() -> Iterator[str]:
+    """A virtual host of its own on the machine's RabbitMQ, for the guest user, deleted
+    after: the tasks a test's worker meets are that test's, not another's left over."""
+    name = f"gpuaas-test-{uuid.uuid4().hex[:12]}"
+    subprocess.run(["rabbitmqctl", "-q", "add_vhost", name], check=True, capture_output=True)
+    try:
+        subprocess.run(
+            ["rabbitmqctl", "-q", "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
+            check=True,
+            capture_output=True,
+        )
+        yield name
+    finally:
+        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True)

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
+from apps.allocations.models import Allocation
 from apps.networking import services as networking
 from apps.storage import services as storage
 from apps.tenancy import principal as principals
@@ -35,6 +36,8 @@ from tests.support.pages import session_cookie
 from tests.support.processes import Background, RedisServer
 from tests.support.servers import free_port
 
+# An answer slower than this is a hang (the goal, 2 s, is benchmarks/outages.py's to measure).
+PATIENCE_SECONDS = 5
 # Workers and web processes start slowly on a loaded machine.
 START_PATIENCE_SECONDS = 180
 # The whole topology, its database migrated first: minutes on a machine shared with
@@ -43,9 +46,9 @@ TOPOLOGY_START_SECONDS = 600
 
 
 class Topology:
-    """prod-local on ``port`` (nginx) and ``web_ports``, its Redis (cache and broker)
-    ``redis``; its database the test database, reached on ``database_port`` when given
-    (a path a test can cut) or directly."""
+    """prod-local on ``port`` (nginx) and ``web_ports``, its Redis (cache, and broker
+    unless ``broker_url`` names another) ``redis``; its database the test database,
+    reached on ``database_port`` when given (a path a test can cut) or directly."""
 
     def __init__(
         self,
@@ -55,9 +58,10 @@ class Topology:
         redis: RedisServer,
         log: Path,
         database_port: int | None = None,
+        broker_url: str = "",
     ):
         self.state, self.port, self.web_ports, self.redis = state, port, web_ports, redis
-        self.database_port = database_port
+        self.database_port, self.broker_url = database_port, broker_url
         self.url = f"http://localhost:{port}"
         self.web = [f"http://127.0.0.1:{web}" for web in web_ports]
         self.process = Background(
@@ -66,7 +70,7 @@ class Topology:
             log,
         )
         self.worker_name = f"worker@{socket.gethostname()}"
-        self.celery = Celery(broker=redis.url, backend=redis.url, set_as_current=False)
+        self.celery = Celery(broker=broker_url or redis.url, backend=redis.url, set_as_current=False)
 
     def _environment(self) -> dict[str, str]:
         db = connection.settings_dict
@@ -74,7 +78,7 @@ class Topology:
         return {
             "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{port}/{db['NAME']}",
             "REDIS_URL": self.redis.url,
-            "GPUAAS_BROKER_URL": "",  # the broker is this Redis, which the test pings the worker on
+            "GPUAAS_BROKER_URL": self.broker_url,  # empty: this Redis
             # The test's own keys, so the sessions and secrets the test writes read the same.
             "GPUAAS_SECRET_KEY": settings.SECRET_KEY,
             "GPUAAS_ENCRYPTION_KEYS": ",".join(settings.ENCRYPTION_KEYS),
@@ -126,7 +130,9 @@ class Topology:
 
 
 @contextlib.contextmanager
-def running_topology(tmp: Path, django_db_blocker, database_port: int | None = None) -> Iterator[Topology]:
+def running_topology(
+    tmp: Path, django_db_blocker, database_port: int | None = None, broker_url: str = ""
+) -> Iterator[Topology]:
     """prod-local with a private Redis under ``tmp``, ready (its worker answering)."""
     redis = RedisServer(free_port(), tmp / "redis.log", str(tmp))
     redis.wait_ready()
@@ -138,6 +144,7 @@ def running_topology(tmp: Path, django_db_blocker, database_port: int | None = N
             redis,
             tmp / "prod-local.log",
             database_port=database_port,
+            broker_url=broker_url,
         )
     try:
         running.wait_ready()
@@ -211,3 +218,41 @@ def state_of(topology: Topology, world: World, allocation_id: str, web: int) -> 
     )
     assert response.status_code == 200, response.text
     return response.json()["state"]
+
+
+def states_of(allocations) -> set[str]:
+    return set(Allocation.objects.filter(pk__in=allocations).values_list("state", flat=True))
+
+
+def in_flight(topology: Topology, world: World, count: int) -> list[str]:
+    """``count`` allocations accepted and provisioning, none finished yet."""
+    allocations = [allocate(topology, world) for _ in range(count)]
+    wait_for(
+        lambda: states_of(allocations) == {"PROVISIONING"},
+        timeout=START_PATIENCE_SECONDS,
+        what="provisioning",
+    )
+    return allocations
+
+
+def assert_answered(response: httpx.Response, dependency: str) -> None:
+    """Answered while ``dependency`` is down: a success (what does without it), or 503
+    with ``Retry-After``, in the envelope naming the dependency on the API; never a 500."""
+    what = f"{response.request.method} {response.request.url}: {response.status_code} {response.text[:300]}"
+    assert response.status_code == 503 or response.status_code < 400, what
+    if response.status_code != 503:
+        return
+    assert int(response.headers["Retry-After"]) > 0, what
+    if "/api/" in response.request.url.path:
+        error = response.json()["error"]
+        assert error["code"] == "unavailable", what
+        assert error["details"] == {"dependency": dependency}, what
+
+
+def first_requests_succeed(topology: Topology, world: World) -> None:
+    """The API and a page on each web process, once the dependency is back."""
+    for base in topology.web:
+        projects = httpx.get(f"{base}/api/v1/projects", headers=world.bearer, timeout=PATIENCE_SECONDS)
+        assert projects.status_code == 200, projects.text
+        page = httpx.get(f"{base}/", headers={"Cookie": world.cookie}, timeout=PATIENCE_SECONDS)
+        assert page.status_code == 200, page.text[:300]
