@@ -144,7 +144,8 @@ def test_file_variants_supply_values(tmp_path):
         GPUAAS_DEBUG_FILE=str(tmp_path / "debug"),
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == repr((key, [fernet], ["a.example.com", "b.example.com"], False))
+    hosts = ["a.example.com", "b.example.com", ".apps.gpuaas.example.com"]  # the apps domain's added
+    assert result.stdout.strip() == repr((key, [fernet], hosts, False))
 
 
 def test_file_variant_wins_over_the_plain_variable(tmp_path):
