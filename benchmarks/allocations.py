@@ -68,10 +68,12 @@ from harness import (
     RedisServer,
     Result,
     Server,
+    add_nodes,
     configure_environment,
     drop_database,
     free_port,
     group_cpu_seconds,
+    h100_flavor,
     load_average,
     machine,
     percentile,
@@ -148,34 +150,11 @@ class Client:
     requests: int = 0
 
 
-def add_nodes(flavor, numbers) -> None:
-    """Available, approved nodes ``gpu-NNNNN`` of the flavor, 32 to a leaf switch and rack."""
-    from apps.allocations.models import Node
-
-    Node.objects.bulk_create(
-        [
-            Node(
-                hostname=f"gpu-{i:05d}",
-                flavor=flavor,
-                state=Node.State.AVAILABLE,
-                approved=True,
-                ib_guid=f"0x{i:016x}",
-                switch_serial=f"LEAF{i // 32:03d}",
-                switch_port=f"Eth1/{i % 32 + 1}",
-                rack=f"r{i // 32:03d}",
-            )
-            for i in numbers
-        ],
-        batch_size=2000,
-    )
-
-
 def seed(args) -> dict:
     """Flavor, free nodes for the single runs and the storm, one tenant per storm
     client (network, storage, quota) and a tenant for the single runs."""
     from django.core.management import call_command
 
-    from apps.catalog.models import Flavor
     from apps.networking import services as networking
     from apps.storage import services as storage
     from apps.tenancy import quotas
@@ -184,14 +163,7 @@ def seed(args) -> dict:
     started = time.perf_counter()
     call_command("migrate", verbosity=0, interactive=False)
     migrated = time.perf_counter()
-    flavor = Flavor.objects.create(
-        name=FLAVOR,
-        gpu_model="H100",
-        gpus_per_node=8,
-        cpu_cores=112,
-        memory_gb=2048,
-        rate_per_node_hour="98.32",
-    )
+    flavor = h100_flavor(FLAVOR)
     # +1: the unmeasured warm-up allocation; then the worker crash's and the in-process one.
     node_count = args.allocations + args.single_runs + 1 + args.crash_allocations + 1
     add_nodes(flavor, range(node_count))

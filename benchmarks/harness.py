@@ -85,6 +85,42 @@ def seed_jupyterlab_allocation(
     return {"tenant": tenant, "project": project, "node": node, "allocation": allocation, "app": app}
 
 
+def h100_flavor(name: str):
+    """The 8-GPU H100 flavor the benchmarks' fleets are made of, priced as the demo's."""
+    from apps.catalog.models import Flavor
+
+    return Flavor.objects.create(
+        name=name,
+        gpu_model="H100",
+        gpus_per_node=8,
+        cpu_cores=112,
+        memory_gb=2048,
+        rate_per_node_hour="98.32",
+    )
+
+
+def add_nodes(flavor, numbers) -> None:
+    """Available, approved nodes ``gpu-NNNNN`` of the flavor, 32 to a leaf switch and rack."""
+    from apps.allocations.models import Node
+
+    Node.objects.bulk_create(
+        [
+            Node(
+                hostname=f"gpu-{i:05d}",
+                flavor=flavor,
+                state=Node.State.AVAILABLE,
+                approved=True,
+                ib_guid=f"0x{i:016x}",
+                switch_serial=f"LEAF{i // 32:03d}",
+                switch_port=f"Eth1/{i % 32 + 1}",
+                rack=f"r{i // 32:03d}",
+            )
+            for i in numbers
+        ],
+        batch_size=2000,
+    )
+
+
 def seed_past_allocations(
     projects: list,
     flavor,

@@ -55,7 +55,9 @@ import httpx
 from harness import (
     ROOT,
     Background,
+    add_nodes,
     free_port,
+    h100_flavor,
     load_average,
     machine,
     percentile,
@@ -131,11 +133,9 @@ def seeded(sizes: dict) -> bool:
 
 def seed(sizes: dict, upstream_port: int) -> None:
     """The platform at ``sizes``, written in bulk."""
-    from allocations import add_nodes
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
-    from apps.catalog.models import Flavor
     from apps.networking import services as networking
     from apps.storage import services as storage
     from apps.tenancy.models import Membership, Project, Quota, Tenant
@@ -143,14 +143,7 @@ def seed(sizes: dict, upstream_port: int) -> None:
     User = get_user_model()
     rng = random.Random(20)
     with transaction.atomic():
-        flavor = Flavor.objects.create(
-            name=FLAVOR,
-            gpu_model="H100",
-            gpus_per_node=8,
-            cpu_cores=112,
-            memory_gb=2048,
-            rate_per_node_hour="98.32",
-        )
+        flavor = h100_flavor(FLAVOR)
         add_nodes(flavor, range(sizes["nodes"]))
         tenants = Tenant.objects.bulk_create(
             Tenant(tenant_id=f"{PREFIX}{i:04d}", name=f"Tenant {i:04d}", realm_name=f"t{i}", status="active")
