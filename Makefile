@@ -92,9 +92,9 @@ test: install-dev services sandbox sshd firewall browser nginx metrics-db node-d
 	$(VENV)/bin/lint-imports
 	PY=$(PY) bash scripts/check-migrations.sh
 	$(PY) scripts/audit_dependencies.py
-	$(PY) -m pytest -n auto -p no:cacheprovider --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
-	$(PY) -m pytest -n auto -p no:cacheprovider --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
-	$(PY) -m pytest -n 2 -p no:cacheprovider tests/e2e
+	$(PY) -m pytest -n auto -p no:cacheprovider --durations=60 --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
+	$(PY) -m pytest -n auto -p no:cacheprovider --durations=30 --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
+	$(PY) -m pytest -n 2 -p no:cacheprovider --durations=20 tests/e2e
 
 # The fast inner loop: lint, the layers (lint-imports) and every test but the slow ones
 # `make test` runs: browser, nginx, benchmark smoke, the API fuzz (`make fuzz`), real

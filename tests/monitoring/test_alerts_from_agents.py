@@ -54,7 +54,9 @@ def test_a_held_reading_fires_once_and_resolves_once(
         wait_for(lambda: NodeExporter.objects.filter(node=node).exists(), what="the agent's exporter")
         tasks.write_scrape_targets()
     call_command("simulate_gpu", node.hostname, "--gpu", "0", "--memory", "97")
-    [fired] = rounds_until(lambda: received(receiver, RULE), "the alert at CCP")
+    alerts = rounds_until(lambda: received(receiver, RULE), "the alert at CCP")
+    assert len(alerts) == 1, alerts
+    [fired] = alerts
     assert (fired["state"], fired["hostname"], fired["gpu"]) == ("firing", node.hostname, 0)
     assert (fired["tenant_id"], fired["project_id"]) == ("acme", "cell-1")
     assert fired["value"] > 95

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -68,6 +69,7 @@ class Background:
             raise RuntimeError(f"{what} exited with {self.process.returncode}; see {self.log_path}")
 
     def stop(self, timeout: float = 15) -> None:
+        descendants = self._descendants()
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
@@ -75,8 +77,21 @@ class Background:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        # Supervisord gives each program a process group of its own: a worker or beat that
+        # outlived a supervisor killed on a deadline would go on working on the test
+        # database, beside the tests that come after on this xdist worker.
+        for leftover in descendants:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                leftover.kill()
+        psutil.wait_procs(descendants, timeout=10)
         if not self.log.closed:
             self.log.close()
+
+    def _descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
 
 
 class Server(Background):
