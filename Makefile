@@ -92,29 +92,20 @@ test: install-dev services sandbox sshd firewall browser nginx metrics-db node-d
 	$(VENV)/bin/lint-imports
 	PY=$(PY) bash scripts/check-migrations.sh
 	$(PY) scripts/audit_dependencies.py
-	$(PY) -m pytest -n auto -p no:cacheprovider --durations=60 --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
-	$(PY) -m pytest -n auto -p no:cacheprovider --durations=30 --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
+	$(PY) -m pytest -n auto --dist loadgroup -p no:cacheprovider --durations=60 --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
+	$(PY) -m pytest -n auto --dist loadgroup -p no:cacheprovider --durations=30 --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
 	$(PY) -m pytest -n 2 -p no:cacheprovider --durations=20 tests/e2e
 
-# The fast inner loop: lint, the layers (lint-imports) and every test but the slow ones
-# `make test` runs: browser, nginx, benchmark smoke, the API fuzz (`make fuzz`), real
-# JupyterLab kernels and the killed Celery worker.
+# The fast inner loop: lint, the layers (lint-imports) and every test but the `heavy`
+# ones (benchmark smokes, prod-local, real JupyterLab kernels, killed workers, the API
+# fuzz), the browser and nginx, which `make test` runs.
 check: install-dev services sandbox sshd metrics-db
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	PY=$(PY) bash scripts/check-migrations.sh
-	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not fuzz" \
-		--ignore=tests/ops/test_bench_proxy_smoke.py --ignore=tests/ops/test_benchmark_smoke.py \
-		--ignore=tests/ops/test_allocations_benchmark_smoke.py --ignore=tests/proxy/test_nginx.py \
-		--ignore=tests/ops/test_monitoring_benchmark_smoke.py \
-		--ignore=tests/ops/test_terminal_benchmark_smoke.py \
-		--ignore=tests/ops/test_alerts_benchmark_smoke.py --ignore=tests/ops/test_load_benchmark_smoke.py \
-		--ignore=tests/ops/test_make_run_path.py --ignore=tests/runtime/test_agent_jupyterlab.py \
-		--ignore=tests/ops/test_prod_local.py --ignore=tests/ops/test_worker_broker_blip.py \
-		--ignore=tests/ops/test_dependency_outages.py --ignore=tests/ops/test_backup_drill.py \
-		--ignore=tests/ops/test_prod_local_faults.py --ignore=tests/ops/test_prod_local_rabbitmq.py \
-		--ignore=tests/runtime/test_remote_node.py --ignore=tests/allocations/test_worker_crash.py
+	$(PY) -m pytest -n auto --dist loadgroup -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not heavy" \
+		--ignore=tests/ops/test_make_run_path.py
 
 # Back up and restore (docs/operations.md): `make backup` writes the database and the
 # secrets store's export to var/backups/<UTC time>/; `make restore BACKUP=<that directory>`

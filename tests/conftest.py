@@ -39,6 +39,33 @@ from tests.support.receiver import WEBHOOK_SECRET, WebhookReceiver
 from tests.support.servers import ThreadedUvicorn
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(items):
+    """Each heavy module's tests kept on one worker (``--dist loadgroup``), so its
+    topology starts once. Then the heavy ones that leave the test database alone
+    (benchmark smokes, on databases of their own) go first: pytest-django puts tests
+    without a database last, where these minutes-long ones left one worker running
+    alone while the other waited. Those that flush it (``heavy(flushes=True)``) stay
+    where pytest-django put them, after the tests that need the rows migrations wrote."""
+    for item in items:
+        if item.get_closest_marker("heavy"):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    result = yield
+    items.sort(key=lambda item: not _heavy_and_apart_from_the_test_database(item))
+    return result
+
+
+def _heavy_and_apart_from_the_test_database(item) -> bool:
+    heavy = item.get_closest_marker("heavy")
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return (
+        heavy is not None
+        and not heavy.kwargs.get("flushes")
+        and item.get_closest_marker("django_db") is None
+        and not fixtures & {"db", "transactional_db", "live_server"}
+    )
+
+
 @pytest.fixture(autouse=True)
 def _isolated_caches():
     """Each test starts with empty caches: nothing leaks between tests of one worker."""

@@ -27,9 +27,12 @@ def ccp_admin_token(ccp_issuer, ready_tenant, project):
 def real_broker():
     """Tasks go to Redis for a real worker to take, not run eagerly in the test."""
     celery_app.conf.task_always_eager = False
-    celery_app.connection_for_write().default_channel.client.flushdb()
+    celery_app.control.purge()
     yield
     celery_app.conf.task_always_eager = True
+    # What the test's workers and their beat left unconsumed would run under the next
+    # worker a test of this xdist worker starts.
+    celery_app.control.purge()
 
 
 @pytest.fixture

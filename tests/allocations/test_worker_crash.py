@@ -21,7 +21,7 @@ from apps.allocations.models import Allocation
 from apps.tenancy import principal as principals
 from tests.support.agent import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -58,7 +58,7 @@ from tests.support.issuer import FakeIssuer
 from tests.support.members import member
 from tests.support.world import MATRIX_KEYS
 
-pytestmark = [pytest.mark.django_db, pytest.mark.fuzz]
+pytestmark = [pytest.mark.heavy, pytest.mark.django_db, pytest.mark.fuzz]
 
 EXAMPLES = int(os.environ.get("GPUAAS_FUZZ_EXAMPLES", "3"))
 # The roles that also get the coverage phase: "all" in ``make fuzz``.

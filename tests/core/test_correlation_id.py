@@ -197,6 +197,9 @@ def celery_worker(transactional_db, monkeypatch):
         connections.close_all()  # runs in the worker thread: its own connections
 
     task_postrun.connect(close_worker_connections, weak=False)
+    # A message an earlier test's beat or worker left in the queue (resume_onboarding,
+    # say) would run first, under its own correlation id, on this test's tenants.
+    celery_app.control.purge()
     try:
         with start_worker(
             celery_app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=30

@@ -10,9 +10,8 @@ import pytest
 from apps.allocations import nodes as fleet
 from apps.monitoring.metrics import METRICS
 from tests.support.agent import wait_for
+from tests.support.telemetry import AGENT_TELEMETRY
 from tests.support.victoria import VictoriaMetrics
-
-AGENT_TELEMETRY = "/api/agent/v1/telemetry"
 
 
 @pytest.fixture(scope="session")
@@ -63,15 +62,26 @@ class VictoriaFeed:
             for metric in METRICS.values():
                 lines.append(f"{metric.name}{{{labels}}} {r[metric.column]} {int(r['at'] * 1000)}")
         self.server.import_prometheus("\n".join(lines) + "\n")
-        # The evaluator's instant query must see the newest sample, as a scrape's would be
-        # seen before the next round: under load VictoriaMetrics can answer before it does.
+        # The evaluator's instant queries must see the newest sample of every metric, as a
+        # scrape's would be seen before the next round: under load VictoriaMetrics has
+        # answered with one metric's new series and not yet another's.
         newest = int(max(r["at"] for r in readings))
-        metric = next(iter(METRICS.values())).name
+        gpus = len({r["gpu"] for r in readings})
+
+        def every_series_current() -> bool:
+            return all(
+                sum(
+                    float(value) >= newest
+                    for _, value in self.server.query(
+                        f'tlast_over_time({m.name}{{node_id="{node.pk}"}}[10m])'
+                    )
+                )
+                == gpus
+                for m in METRICS.values()
+            )
+
         wait_for(
-            lambda: any(
-                float(value) >= newest
-                for _, value in self.server.query(f'tlast_over_time({metric}{{node_id="{node.pk}"}}[10m])')
-            ),
+            every_series_current,
             timeout=15,
             what=f"VictoriaMetrics answering with the samples of {node.hostname}",
         )
@@ -86,24 +96,3 @@ def store(request, settings, api):
         return VictoriaFeed(server)
     settings.METRICS_URL = ""
     return EmbeddedFeed(api)
-
-
-def readings(start: float, end: float, every: int, *, gpus: int = 2, **values) -> list[dict]:
-    """Readings of ``gpus`` GPUs every ``every`` seconds from ``start`` to ``end``; each
-    GPU's values are the given ones plus its index (so GPUs are told apart)."""
-    base = {
-        "utilization": 50.0,
-        "memory_used": 1000.0,
-        "memory_free": 80000.0,
-        "temperature": 40.0,
-        "power": 300.0,
-    }
-    base.update(values)
-    out, moment = [], start
-    while moment <= end:
-        for gpu in range(gpus):
-            out.append(
-                {"gpu": gpu, "uuid": f"GPU-test-{gpu}", "at": moment, **{k: v + gpu for k, v in base.items()}}
-            )
-        moment += every
-    return out

@@ -13,10 +13,12 @@ from django.core.management import call_command
 from apps.allocations.models import Node
 from apps.monitoring import services as monitoring
 from apps.monitoring.alerts import services
+from apps.monitoring.metrics import METRICS
 from apps.monitoring.models import Alert, AlertRule
 from apps.tenancy.principal import OPERATOR_CLI
 from tests.monitoring.alerting import Rounds, held_fleet, received, states
-from tests.monitoring.conftest import readings
+from tests.support.agent import wait_for
+from tests.support.telemetry import readings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_alert_rules")]
 
@@ -210,6 +212,20 @@ def test_a_condition_that_clears_before_its_for_is_never_sent(store, fleet, rece
     store.feed(fleet[0], readings(*cool(), 60, gpus=1))
     rounds.at(60)
     rounds.at(400)
+    assert received(receiver) == []
+    assert not Alert.objects.exists()
+
+
+def test_a_gpu_without_a_free_memory_reading_is_not_full(victoria, settings, fleet, receiver, rounds):
+    # Scraped samples become searchable a metric at a time: for a moment VictoriaMetrics
+    # can answer with a GPU's used memory and not yet its free memory.
+    settings.METRICS_URL = victoria.url
+    node, moment = fleet[0], int(time.time() - 5)
+    used = METRICS["memory_used"].name
+    victoria.import_prometheus(f'{used}{{gpu="0",UUID="GPU-x",node_id="{node.pk}"}} 1000 {moment * 1000}\n')
+    wait_for(lambda: victoria.query(f'{used}{{node_id="{node.pk}"}}'), what="the used memory stored")
+    rounds.at(0)
+    rounds.at(15)
     assert received(receiver) == []
     assert not Alert.objects.exists()
 

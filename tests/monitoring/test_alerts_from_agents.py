@@ -17,7 +17,11 @@ from apps.monitoring.models import Measurement, NodeExporter
 from tests.monitoring.alerting import received, states
 from tests.support.agent import wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shipped_alert_rules")]
+pytestmark = [
+    pytest.mark.heavy,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("shipped_alert_rules"),
+]
 RULE = "gpu_memory_critical"
 
 

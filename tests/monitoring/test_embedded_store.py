@@ -11,8 +11,8 @@ import pytest
 from apps.monitoring import tasks
 from apps.monitoring.metrics import embedded, source
 from apps.monitoring.models import GpuSample
-from tests.monitoring.conftest import readings
 from tests.support.fleet import make_nodes
+from tests.support.telemetry import readings
 
 pytestmark = pytest.mark.django_db
 NOW = 1_795_000_000 // 3600 * 3600  # an hour's start

@@ -14,8 +14,8 @@ import pytest
 from apps.allocations.models import Allocation
 from apps.monitoring.metrics import embedded
 from tests.factories import ProjectFactory, TenantFactory
-from tests.monitoring.conftest import readings
 from tests.support.fleet import made_allocation, make_nodes
+from tests.support.telemetry import readings
 
 pytestmark = pytest.mark.django_db
 INTEGRATION = {"roles": ["GPUaaS Platform Integration"]}

@@ -16,9 +16,9 @@ from websockets.asyncio.client import connect
 
 from apps.allocations import events
 from apps.allocations import nodes as fleet
-from tests.monitoring.conftest import AGENT_TELEMETRY, readings
 from tests.support.members import member
 from tests.support.pages import session_cookie
+from tests.support.telemetry import AGENT_TELEMETRY, readings
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

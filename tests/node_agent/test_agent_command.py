@@ -16,7 +16,7 @@ from apps.allocations.models import Allocation, Node
 from apps.tenancy import principal as principals
 from tests.support.agent import ROOT, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 
 
 class Command:

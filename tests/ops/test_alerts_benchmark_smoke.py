@@ -5,7 +5,11 @@ printed, never asserted."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.ops.bench import run_quick_benchmark
+
+pytestmark = pytest.mark.heavy
 
 
 def test_quick_alerts_benchmark_runs_clean():

@@ -6,13 +6,18 @@ node in two allocations. Its performance goals are printed, never asserted."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.ops.bench import run_quick_benchmark
+
+pytestmark = pytest.mark.heavy
 
 
 def test_quick_allocations_benchmark_runs_clean():
     stdout = run_quick_benchmark(
         "allocations.py",
-        *("--allocations", "24", "--single-runs", "1", "--status-requests", "40"),
+        *("--allocations", "24", "--single-runs", "1", "--status-requests", "40", "--crash-allocations", "1"),
+        *("--status-nodes", "200", "--history", "500", "--probe-requests", "20"),
         db_prefix="gpuaas_bench_alloc_smoke",
         timeout=600,
     )

@@ -32,6 +32,8 @@ from tests.factories import AllocationFactory, ProjectFactory, TenantFactory, Us
 from tests.support.processes import PRODUCTION_ENV, ROOT, Server
 from tests.support.servers import free_port
 
+pytestmark = pytest.mark.heavy
+
 SECRET_NAME, SECRET_VALUE = "db-password", "drill-value-0f-a-secret"
 
 

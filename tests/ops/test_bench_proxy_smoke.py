@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from tests.ops.bench import ROOT, run_quick_benchmark
+
+pytestmark = pytest.mark.heavy
 
 CHP = ROOT / "benchmarks/peers/node_modules/.bin/configurable-http-proxy"
 

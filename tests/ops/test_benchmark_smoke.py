@@ -4,7 +4,11 @@ when the list endpoint's query count grows with the page size."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.ops.bench import run_quick_benchmark
+
+pytestmark = pytest.mark.heavy
 
 
 def test_quick_benchmark_runs_clean():

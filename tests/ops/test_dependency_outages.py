@@ -29,7 +29,7 @@ from tests.support.members import member
 from tests.support.processes import PRODUCTION_ENV, CuttablePath, Server
 from tests.support.servers import free_port
 
-pytestmark = pytest.mark.production
+pytestmark = [pytest.mark.heavy, pytest.mark.production]
 
 # Long enough for a loaded CI machine, short enough that a request hanging on a dead
 # dependency (redis-py's default retries, psycopg's 10 s pool wait) fails the test.

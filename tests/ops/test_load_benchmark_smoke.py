@@ -11,7 +11,7 @@ import pytest
 
 from tests.ops.bench import run_quick_benchmark
 
-pytestmark = pytest.mark.production
+pytestmark = [pytest.mark.heavy, pytest.mark.production]
 
 
 def test_quick_load_runs_clean(redis_server):

@@ -5,7 +5,11 @@ failed request or a wrong answer. Its performance goals are printed, never asser
 
 from __future__ import annotations
 
+import pytest
+
 from tests.ops.bench import run_quick_benchmark
+
+pytestmark = pytest.mark.heavy
 
 
 def test_quick_monitoring_benchmark_runs_clean():

@@ -31,7 +31,7 @@ from tests.support.prodlocal import (
     tenant_fleet,
 )
 
-pytestmark = pytest.mark.production
+pytestmark = [pytest.mark.heavy(flushes=True), pytest.mark.production]
 
 # The promise: a dead worker is replaced within this.
 REPLACED_WITHIN_SECONDS = 10

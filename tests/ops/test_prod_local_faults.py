@@ -47,7 +47,7 @@ from tests.support.prodlocal import (
     tenant_fleet,
 )
 
-pytestmark = pytest.mark.production
+pytestmark = [pytest.mark.heavy(flushes=True), pytest.mark.production]
 
 # The promise: work in flight completes within this of the dependency's return.
 COMPLETES_WITHIN_SECONDS = 60

@@ -32,7 +32,7 @@ from tests.support.prodlocal import (
     tenant_fleet,
 )
 
-pytestmark = pytest.mark.production
+pytestmark = [pytest.mark.heavy(flushes=True), pytest.mark.production]
 
 COMPLETES_WITHIN_SECONDS = 60  # the promise, from the broker's return
 DOWN_FOR_SECONDS = 8  # long enough for the work in flight to meet the outage

@@ -4,7 +4,11 @@ goals judged by the benchmark itself (PASS/FAIL), not here."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.ops.bench import run_quick_benchmark
+
+pytestmark = pytest.mark.heavy
 
 
 def test_quick_terminal_benchmark_runs_clean():

@@ -14,7 +14,7 @@ from django.db import connection
 
 from tests.support.processes import PRODUCTION_ENV, CeleryWorker, CuttablePath
 
-pytestmark = pytest.mark.production
+pytestmark = [pytest.mark.heavy, pytest.mark.production]
 
 # A worker reconnects with its own backoff (about 2 s, then more); ample on a loaded machine.
 RECONNECT_PATIENCE_SECONDS = 60

@@ -47,7 +47,7 @@ from tests.support.proxy import (
 )
 from tests.support.servers import free_port, reply_json
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 
 
 class _Echo(BaseHTTPRequestHandler):

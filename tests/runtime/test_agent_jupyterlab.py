@@ -25,7 +25,7 @@ from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Endpoint
 from tests.support.agent import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 
 START_TIMEOUT = 120.0  # JupyterLab is ready in ~3-5 s on an idle machine; CI machines are not idle
 

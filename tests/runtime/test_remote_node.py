@@ -17,7 +17,7 @@ from tests.support.agent import running_agent
 from tests.support.proxy import browser, open_session, route_url
 from tests.support.servers import ThreadedUvicorn
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 
 
 def network_address() -> str | None:

@@ -98,7 +98,11 @@ def _gpu_readings(metric: str, above: float) -> list[Observation]:
     free = {(r.node_id, r.gpu): r.value for r in metrics.instant("memory_free")}
     found = []
     for r in metrics.instant("memory_used"):
-        total = r.value + free.get((r.node_id, r.gpu), 0.0)
+        if (r.node_id, r.gpu) not in free:
+            # Without the free memory the GPU's size is unknown: counting it as none would
+            # read a full GPU, as VictoriaMetrics' first moments after a new scrape answer.
+            continue
+        total = r.value + free[(r.node_id, r.gpu)]
         percent = round(100.0 * r.value / total, 2) if total > 0 else 0.0
         if percent > above:
             found.append(
