@@ -86,6 +86,8 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/monitoring/test_alert_rules.py tests/monitoring/test_alert_delivery.py tests/monitoring/test_alerts_api.py \
 	tests/monitoring/test_node_utilization_reports.py tests/node_agent/test_node_usage.py
 
+# --dist loadgroup hands tests out one at a time as workers come free (this xdist,
+# 3.8, applies no xdist_group here, so heavy modules may start their topologies on both).
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
 test: install-dev services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools

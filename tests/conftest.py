@@ -41,15 +41,11 @@ from tests.support.servers import ThreadedUvicorn
 
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(items):
-    """Each heavy module's tests kept on one worker (``--dist loadgroup``), so its
-    topology starts once. Then the heavy ones that leave the test database alone
-    (benchmark smokes, on databases of their own) go first: pytest-django puts tests
-    without a database last, where these minutes-long ones left one worker running
-    alone while the other waited. Those that flush it (``heavy(flushes=True)``) stay
-    where pytest-django put them, after the tests that need the rows migrations wrote."""
-    for item in items:
-        if item.get_closest_marker("heavy"):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    """After pytest-django's order, the heavy tests that leave the test database alone
+    (benchmark smokes, on databases of their own) go first: it puts tests without a
+    database last, where these minutes-long ones left one worker running alone while
+    the other waited. Those that flush it (``heavy(flushes=True)``) stay where it put
+    them, after the tests that need the rows migrations wrote."""
     result = yield
     items.sort(key=lambda item: not _heavy_and_apart_from_the_test_database(item))
     return result
