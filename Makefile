@@ -86,16 +86,16 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/monitoring/test_alert_rules.py tests/monitoring/test_alert_delivery.py tests/monitoring/test_alerts_api.py \
 	tests/monitoring/test_node_utilization_reports.py tests/node_agent/test_node_usage.py
 
-# --dist loadgroup hands tests out one at a time as workers come free (this xdist,
-# 3.8, applies no xdist_group here, so heavy modules may start their topologies on both).
+# xdist's default (load) hands each worker a run of consecutive tests, so a heavy
+# module mostly starts its topology once.
 # Browser tests run on their own after the rest: Playwright keeps an event loop in
 # the test thread, which the other tests' synchronous channel-layer sends cannot share.
 test: install-dev services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools
 	$(VENV)/bin/lint-imports
 	PY=$(PY) bash scripts/check-migrations.sh
 	$(PY) scripts/audit_dependencies.py
-	$(PY) -m pytest -n auto --dist loadgroup -p no:cacheprovider --durations=60 --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
-	$(PY) -m pytest -n auto --dist loadgroup -p no:cacheprovider --durations=30 --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
+	$(PY) -m pytest -n auto -p no:cacheprovider --durations=60 --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
+	$(PY) -m pytest -n auto -p no:cacheprovider --durations=30 --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
 	$(PY) -m pytest -n 2 -p no:cacheprovider --durations=20 tests/e2e
 
 # The fast inner loop: lint, the layers (lint-imports) and every test but the `heavy`
@@ -106,7 +106,7 @@ check: install-dev services sandbox sshd metrics-db
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	PY=$(PY) bash scripts/check-migrations.sh
-	$(PY) -m pytest -n auto --dist loadgroup -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not heavy" \
+	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not heavy" \
 		--ignore=tests/ops/test_make_run_path.py
 
 # Back up and restore (docs/operations.md): `make backup` writes the database and the

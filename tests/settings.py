@@ -29,7 +29,9 @@ os.environ.setdefault("GPUAAS_SIMULATED_STEP_SECONDS", "0")
 # Log lines on the console, where pytest captures them (and the processes a test
 # starts write them to their output), not in var/log/.
 os.environ.setdefault("GPUAAS_LOG_FORMAT", "json")
-os.environ.setdefault("GPUAAS_VAR_DIR", f"/tmp/gpuaas-test-var-{_worker}")
+# Assigned, not defaulted: xdist workers inherit the controller's environment, where a
+# default would already name gw0's directory, and both workers would share one.
+os.environ["GPUAAS_VAR_DIR"] = f"{os.environ.get('GPUAAS_TEST_VAR_DIR', '/tmp/gpuaas-test-var')}-{_worker}"
 # The live servers a test starts share one pool with the test's own threads on a
 # loaded machine: they wait for a connection rather than answer 503 (the shipped
 # 1.5 s is tested in tests/ops/test_dependency_outages.py).
@@ -40,11 +42,14 @@ from gpuaas.settings import CACHES  # noqa: E402
 
 CACHES["default"]["KEY_PREFIX"] = f"test-{_worker}"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed; never used outside tests
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - whitenoise wants it to exist
 # The production topologies tests start (prod-local, `serve`) share one collection of
 # static files, made once (gpuaas.prodlocal.collect_static): each would take minutes.
-# Set after the settings are read: this process serves its static files from the finders.
+# This process serves its own from the finders and keeps its (empty) root apart: its
+# whitenoise walks that root, and an xdist worker inherits the controller's
+# GPUAAS_STATIC_ROOT, which another worker may be collecting into at that moment.
 os.environ.setdefault("GPUAAS_STATIC_ROOT", str(BASE_DIR / "var" / "test-static"))  # noqa: F405
+STATIC_ROOT = VAR_DIR / "static"  # noqa: F405
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise wants it to exist
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 WHITENOISE_USE_FINDERS = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405 - server threads must not keep test DB sessions open

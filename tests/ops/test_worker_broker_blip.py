@@ -84,7 +84,11 @@ def app(broker, redis_server):
 
 
 def _purge(app):
-    return app.send_task("apps.core.tasks.purge_idempotency_records").get(timeout=RECONNECT_PATIENCE_SECONDS)
+    # disable_sync_subtasks: an in-process worker an earlier test ran in this pytest
+    # process (start_worker's solo pool) leaves Celery's process-wide "inside a task"
+    # flag set, and get() would then refuse to wait; this caller is never a task.
+    result = app.send_task("apps.core.tasks.purge_idempotency_records")
+    return result.get(timeout=RECONNECT_PATIENCE_SECONDS, disable_sync_subtasks=False)
 
 
 def test_a_worker_reconnects_after_its_broker_goes_and_returns(worker, app, broker):
