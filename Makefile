@@ -74,7 +74,8 @@ bench-tools:
 
 # The embedded default's part of the suite, on SQLite with the in-process cache and
 # channel layer (tests/settings_sqlite.py): the API and page families; tests marked
-# `production` need PostgreSQL or Redis (decision 0035).
+# `production` need PostgreSQL or Redis (decision 0035), and the monitoring tests'
+# VictoriaMetrics variants are production's store, which the first phase runs.
 SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_envelope.py \
 	tests/core/test_bad_input.py tests/core/test_pagination.py tests/core/test_idempotency.py \
 	tests/core/test_openapi.py tests/core/test_audit.py tests/metering \
@@ -95,7 +96,7 @@ test: install-dev services sandbox sshd firewall browser nginx metrics-db node-d
 	PY=$(PY) bash scripts/check-migrations.sh
 	$(PY) scripts/audit_dependencies.py
 	$(PY) -m pytest -n auto -p no:cacheprovider --durations=60 --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
-	$(PY) -m pytest -n auto -p no:cacheprovider --durations=30 --ds=tests.settings_sqlite -m "not production" $(SQLITE_TESTS)
+	$(PY) -m pytest -n auto -p no:cacheprovider --durations=30 --ds=tests.settings_sqlite -m "not production" -k "not victoria" $(SQLITE_TESTS)
 	$(PY) -m pytest -n 2 -p no:cacheprovider --durations=20 tests/e2e
 
 # The fast inner loop: lint, the layers (lint-imports) and every test but the `heavy`

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apps.allocations.models import Allocation, Node
 from apps.monitoring.alerts import evaluation
+from apps.monitoring.models import Alert
 from tests.support.fleet import made_allocation, make_nodes
 
 
@@ -35,6 +36,10 @@ class Rounds:
         self.capture = capture
         self.start = timezone.now()
         self.silent: set = set()
+        # What each round did and left open, for a failing assertion to show: a pending
+        # alert that started again missed a reading; one that fired and never arrived
+        # was lost in delivery.
+        self.log: list[str] = []
 
     def at(self, seconds: float):
         moment = self.start + timedelta(seconds=seconds)
@@ -45,6 +50,16 @@ class Rounds:
             result = evaluation.evaluate(moment)
         # A round that did not run would shift every "for" the test counts.
         assert result is not None, f"another evaluator held the lease at {seconds} s"
+        open_alerts = [
+            f"{rule} {subject} {state} since {(since - self.start).total_seconds():+.0f} s"
+            for rule, subject, state, since in Alert.objects.filter(state__in=Alert.OPEN).values_list(
+                "rule__name", "subject", "state", "pending_since"
+            )
+        ]
+        self.log.append(
+            f"at {seconds} s: fired {[a.rule.name for a in result.fired]}, "
+            f"resolved {[a.rule.name for a in result.resolved]}, open {open_alerts}"
+        )
         return result
 
 

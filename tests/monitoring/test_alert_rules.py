@@ -85,7 +85,7 @@ def test_each_gpu_rule_fires_once_after_its_for_and_resolves_once(name, store, f
         assert states(receiver, name) == []
     rounds.at(rule.for_seconds)
     rounds.at(rule.for_seconds + 15)
-    assert states(receiver, name) == ["firing"]
+    assert states(receiver, name) == ["firing"], rounds.log
 
     store.feed(node, readings(*cool(), 60, gpus=1))
     cleared = rule.for_seconds + 30
@@ -93,7 +93,7 @@ def test_each_gpu_rule_fires_once_after_its_for_and_resolves_once(name, store, f
     assert states(receiver, name) == ["firing"]  # the condition must stay clear for a minute
     rounds.at(cleared + 60)
     rounds.at(cleared + 75)
-    assert states(receiver, name) == ["firing", "resolved"]
+    assert states(receiver, name) == ["firing", "resolved"], rounds.log
 
     fired, resolved = received(receiver, name)
     assert fired["alert_id"] == resolved["alert_id"]
