@@ -114,6 +114,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--probe-requests", type=int, help="connection probe requests (200; quick: 60)")
     parser.add_argument("--single-runs", type=int, help="measured single allocations (5; quick: 2)")
     parser.add_argument("--crash-allocations", type=int, help="allocations in the worker crash (4; quick: 2)")
+    parser.add_argument(
+        "--crash-lease",
+        type=float,
+        help="seconds of the pipeline's lease in the worker crash, reconciled every half of it "
+        "(the platform's own, 30 and 15; quick: 6)",
+    )
     parser.add_argument("--status-nodes", type=int, help="fleet size for status lookups (10000; quick: 1000)")
     parser.add_argument("--history", type=int, help="past allocations (100000; quick: 5000)")
     parser.add_argument("--history-tenants", type=int, default=10, help="tenants owning the history (10)")
@@ -132,6 +138,9 @@ def parse_args() -> argparse.Namespace:
     args.clients = min(args.clients or (8 if args.quick else 50), args.allocations)
     args.single_runs = args.single_runs or (2 if args.quick else 5)
     args.crash_allocations = args.crash_allocations or (2 if args.quick else 4)
+    # The smoke shows that a crash is recovered; waiting out the platform's 30 s lease
+    # there would add a minute of CI for the same code path.
+    args.crash_lease = args.crash_lease or (6.0 if args.quick else None)
     args.status_nodes = args.status_nodes or (1000 if args.quick else 10_000)
     args.history = args.history if args.history is not None else (5000 if args.quick else 100_000)
     args.status_requests = args.status_requests or (100 if args.quick else 2000)
@@ -416,6 +425,9 @@ def worker_crash(
     from apps.allocations.models import Allocation, AllocationStep
 
     slow = {**env, "GPUAAS_SIMULATED_STEP_SECONDS": "3"}
+    if args.crash_lease:
+        slow["GPUAAS_PIPELINE_LEASE_SECONDS"] = f"{args.crash_lease:g}"
+        slow["GPUAAS_PIPELINE_RECONCILE_SECONDS"] = f"{args.crash_lease / 2:g}"
 
     def worker(name: str) -> CeleryWorker:
         log = Path(var_dir) / f"{name}.log"
@@ -450,6 +462,7 @@ def worker_crash(
         repeated = AllocationStep.objects.filter(allocation_id__in=ids, phase="provision", attempts__gt=1)
         return {
             "allocations": len(ids),
+            "lease": f"{args.crash_lease:g} s" if args.crash_lease else "the platform's",
             "resumed_s": sorted(resumed.values()),
             "unresumed": len(ids) - len(resumed),
             "active": sum(1 for state, _ in finished.values() if state == Allocation.State.ACTIVE),
@@ -1052,7 +1065,8 @@ def report_crash(crash: dict) -> list[str]:
     resumed_ok = not crash["unresumed"] and worst <= CRASH_RESUME_GOAL_S
     print(
         f"Worker crash: {crash['allocations']} allocations deploying the OS (3 s simulated steps) "
-        "when their worker was SIGKILLed; a replacement worker started beside the beat:"
+        f"when their worker was SIGKILLed; a replacement worker started beside the beat "
+        f"(pipeline lease: {crash['lease']}):"
     )
     print(f"      resumed after {', '.join(f'{t:.1f}' for t in crash['resumed_s']) or 'never'} s")
     print(
