@@ -150,14 +150,14 @@ def collect_static(env: dict[str, str]) -> None:
     stamp = root / ".sources"
     with open(root.with_name(f"{root.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # topologies starting at once collect once
-        sources = _static_sources()
+        sources = static_sources()
         if stamp.exists() and stamp.read_text() == sources:
             return
         manage(["collectstatic", "--noinput", "-v", "0"], env)
         stamp.write_text(sources)
 
 
-def _static_sources() -> str:
+def static_sources() -> str:
     """The project's static files as they are now, and the installed packages (whose
     static files, the admin's and the API docs', change only with their versions)."""
     digest = hashlib.sha256()
@@ -165,7 +165,10 @@ def _static_sources() -> str:
         if path.is_file():
             status = path.stat()
             digest.update(f"{path.relative_to(ROOT)} {status.st_size} {status.st_mtime_ns}\n".encode())
-    for package in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
+    # A set: with the checkout itself on sys.path (``python -m``, ``-c``) its egg-info
+    # names the project a second time, and two processes of one test run disagreed and
+    # collected again under a server reading the files.
+    for package in sorted({f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()}):
         digest.update(f"{package}\n".encode())
     return digest.hexdigest()
 

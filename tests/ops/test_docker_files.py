@@ -102,6 +102,17 @@ def test_prod_local_runs_the_processes_of_compose_with_its_variables(compose, tm
     assert variables - local_only <= set(compose["services"]["web"]["environment"])
 
 
+def test_every_process_of_a_run_agrees_on_the_static_files_collected(monkeypatch):
+    """Topologies share one collection, made again only when the sources change: a
+    process with the checkout on sys.path (``python -m``, its egg-info there) must
+    see the same sources as one without, or it collects under a server reading them."""
+    elsewhere = [p for p in sys.path if Path(p or ".").resolve() != prodlocal.ROOT]
+    monkeypatch.setattr(sys, "path", elsewhere)
+    without_the_checkout = prodlocal.static_sources()
+    monkeypatch.setattr(sys, "path", [str(prodlocal.ROOT), *elsewhere])
+    assert prodlocal.static_sources() == without_the_checkout
+
+
 def tool(name: str) -> str:
     """A linter the dev extras install into the virtualenv (pyproject.toml)."""
     found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
