@@ -26,7 +26,7 @@ from apps.tenancy import services as tenancy
 from apps.tenancy.principal import for_user
 from gpuaas import prodlocal
 from tests.support.members import member
-from tests.support.processes import PRODUCTION_ENV, CuttablePath, Server
+from tests.support.processes import PRODUCTION_ENV, CuttablePath, Server, rabbitmq_vhost
 from tests.support.servers import free_port
 
 pytestmark = [pytest.mark.heavy, pytest.mark.production]
@@ -64,6 +64,12 @@ def broker_path():
 
 
 @pytest.fixture
+def vhost():
+    with rabbitmq_vhost() as name:
+        yield name
+
+
+@pytest.fixture
 def portal(request, transactional_db, redis_server, database_path, var_dir, tmp_path):
     """The portal in production mode, its database reached through ``database_path``;
     its broker is Redis, or RabbitMQ through ``broker_path`` when the test asks
@@ -78,8 +84,8 @@ def portal(request, transactional_db, redis_server, database_path, var_dir, tmp_
         "GPUAAS_VAR_DIR": str(var_dir),
     }
     if getattr(request, "param", "redis") == "rabbitmq":
-        broker = request.getfixturevalue("broker_path")
-        env["GPUAAS_BROKER_URL"] = f"amqp://guest:guest@127.0.0.1:{broker.port}//"
+        broker, vhost = request.getfixturevalue("broker_path"), request.getfixturevalue("vhost")
+        env["GPUAAS_BROKER_URL"] = f"amqp://guest:guest@127.0.0.1:{broker.port}/{vhost}"
     server = Server(port, env, workers=1, log_path=tmp_path / "serve.log")
     server.wait_ready()
     yield server

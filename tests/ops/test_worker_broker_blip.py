@@ -12,7 +12,7 @@ import pytest
 from celery import Celery
 from django.db import connection
 
-from tests.support.processes import PRODUCTION_ENV, CeleryWorker, CuttablePath
+from tests.support.processes import PRODUCTION_ENV, CeleryWorker, CuttablePath, rabbitmq_vhost
 
 pytestmark = [pytest.mark.heavy, pytest.mark.production]
 
@@ -37,9 +37,9 @@ class RedisBroker:
 class RabbitBroker:
     """The machine's RabbitMQ behind a path that is cut (a broker gone, as the worker sees it)."""
 
-    def __init__(self):
+    def __init__(self, vhost: str):
         self.path = CuttablePath(("127.0.0.1", 5672))
-        self.url = f"amqp://guest:guest@127.0.0.1:{self.path.port}//"
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.path.port}/{vhost}"
 
     def down(self):
         self.path.cut()
@@ -53,9 +53,10 @@ def broker(request, redis_server):
     if request.param == "redis":
         yield RedisBroker(redis_server)
         return
-    rabbit = RabbitBroker()
-    yield rabbit
-    rabbit.path.cut()
+    with rabbitmq_vhost() as vhost:
+        rabbit = RabbitBroker(vhost)
+        yield rabbit
+        rabbit.path.cut()
 
 
 @pytest.fixture
