@@ -278,7 +278,7 @@ def test_a_firing_gpu_alert_holds_while_its_node_is_down(store, fleet, receiver,
     now = time.time()
     store.feed(node, readings(now - 120, now - 120, 60, gpus=1, memory_used=78_000.0, memory_free=2_000.0))
     rounds.at(0)
-    assert states(receiver, "gpu_memory_critical") == ["firing"]
+    assert states(receiver, "gpu_memory_critical") == ["firing"], rounds.log
     rounds.silent = {node.pk}
     Node.objects.filter(pk=node.pk).update(agent_offline=True)
     store.feed(node, readings(*cool(), 60, gpus=1))
