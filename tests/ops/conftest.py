@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.processes import RedisServer
+from tests.support.processes import RedisServer, rabbitmq_vhost
 from tests.support.servers import free_port
 
 
@@ -15,3 +15,10 @@ def redis_server(tmp_path):
     server.wait_ready()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def vhost():
+    """A RabbitMQ virtual host of the module's own (``rabbitmq_vhost``)."""
+    with rabbitmq_vhost() as name:
+        yield name

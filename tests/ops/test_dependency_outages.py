@@ -26,7 +26,7 @@ from apps.tenancy import services as tenancy
 from apps.tenancy.principal import for_user
 from gpuaas import prodlocal
 from tests.support.members import member
-from tests.support.processes import PRODUCTION_ENV, CuttablePath, Server, rabbitmq_vhost
+from tests.support.processes import PRODUCTION_ENV, CuttablePath, Server
 from tests.support.servers import free_port
 
 pytestmark = [pytest.mark.heavy, pytest.mark.production]
@@ -61,12 +61,6 @@ def broker_path():
     path = CuttablePath(("127.0.0.1", 5672))
     yield path
     path.cut()
-
-
-@pytest.fixture
-def vhost():
-    with rabbitmq_vhost() as name:
-        yield name
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from django.db.models import Count
 
 from apps.allocations.models import Allocation
 from tests.support.agent import wait_for
-from tests.support.processes import CuttablePath, rabbitmq_vhost
+from tests.support.processes import CuttablePath
 from tests.support.prodlocal import (
     PATIENCE_SECONDS,
     allocate,
@@ -36,12 +36,6 @@ pytestmark = [pytest.mark.heavy(flushes=True), pytest.mark.production]
 
 COMPLETES_WITHIN_SECONDS = 60  # the promise, from the broker's return
 DOWN_FOR_SECONDS = 8  # long enough for the work in flight to meet the outage
-
-
-@pytest.fixture(scope="module")
-def vhost():
-    with rabbitmq_vhost() as name:
-        yield name
 
 
 @pytest.fixture(scope="module")

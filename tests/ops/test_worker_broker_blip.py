@@ -12,7 +12,7 @@ import pytest
 from celery import Celery
 from django.db import connection
 
-from tests.support.processes import PRODUCTION_ENV, CeleryWorker, CuttablePath, rabbitmq_vhost
+from tests.support.processes import PRODUCTION_ENV, CeleryWorker, CuttablePath
 
 pytestmark = [pytest.mark.heavy, pytest.mark.production]
 
@@ -53,10 +53,9 @@ def broker(request, redis_server):
     if request.param == "redis":
         yield RedisBroker(redis_server)
         return
-    with rabbitmq_vhost() as vhost:
-        rabbit = RabbitBroker(vhost)
-        yield rabbit
-        rabbit.path.cut()
+    rabbit = RabbitBroker(request.getfixturevalue("vhost"))
+    yield rabbit
+    rabbit.path.cut()
 
 
 @pytest.fixture
