@@ -2,8 +2,9 @@
 
 Each xdist worker gets its own test database (pytest-django) and its own Redis
 database: tests clear the cache, which empties the whole Redis database, so
-workers must never share one. ``DATABASE_URL``/``REDIS_URL`` pick the base
-(another checkout running tests at the same time should pick others).
+workers must never share one; and its own var directory. ``DATABASE_URL``,
+``GPUAAS_TEST_REDIS_URL`` and ``GPUAAS_TEST_VAR_DIR`` pick the bases (another
+checkout running tests at the same time should pick others).
 """
 
 import os
