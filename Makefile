@@ -103,13 +103,15 @@ test: install-dev services sandbox sshd firewall browser nginx metrics-db node-d
 
 # The fast inner loop: lint, the layers (lint-imports) and every test but the `heavy`
 # ones (benchmark smokes, prod-local, real JupyterLab kernels, killed workers, the API
-# fuzz), the browser and nginx, which `make test` runs.
+# fuzz), the browser and nginx, which `make test` runs. Four workers on two cores: these
+# tests wait on the servers and processes they start about half the time (4:19 where
+# two workers took 5:32, 2026-11-28).
 check: install-dev services sandbox sshd metrics-db
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	PY=$(PY) bash scripts/check-migrations.sh
-	$(PY) -m pytest -n auto -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not heavy" \
+	$(PY) -m pytest -n 4 -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not heavy" \
 		--ignore=tests/ops/test_make_run_path.py
 
 # Back up and restore (docs/operations.md): `make backup` writes the database and the

@@ -27,3 +27,4 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed; n
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True  # as tests/settings.py: no walk of the finders per test client
