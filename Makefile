@@ -90,16 +90,13 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/monitoring/test_node_utilization_reports.py tests/node_agent/test_node_usage.py
 
 # xdist's default (load) hands each worker a run of consecutive tests, so a heavy
-# module mostly starts its topology once.
-# Browser tests run on their own after the rest: Playwright keeps an event loop in
-# the test thread, which the other tests' synchronous channel-layer sends cannot share.
+# module mostly starts its topology once. scripts/run-tests.sh runs the heavy tests beside
+# the rest (PostgreSQL, then SQLite, then the browser).
 test: install-dev services sandbox sshd firewall browser nginx metrics-db node-deps bench-tools
 	$(VENV)/bin/lint-imports
 	PY=$(PY) bash scripts/check-migrations.sh
 	$(PY) scripts/audit_dependencies.py
-	$(PY) -m pytest -n auto -p no:cacheprovider --durations=60 --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py
-	$(PY) -m pytest -n auto -p no:cacheprovider --durations=30 --ds=tests.settings_sqlite -m "not production" -k "not victoria" $(SQLITE_TESTS)
-	$(PY) -m pytest -n 2 -p no:cacheprovider --durations=20 tests/e2e
+	PY=$(PY) SQLITE_TESTS="$(SQLITE_TESTS)" bash scripts/run-tests.sh
 
 # The fast inner loop: lint, the layers (lint-imports) and every test but the `heavy`
 # ones (benchmark smokes, prod-local, real JupyterLab kernels, killed workers, the API
