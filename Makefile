@@ -101,8 +101,8 @@ test: install-dev services sandbox sshd firewall browser nginx metrics-db node-d
 # The fast inner loop: lint, the layers (lint-imports) and every test but the `heavy`
 # ones (benchmark smokes, prod-local, real JupyterLab kernels, killed workers, the API
 # fuzz), the browser and nginx, which `make test` runs. Four workers on two cores: these
-# tests wait on the servers and processes they start about half the time (4:19 where
-# two workers took 5:32, 2026-11-28).
+# tests wait on the servers and processes they start about half the time (4:19 to 4:53
+# where two workers took 5:22 to 5:32, 2026-11-28).
 check: install-dev services sandbox sshd metrics-db
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

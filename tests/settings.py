@@ -54,7 +54,7 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise wants it to exist
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 WHITENOISE_USE_FINDERS = True
 # Each test client builds its own handler, and whitenoise walked every finder's files at
-# each (50 ms, a sixth of the portal tests' time): autorefresh finds a file when asked.
+# each (a tenth of the portal tests' time): autorefresh finds a file when it is asked for.
 WHITENOISE_AUTOREFRESH = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405 - server threads must not keep test DB sessions open
 # Transactional tests flush with DELETE, not TRUNCATE (tests/support/flushing_postgresql).
