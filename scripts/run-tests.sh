@@ -6,7 +6,8 @@
 #     Playwright keeps an event loop in the test thread that the other tests' synchronous
 #     channel-layer sends cannot share.
 # Either stream alone kept two cores about 60 % busy: its tests wait on the servers and
-# processes they start. One phase after another, the suite took about 28 minutes of a CI run (decision 0071).
+# processes they start. One phase after another, the suite took about 28 minutes of a CI
+# run (decision 0071).
 # The heavy stream has test databases, Redis databases and var directories of its own,
 # named from the bases the rest use (tests/settings.py). Its output is printed when both
 # are done, and the run fails if either did.
