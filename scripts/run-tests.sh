@@ -25,15 +25,16 @@ var_base=${GPUAAS_TEST_VAR_DIR:-/tmp/gpuaas-test-var}
 # Four Redis databases on: the rest's two workers use the base and the next one.
 heavy_redis="${redis_base%/*}/$(((${redis_base##*/} + 4) % 16))"
 
+# The PostgreSQL run, which the two streams share out by the `heavy` marker.
+postgresql_run=("$PY" -m pytest -p no:cacheprovider --ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py)
+
 DATABASE_URL="${database_url}_heavy" GPUAAS_TEST_REDIS_URL="$heavy_redis" GPUAAS_TEST_VAR_DIR="${var_base}-heavy" \
-	"$PY" -m pytest -n 2 -p no:cacheprovider --durations=40 -m heavy \
-	--ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py >"$HEAVY_LOG" 2>&1 &
+	"${postgresql_run[@]}" -n 2 --durations=40 -m heavy >"$HEAVY_LOG" 2>&1 &
 heavy=$!
 echo "The heavy tests run beside the rest; their output follows the rest's ($HEAVY_LOG)."
 
 rest=0
-"$PY" -m pytest -n auto -p no:cacheprovider --durations=30 -m "not heavy" \
-	--ignore=tests/e2e --ignore=tests/ops/test_make_run_path.py || rest=1
+"${postgresql_run[@]}" -n auto --durations=30 -m "not heavy" || rest=1
 # shellcheck disable=SC2086 # SQLITE_TESTS is a list of paths
 "$PY" -m pytest -n auto -p no:cacheprovider --durations=20 --ds=tests.settings_sqlite \
 	-m "not production" -k "not victoria" $SQLITE_TESTS || rest=1
