@@ -214,6 +214,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 if REDIS_URL:
     from redis import ConnectionError as RedisConnectionError
+    from redis.asyncio.retry import Retry as AsyncRetry
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
@@ -237,7 +238,17 @@ if REDIS_URL:
         # layer's own class lets a consumer's cancellation through (apps/core/redis_pools.py).
         "default": {
             "BACKEND": "apps.core.redis_pools.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+            # As the cache: a connection Redis dropped when it restarted is retried once on
+            # a new one (a live update after a commit must not turn the request into a 503).
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 30,
+                        "retry": AsyncRetry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+                    }
+                ]
+            },
         }
     }
 else:

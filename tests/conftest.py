@@ -27,6 +27,7 @@ from tests.support.issuer import FakeIssuer
 from tests.support.members import member
 from tests.support.nginx import CONF_DIR, Nginx
 from tests.support.openbao import OpenBao
+from tests.support.processes import RedisServer
 from tests.support.proxy import (
     APPS_DOMAIN,
     AUTH_SECRET,
@@ -36,7 +37,7 @@ from tests.support.proxy import (
     start_instance,
 )
 from tests.support.receiver import WEBHOOK_SECRET, WebhookReceiver
-from tests.support.servers import ThreadedUvicorn
+from tests.support.servers import ThreadedUvicorn, free_port
 
 
 @pytest.hookimpl(wrapper=True)
@@ -105,6 +106,15 @@ def receiver(settings):
     settings.WEBHOOK_JITTER = False
     yield server
     server.close()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A private ``redis-server`` a test may kill and start again (``restart``)."""
+    server = RedisServer(free_port(), tmp_path / "redis.log", str(tmp_path))
+    server.wait_ready()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -54,3 +54,20 @@ def test_a_forked_worker_sends_on_a_loop_of_its_own():
     assert os.waitstatus_to_exitcode(status) == 0
     group_send(group, {"type": "test.update", "from": "parent again"})
     assert [message["from"] for message in received(channel, 3)] == ["parent", "child", "parent again"]
+
+
+def test_a_send_after_redis_restarted_goes_out_on_a_new_connection(settings, redis_server):
+    """The sends' loop keeps its connections: the one Redis dropped when it restarted is
+    retried once on a new one, as the cache's are, rather than failing the request whose
+    commit sent it."""
+    layer = settings.CHANNEL_LAYERS["default"]
+    host = {**layer["CONFIG"]["hosts"][0], "address": redis_server.url}
+    settings.CHANNEL_LAYERS = {"default": {**layer, "CONFIG": {"hosts": [host]}}}
+    group = f"test.{uuid.uuid4().hex}"
+    group_send(group, {"type": "test.update", "n": 0})  # the loop's connection, made
+
+    redis_server.restart()
+    redis_server.wait_ready()
+    channel = listening(group)  # the restarted Redis is empty: the group is joined again
+    group_send(group, {"type": "test.update", "n": 1})
+    assert [message["n"] for message in received(channel, 1)] == [1]
