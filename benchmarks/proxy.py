@@ -20,17 +20,18 @@ cookie the way a browser does (ticket -> ``POST /_gpuaas/session``), and prints:
 Goals (printed as PASS/FAIL, never asserted): the nginx data plane serves at least
 70 % of the requests per second of plain nginx proxying and adds at most 1 ms to p99
 on the JupyterLab route's page (issue 16, decision 0036; the medians of alternating
-rounds of the two after the table, the p99 at a paced rate below saturation, decision
-0069); the ASGI
-proxy serves at least as many requests per CPU-second as configurable-http-proxy; a
-proxy's memory stays flat while the WebSockets are held.
+rounds of the two after the table, the p99 at a paced rate below saturation with the
+grant kept, decisions 0069 and 0072; what the first request after a grant lapsed
+adds is printed beside it); the ASGI proxy serves at least as many requests per
+CPU-second as configurable-http-proxy (the median of alternating rounds of the two);
+a proxy's memory stays flat while the WebSockets are held.
 
 ``--instructions`` prints, instead of timings, the instructions one nginx worker
 spends per request on the data plane and on plain ``proxy_pass``, counted by
 callgrind: a figure that does not move with the machine's load, for comparing
 changes to docker/nginx.conf and its Lua.
 
-    .venv/bin/python benchmarks/proxy.py                 # about 9 minutes
+    .venv/bin/python benchmarks/proxy.py                 # about 11 minutes
     .venv/bin/python benchmarks/proxy.py --quick         # CI smoke: 2 s per target, 10 s hold
     .venv/bin/python benchmarks/proxy.py --instructions  # about a minute, needs valgrind
     .venv/bin/python benchmarks/proxy.py --goal-only     # the nginx goal's rounds alone
@@ -96,6 +97,8 @@ P99_ADDED_GOAL_MS = 1.0  # over plain proxy_pass's p99, on the JupyterLab route'
 PACED_RATE = 1000  # requests per second
 PACED_CONNECTIONS = 64  # each waits 64 ms: the time of an answer moves the rate little
 PACING_SCRIPT = ROOT / "benchmarks" / "wrk-paced.lua"
+PACED_WARMUP_SECONDS = 1
+GRANT_LAPSE_SECONDS = 3.2  # the portal's max-age and stale-while-revalidate, and a little
 MEMORY_GROWTH_GOAL = 0.05  # "flat": at most 5 % above the RSS right after opening
 # Load generators and the echo server run in processes of their own (their CPU must
 # not look like this script's), started fresh: a fork would carry Django's open
@@ -674,12 +677,18 @@ def measure_share(targets: dict[str, Target], args) -> Rounds:
     much less, so one run of each decides nothing. The share is measured at full
     speed; the p99 at a paced rate below saturation (``PACED_RATE``, decision 0069)."""
     rounds = Rounds([], [], [])
+
+    def paced(target: Target) -> HttpResult:
+        # A second unmeasured first, as for a user whose grant is kept: the first
+        # requests after a lapse wait for the portal once (measure_lapsed_grant).
+        wrk(target, PACED_WARMUP_SECONDS, PACED_CONNECTIONS, PACED_RATE)
+        return wrk(target, args.share_seconds, PACED_CONNECTIONS, PACED_RATE)
+
     for _ in range(args.share_rounds):
         plain = wrk(targets["plain"], args.share_seconds, args.connections)
         plane = wrk(targets["dataplane"], args.share_seconds, args.connections)
         rounds.shares.append(plane.rps / plain.rps)
-        plain = wrk(targets["plain"], args.share_seconds, PACED_CONNECTIONS, PACED_RATE)
-        plane = wrk(targets["dataplane"], args.share_seconds, PACED_CONNECTIONS, PACED_RATE)
+        plain, plane = paced(targets["plain"]), paced(targets["dataplane"])
         rounds.added_p99_ms.append(plane.p99_ms - plain.p99_ms)
         rounds.paced_rps += [plane.rps, plain.rps]
     print()
@@ -691,6 +700,28 @@ def measure_share(targets: dict[str, Target], args) -> Rounds:
         f"{', '.join(f'{added:+.2f}' for added in rounds.added_p99_ms)}"
     )
     return rounds
+
+
+def measure_lapsed_grant(targets: dict[str, Target], samples: int = 5) -> float:
+    """What the first request after a grant lapsed (3 s without a request) adds over
+    plain proxy_pass: the data plane asks the portal, and a page's other requests
+    wait for that answer (gpuaas.lua). The median of ``samples``, in ms."""
+    added = []
+    with httpx.Client(trust_env=False, timeout=10) as client:
+        for _ in range(samples):
+            timings = {}
+            for key in ("plain", "dataplane"):
+                target = targets[key]
+                time.sleep(GRANT_LAPSE_SECONDS)
+                started = time.perf_counter()
+                client.get(target.http_url, headers=target.http_headers).raise_for_status()
+                timings[key] = (time.perf_counter() - started) * 1000
+            added.append(timings["dataplane"] - timings["plain"])
+    print(
+        f"first request after a grant lapsed: {', '.join(f'{ms:+.2f}' for ms in added)} ms over "
+        "plain proxy_pass (the data plane asks the portal once, and the page's other requests wait for it)"
+    )
+    return statistics.median(added)
 
 
 def measure_asgi_share(targets: dict[str, Target], args) -> list[float]:
@@ -849,7 +880,13 @@ def measure_instructions(targets: dict[str, Target]) -> None:
     print(f"the data plane: {counted['dataplane'] / counted['plain']:.2f}x plain proxy_pass's instructions")
 
 
-def goals(http: dict[str, HttpResult], rounds: Rounds, memory: dict[str, Memory]) -> None:
+def goals(
+    http: dict[str, HttpResult],
+    rounds: Rounds,
+    lapsed_ms: float,
+    asgi_ratios: list[float],
+    memory: dict[str, Memory],
+) -> None:
     def verdict(ok: bool) -> str:
         return "PASS" if ok else "FAIL"
 
@@ -869,12 +906,15 @@ def goals(http: dict[str, HttpResult], rounds: Rounds, memory: dict[str, Memory]
     print(
         f"goal: nginx data plane adds <= {P99_ADDED_GOAL_MS:g} ms to plain proxy_pass's p99 on the "
         f"JupyterLab route's page: {added:+.2f} ms (median of the same rounds, paced at about "
-        f"{PACED_RATE:,} req/s): {verdict(added <= P99_ADDED_GOAL_MS)}"
+        f"{PACED_RATE:,} req/s, the grant kept): {verdict(added <= P99_ADDED_GOAL_MS)}"
     )
+    print(f"      (the first request after a grant lapsed: {lapsed_ms:+.2f} ms, median)")
+    ratio = statistics.median(asgi_ratios)
     asgi, chp = (http[k].rps / http[k].cpu_cores for k in ("asgi", "chp"))
     print(
-        f"goal: ASGI proxy req/s per core >= configurable-http-proxy's: {asgi:,.0f} vs {chp:,.0f} "
-        f"({asgi / chp:.2f}x): {verdict(asgi >= chp)}"
+        f"goal: ASGI proxy req/s per core >= configurable-http-proxy's: {ratio:.2f}x (median, "
+        f"{len(asgi_ratios)} alternating rounds; the table's one phase: {asgi / chp:.2f}x): "
+        f"{verdict(ratio >= 1)}"
     )
     held = memory["asgi"]
     print(
@@ -972,9 +1012,11 @@ def measure_one_thing(targets: dict[str, Target], args) -> None:
         measure_instructions({key: targets[key] for key in ("dataplane", "plain")})
     elif args.goal_only:
         rounds = measure_share(targets, args)
+        lapsed = measure_lapsed_grant(targets)
         print(
             f"median: {statistics.median(rounds.shares):.0%}, "
-            f"p99 added at about {PACED_RATE:,} req/s {statistics.median(rounds.added_p99_ms):+.2f} ms"
+            f"p99 added at about {PACED_RATE:,} req/s {statistics.median(rounds.added_p99_ms):+.2f} ms; "
+            f"the first request after a grant lapsed {lapsed:+.2f} ms"
         )
     else:
         ratios = measure_asgi_share(targets, args)
@@ -1058,6 +1100,8 @@ def run(args, env: dict[str, str], var_dir: Path, ports: dict[str, int], process
         return 0
     http = measure_http(targets, args)
     rounds = measure_share(targets, args)
+    lapsed = measure_lapsed_grant(targets)
+    asgi_ratios = measure_asgi_share(targets, args)
     websockets = measure_websockets(targets, args)
 
     # Memory from a fresh start: each proxy's processes anew, idle but warm.
@@ -1071,7 +1115,7 @@ def run(args, env: dict[str, str], var_dir: Path, ports: dict[str, int], process
             processes.restart(targets["chp"], chp)
 
     memory = measure_memory({key: targets[key] for key in ("asgi", "dataplane", "chp")}, args, restart)
-    goals(http, rounds, memory)
+    goals(http, rounds, lapsed, asgi_ratios, memory)
     print(f"# load average after: {load_average()}")
     from django.db import connections
 

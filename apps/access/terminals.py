@@ -224,7 +224,9 @@ def end_session(session_id, reason: Reason, *, actor=None, exit_code: int | None
                 **({"exit_code": exit_code} if exit_code is not None else {}),
             },
         )
-        transaction.on_commit(lambda: _tell_ended(session_id, reason, exit_code))
+        # Robust: the session has ended in the database whether or not the layer takes
+        # the news, and the request that ended it answers so (a 503 would be retried).
+        transaction.on_commit(lambda: _tell_ended(session_id, reason, exit_code), robust=True)
     return True
 
 

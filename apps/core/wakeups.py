@@ -1,5 +1,6 @@
 """Waking the worker for a record already saved that a periodic sweeper also finds
-(an allocation's reconciler, the webhooks' due-delivery sweep).
+(an allocation's reconciler, the webhooks' due-delivery sweep, tenant onboarding's
+resume).
 
 The wake-up is a Celery message sent after the record commits. When the broker is
 down, the record stays as it was saved and the sweeper starts the work once the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.core import audit
+from apps.core import audit, wakeups
 from apps.core.errors import Conflict, Unavailable
 from apps.networking.models import Vlan, Vrf
 from apps.tenancy import policy
@@ -157,4 +157,4 @@ def free_vrf_count() -> int:
 def _resume_waiting_tenants() -> None:
     from apps.tenancy.tasks import resume_onboarding
 
-    resume_onboarding.delay()
+    wakeups.wake(resume_onboarding)  # or at its next minute on the beat

@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
-from apps.core import audit, crypto
+from apps.core import audit, crypto, wakeups
 from apps.core.errors import Conflict, Forbidden, InvalidState, Unauthenticated, ValidationFailed
 from apps.core.models import AuditEvent
 from apps.tenancy import policy, quotas
@@ -83,7 +83,7 @@ def onboard_tenant(
 def _start_provisioning(tenant_pk) -> None:
     from apps.tenancy.tasks import provision_tenant
 
-    provision_tenant.delay(str(tenant_pk))
+    wakeups.wake(provision_tenant, str(tenant_pk))  # resume_onboarding sweeps a missed one
 
 
 def provision_tenant(tenant_pk) -> Tenant:

@@ -7,7 +7,9 @@
 -- route cookie, host and route path for the answer's max-age, in the shared
 -- dictionary and, parsed, in each worker (a bounded LRU cache); after max-age, for
 -- its stale-while-revalidate, one request asks again while the others still use
--- the old grant. Refusals are never kept, and remove the grant they answer. A
+-- the old grant. With no grant to use, a worker asks once for a key: a page's burst
+-- of requests waits for that one answer. Refusals are never kept, and remove the
+-- grant they answer. A
 -- WebSocket handshake is always asked afresh (its Origin is checked) and never kept,
 -- and is relayed by the portal's own proxy, which closes the socket when access ends
 -- (decision 0021): nginx cannot close a connection it has upgraded.
@@ -19,6 +21,7 @@
 
 local balancer = require "ngx.balancer"
 local lrucache = require "resty.lrucache"
+local semaphore = require "ngx.semaphore"
 local ffi = require "ffi"
 
 -- glibc's memmem skips ahead by about the needle's length: string.find stops at every
@@ -82,6 +85,13 @@ local FORMAT = tostring(ngx.crc32_short(concat(HEADERS, " ")))
 -- (configure()): the least recently used goes first; a request that still uses an
 -- evicted grant holds it in ngx.ctx until it ends.
 local fresh = lrucache.new(4096)
+-- This worker's questions to the portal for keys with no grant to use meanwhile, by
+-- key: { wake = a semaphore, waiting = how many wait on it, grant = the answer's }.
+-- A page asks for its scripts, styles and fonts at once; after the first request
+-- asks, the others wait for its answer instead of each asking the portal (64 asks
+-- at once kept every one of them waiting some 50 ms on two cores).
+local asking = {}
+local ASK_SECONDS = 10  -- portal.conf's proxy_read_timeout: the longest an answer takes
 -- The platform's hosts, which an app's redirect may not lead to (confine()): the
 -- portal's (its issuer's) and those under the apps domain.
 local portal_host, apps_domain = "", ""
@@ -340,10 +350,11 @@ local function apply(grant, uri, app_cookie)
     ctx.gpuaas = grant
 end
 
--- Asks the portal. Returns the grant's stored form and how long to keep it (fresh,
--- then stale), or the status of a refusal or of a portal that did not answer, or did
--- not answer with every header of a grant (web replicas older than this nginx). A 308
--- (a route's own path without its slash) is the browser's answer, and ends here.
+-- Asks the portal. Returns { stored = the grant's stored form, keep = how long to keep
+-- it fresh, stale = and then stale }, or { status = of a refusal or of a portal that
+-- did not answer, or did not answer with every header of a grant (web replicas older
+-- than this nginx) }. A 308 (a route's own path without its slash) has the
+-- browser's answer in `location` (refuse()).
 local function ask()
     local answer = capture("/_gpuaas/auth")
     local headers = {}
@@ -352,12 +363,12 @@ local function ask()
     end
     if answer.status ~= 204 then
         if answer.status == 308 and headers.location then
-            ngx.redirect(headers.location, 308)  -- does not return
+            return { status = 308, location = headers.location }
         end
         if answer.status ~= 401 and answer.status ~= 403 then
             ngx.log(ngx.ERR, "the portal's /_gpuaas/auth answered ", answer.status, ": nothing is proxied")
         end
-        return nil, answer.status
+        return { status = answer.status }
     end
     local values = {}
     for i, name in ipairs(HEADERS) do
@@ -365,13 +376,16 @@ local function ask()
         if type(values[i]) ~= "string" then
             ngx.log(ngx.ERR, "the portal's grant has no ", name, ": nothing is proxied ",
                     "(web replicas older than this nginx: upgrade them first)")
-            return nil, 500
+            return { status = 500 }
         end
     end
     local control = headers["cache-control"] or ""
-    local max_age = tonumber(match(control, "max%-age=(%d+)")) or 0
-    local stale = tonumber(match(control, "stale%-while%-revalidate=(%d+)")) or 0
-    return FORMAT .. "\n" .. (now() + max_age) .. "\n" .. concat(values, "\n"), 204, max_age, stale
+    local keep = tonumber(match(control, "max%-age=(%d+)")) or 0
+    return {
+        stored = FORMAT .. "\n" .. (now() + keep) .. "\n" .. concat(values, "\n"),
+        keep = keep,
+        stale = tonumber(match(control, "stale%-while%-revalidate=(%d+)")) or 0,
+    }
 end
 
 -- The platform's error envelope (apps.core.errors) for a refusal of nginx's own that
@@ -394,10 +408,15 @@ local function answer(status, code, message)
     return exit(ngx.HTTP_OK)
 end
 
--- The portal refused (its page says why, through the location's error_page), or could
--- not decide: nothing is proxied, as the portal's own proxy answers when it cannot
--- check access (apps.proxy.dataplane.pages.UNCHECKED).
-local function refuse(status)
+-- The portal refused (its page says why, through the location's error_page), sent the
+-- browser to the route's own path, or could not decide: nothing is proxied, as the
+-- portal's own proxy answers when it cannot check access
+-- (apps.proxy.dataplane.pages.UNCHECKED).
+local function refuse(asked)
+    local status = asked.status
+    if status == 308 then
+        return ngx.redirect(asked.location, 308)
+    end
     if status == 401 or status == 403 then
         return exit(status)
     end
@@ -406,7 +425,7 @@ end
 
 local function unparsable()
     ngx.log(ngx.ERR, "the portal's grant does not parse: nothing is proxied")
-    return refuse(500)
+    return refuse({ status = 500 })
 end
 
 -- A service worker's script: a route's page could install one for the whole origin
@@ -422,11 +441,11 @@ function M.authorize()
         return refuse_service_worker()
     end
     if var.http_upgrade then
-        local stored, status = ask()
-        if not stored then
-            return refuse(status)
+        local asked = ask()
+        if not asked.stored then
+            return refuse(asked)
         end
-        local grant = parse(stored)
+        local grant = parse(asked.stored)
         if not grant then
             return unparsable()
         end
@@ -453,29 +472,56 @@ function M.authorize()
     if grant and not grants:add("asking|" .. key, true, 1) then
         return apply(grant, uri, app_cookie)
     end
+    -- None: wait for this worker's question in flight, if there is one. Only a grant
+    -- is shared; a request whose wait brings none asks for itself.
+    local mine
+    if not grant then
+        local pending = asking[key]
+        if pending then
+            pending.waiting = pending.waiting + 1
+            local answered = pending.wake:wait(ASK_SECONDS)
+            if pending.grant then
+                return apply(pending.grant, uri, app_cookie)
+            end
+            if not answered and asking[key] == pending then
+                asking[key] = nil  -- its asker never finished (a fault): the next one asks afresh
+            end
+        else
+            mine = { wake = semaphore.new(), waiting = 0 }
+            asking[key] = mine
+        end
+    end
 
-    local stored, status, max_age, stale = ask()
+    local asked = ask()
+    local parsed = asked.stored and parse(asked.stored)
     if grant then
         grants:delete("asking|" .. key)
+    elseif mine then
+        if asking[key] == mine then
+            asking[key] = nil
+        end
+        mine.grant = asked.keep and asked.keep > 0 and parsed or nil
+        if mine.waiting > 0 then
+            mine.wake:post(mine.waiting)
+        end
     end
-    if stored then
-        local asked = parse(stored)
-        if not asked then
+    if asked.stored then
+        if not parsed then
             return unparsable()
         end
-        if max_age > 0 then
-            grants:set(key, stored, max_age + stale)
-            fresh:set(key, asked)
+        if asked.keep > 0 then
+            grants:set(key, asked.stored, asked.keep + asked.stale)
+            fresh:set(key, parsed)
         end
-        return apply(asked, uri, app_cookie)
+        return apply(parsed, uri, app_cookie)
     end
-    if status == 401 or status == 403 then
+    if asked.status == 401 or asked.status == 403 then
         grants:delete(key)
         fresh:delete(key)
-    elseif grant then
+    elseif grant and asked.status ~= 308 then
         return apply(grant, uri, app_cookie)  -- the portal did not answer: the stale grant, while it lasts
     end
-    return refuse(status)
+    return refuse(asked)
 end
 
 -- Whether a Content-Encoding (one header, or a table of several: a browser applies

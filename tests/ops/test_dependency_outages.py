@@ -22,7 +22,9 @@ from django.utils import timezone
 
 from apps.allocations import services
 from apps.allocations.models import Allocation
+from apps.networking import services as networking
 from apps.tenancy import services as tenancy
+from apps.tenancy import tasks as tenant_tasks
 from apps.tenancy.principal import for_user
 from gpuaas import prodlocal
 from tests.support.members import member
@@ -229,3 +231,28 @@ def test_an_allocation_accepted_while_the_broker_is_down_is_resumed_by_the_recon
     assert services.reconcile_stuck(now=timezone.now() + timedelta(minutes=1)) == 1
     allocation.refresh_from_db()
     assert allocation.state == Allocation.State.ACTIVE
+
+
+@pytest.mark.parametrize("portal", ["rabbitmq"], indirect=True)
+def test_a_tenant_onboarded_while_the_broker_is_down_is_provisioned_by_its_resume(portal, broker_path):
+    """CCP onboards a tenant with the broker down: 201 with the tenant onboarding (a
+    503 would be retried for a tenant that exists); resume_onboarding, which beat runs
+    every minute, provisions it once the broker is back."""
+    networking.load_pool(prefix="vrf", count=2, first_vni=50001, first_vlan=1000)
+    issued = tenancy.create_platform_service_account(None, name="ccp", role="platform_integration")
+    api = _api(portal, issued)
+
+    broker_path.cut()
+    accepted = api.post(
+        "/api/tenants", json={"tenant_id": "acme-outage", "name": "Acme", "realm_name": "acme"}
+    )
+    assert accepted.status_code == 201, accepted.text
+    assert accepted.json()["status"] == "onboarding"
+    assert "left to its sweeper" in portal.log_path.read_text()
+
+    broker_path.restore()
+    _wait_ready(portal)
+    # The sweep, as beat runs it (this process runs tasks eagerly).
+    assert tenant_tasks.resume_onboarding() == 1
+    tenant = api.get(f"/api/tenants/{accepted.json()['tenant_id']}").json()
+    assert tenant["status"] == "active", tenant["status_reason"]

@@ -15,10 +15,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, ExitStack
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+import psutil
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
@@ -250,6 +252,10 @@ class _Relay(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self):
+        if self.path.startswith("/_gpuaas/auth"):
+            with self.server.lock:
+                self.server.asks += 1
+            time.sleep(self.server.delay)
         upstream = http.client.HTTPConnection("127.0.0.1", self.server.portal_port, timeout=10)
         upstream.request("GET", self.path, headers=dict(self.headers))
         answer = upstream.getresponse()
@@ -267,15 +273,17 @@ class _Relay(BaseHTTPRequestHandler):
         pass
 
 
-class OlderPortal(ThreadingHTTPServer):
-    """The web replicas as an older release answers nginx's questions: without
-    ``missing``, a header of the grant this nginx needs (None: as they are)."""
+class RelayedPortal(ThreadingHTTPServer):
+    """The web replicas as nginx reaches them through this relay, which counts nginx's
+    questions (``asks``) and answers each ``delay`` seconds late; ``missing``: a header
+    of the grant this nginx needs that the replicas leave out, as an older release."""
 
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, portal_port: int, missing: str | None):
-        self.portal_port, self.missing = portal_port, missing
+    def __init__(self, portal_port: int, missing: str | None = None, delay: float = 0.0):
+        self.portal_port, self.missing, self.delay = portal_port, missing, delay
+        self.asks, self.lock = 0, threading.Lock()
         super().__init__(("127.0.0.1", 0), _Relay)
         self.port = self.server_address[1]
         threading.Thread(target=self.serve_forever, daemon=True).start()
@@ -285,7 +293,7 @@ class OlderPortal(ThreadingHTTPServer):
 def test_a_grant_without_a_header_nginx_needs_proxies_nothing_and_says_why(
     launch, nginx_with, owner, proxy_server, missing
 ):
-    portal = OlderPortal(proxy_server.port, missing)
+    portal = RelayedPortal(proxy_server.port, missing)
     try:
         server = nginx_with(portal=f"127.0.0.1:{portal.port}")
         instance = launch()
@@ -302,6 +310,51 @@ def test_a_grant_without_a_header_nginx_needs_proxies_nothing_and_says_why(
         assert response.status_code == 503
         assert response.json()["error"]["code"] == "unavailable"
         assert f"the portal's grant has no {missing}" in server.output
+
+
+def test_a_burst_of_requests_with_no_grant_asks_the_portal_once_a_worker(
+    launch, nginx_with, owner, proxy_server
+):
+    # A page's scripts, styles and fonts come at once, after the grant has lapsed.
+    portal = RelayedPortal(proxy_server.port, delay=0.5)
+    try:
+        server = nginx_with(portal=f"127.0.0.1:{portal.port}")
+        workers = len(psutil.Process(server.process.pid).children())
+        instance = launch()
+        cookie = open_session(proxy_server, owner, instance, host=f"127.0.0.1:{server.port}")
+
+        url = route_url(instance, "echo")
+
+        def fetch(_):
+            with browser(server, cookie) as client:
+                return client.get(url).status_code
+
+        with ThreadPoolExecutor(max_workers=24) as pool:
+            statuses = list(pool.map(fetch, range(24)))
+    finally:
+        portal.shutdown()
+        portal.server_close()
+    assert statuses == [200] * 24
+    assert 1 <= portal.asks <= workers < 24
+
+
+def test_a_burst_of_requests_that_the_portal_refuses_is_refused_every_one(launch, nginx_with, proxy_server):
+    # Only a grant is shared: a waiting request that gets none asks for itself.
+    portal = RelayedPortal(proxy_server.port, delay=0.3)
+    try:
+        server = nginx_with(portal=f"127.0.0.1:{portal.port}")
+        url = route_url(launch(), "echo")
+
+        def fetch(_):
+            with browser(server, "not-a-route-session") as client:
+                return client.get(url).status_code
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            statuses = list(pool.map(fetch, range(8)))
+    finally:
+        portal.shutdown()
+        portal.server_close()
+    assert statuses == [401] * 8
 
 
 def test_a_grant_kept_before_a_reload_in_another_layout_is_asked_again(tmp_path, launch, nginx_with, owner):
