@@ -20,7 +20,6 @@ import asyncio
 import functools
 import logging
 import re
-import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -41,7 +40,8 @@ log = logging.getLogger(__name__)
 _TTL = 2.0
 _ACTIVITY_EVERY = 15.0
 _targets: TTLCache[tuple, Target | None] = TTLCache(maxsize=10_000, ttl=_TTL)
-_activity: dict[str, float] = {}
+# Routes whose traffic was written in the last _ACTIVITY_EVERY seconds.
+_written: TTLCache[str, bool] = TTLCache(maxsize=10_000, ttl=_ACTIVITY_EVERY)
 
 
 @dataclass(frozen=True)
@@ -379,10 +379,9 @@ async def exchange(ticket: str, host: str) -> sessions.Exchanged:
 
 async def touch(target: Target) -> None:
     """Traffic on a route: written through at most every few seconds per process."""
-    now = time.monotonic()
-    if _activity.get(target.route_id, 0) > now:
+    if target.route_id in _written:
         return
-    _activity[target.route_id] = now + _ACTIVITY_EVERY
+    _written[target.route_id] = True
     from apps.proxy.routes import touch as write
 
     await _in_thread(write)(target.route_id)

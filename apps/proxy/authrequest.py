@@ -29,11 +29,11 @@ import asyncio
 import hmac
 import ipaddress
 import socket
-import time
 from http.cookies import CookieError, SimpleCookie
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+from cachetools import TTLCache
 from django.conf import settings
 
 from apps.proxy import access, sessions
@@ -44,10 +44,9 @@ from apps.proxy.dataplane.respond import redirect
 _NGINX_PAGES = {"429": pages.BUSY, "502": pages.BAD_GATEWAY, "504": pages.GATEWAY_TIMEOUT}
 # Revocation reaches a request through nginx after 2 s, and never after more than 3 s.
 _CACHE_FOR = ((b"cache-control", b"max-age=2, stale-while-revalidate=1"),)
-# An app's host name -> (resolved until, its addresses as nginx's balancer takes them).
-_ADDRESSES: dict[str, tuple[float, str]] = {}
-_RESOLVE_FOR = 30.0  # as nginx's resolver kept them (valid=30s)
-_ADDRESSES_MAX = 4096
+# An app's host name -> its addresses as nginx's balancer takes them, for 30 s as
+# nginx's resolver kept them (valid=30s).
+_ADDRESSES: TTLCache[str, str] = TTLCache(maxsize=4096, ttl=30.0)
 
 
 class Answer(NamedTuple):
@@ -123,17 +122,13 @@ async def upstream_addresses(host: str) -> str:
         return _bracketed(str(ipaddress.ip_address(host)))
     except ValueError:
         pass
-    now = time.monotonic()
     kept = _ADDRESSES.get(host)
-    if kept and kept[0] > now:
-        return kept[1]
+    if kept is not None:
+        return kept
     infos = await asyncio.get_running_loop().run_in_executor(
         None, socket.getaddrinfo, host, None, 0, socket.SOCK_STREAM
     )
-    addresses = " ".join(dict.fromkeys(_bracketed(info[4][0]) for info in infos))
-    if len(_ADDRESSES) >= _ADDRESSES_MAX:
-        _ADDRESSES.clear()
-    _ADDRESSES[host] = (now + _RESOLVE_FOR, addresses)
+    addresses = _ADDRESSES[host] = " ".join(dict.fromkeys(_bracketed(info[4][0]) for info in infos))
     return addresses
 
 
