@@ -20,6 +20,8 @@ from collections.abc import Callable
 import httpx
 from django.conf import settings
 
+from apps.core import outbound
+
 # NAT64's well-known prefix carries an IPv4 address a gateway would connect to.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _METADATA = ipaddress.ip_address("169.254.169.254")
@@ -96,7 +98,7 @@ def post(url: str, *, content: bytes, headers: dict[str, str], timeout: float) -
     target = httpx.URL(url)
     host = target.raw_host.decode("ascii")
     address = checked_addresses(host, target.port or (443 if target.scheme == "https" else 80))[0]
-    with httpx.Client(trust_env=False, timeout=timeout) as client:
+    with httpx.Client(trust_env=False, timeout=timeout, verify=outbound.tls()) as client:
         return client.post(
             target.copy_with(host=address),
             content=content,

@@ -3,6 +3,7 @@ over HTTP on loopback, and token minting with any claims or header."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -15,11 +16,25 @@ from jwt.algorithms import RSAAlgorithm
 
 from tests.support.servers import reply_json
 
+# An RSA key takes about 45 ms of CPU to make, and hundreds of tests start issuers:
+# keys come from a pool made once per process, in turn, so the issuers and rotations
+# of one test still hold distinct keys (up to the pool's size), each with its own kid.
+_POOL_SIZE = 8
+_pool: list[rsa.RSAPrivateKey] = []
+_turn = itertools.count()
+
+
+def _private_key() -> rsa.RSAPrivateKey:
+    n = next(_turn) % _POOL_SIZE
+    if n == len(_pool):
+        _pool.append(rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    return _pool[n]
+
 
 class _Key:
     def __init__(self):
         self.kid = uuid.uuid4().hex[:16]
-        self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.private = _private_key()
 
     @property
     def jwk(self) -> dict:

@@ -14,7 +14,7 @@ from typing import Protocol
 import httpx
 from django.conf import settings
 
-from apps.core import correlation, simulation
+from apps.core import correlation, outbound, simulation
 from apps.core.drivers import DriverError, load
 
 # MAAS status_name values the pipeline acts on.
@@ -157,6 +157,7 @@ class HttpMaas:
                 params={"op": op} if op else None,
                 data=data,
                 headers=headers,
+                verify=outbound.tls(),
                 timeout=settings.DRIVER_HTTP_TIMEOUT,
             )
         except httpx.HTTPError as exc:

@@ -16,6 +16,7 @@ from typing import Generic, TypeVar
 import httpx
 import msgspec
 
+from apps.core import outbound
 from apps.core.errors import Unavailable
 from apps.monitoring.metrics.base import METRICS, Reading, Series
 
@@ -75,6 +76,7 @@ class PrometheusSource:
                 f"{self.url}/api/v1/{endpoint}",
                 data=form,
                 headers={"Accept-Encoding": "identity"},
+                verify=outbound.tls(),
                 timeout=TIMEOUT_SECONDS,
             )
             response.raise_for_status()

@@ -7,7 +7,7 @@ from typing import Protocol
 import httpx
 from django.conf import settings
 
-from apps.core import correlation, simulation
+from apps.core import correlation, outbound, simulation
 from apps.core.drivers import DriverError, load
 
 
@@ -68,6 +68,7 @@ class HttpNdfc:
                     "userPasswd": settings.NDFC_PASSWORD,
                     "domain": "local",
                 },
+                verify=outbound.tls(),
                 timeout=settings.DRIVER_HTTP_TIMEOUT,
             )
         except httpx.HTTPError as exc:
@@ -91,6 +92,7 @@ class HttpNdfc:
                         "Authorization": f"Bearer {self._token}",
                         **correlation.outbound_headers(),
                     },
+                    verify=outbound.tls(),
                     timeout=settings.DRIVER_HTTP_TIMEOUT,
                 )
             except httpx.HTTPError as exc:

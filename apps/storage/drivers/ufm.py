@@ -8,7 +8,7 @@ from typing import Protocol
 import httpx
 from django.conf import settings
 
-from apps.core import correlation, simulation
+from apps.core import correlation, outbound, simulation
 from apps.core.drivers import DriverError, load
 
 _GUID = re.compile(r"^[0-9a-f]{16}$")
@@ -77,6 +77,7 @@ class HttpUfm:
                 json=body,
                 auth=self.auth,
                 headers={**self.headers, **correlation.outbound_headers()},
+                verify=outbound.tls(),
                 timeout=settings.DRIVER_HTTP_TIMEOUT,
             )
         except httpx.HTTPError as exc:

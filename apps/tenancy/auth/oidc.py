@@ -29,7 +29,7 @@ from mozilla_django_oidc import views as oidc_views
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
-from apps.core import audit
+from apps.core import audit, outbound
 from apps.tenancy.models import ExternalIdentity, Membership, Project, Tenant
 from apps.tenancy.roles import PLATFORM_ROLES, TENANT_ONLY_ROLES, TENANT_WIDE_CCP_ROLES, ccp_role_map
 
@@ -50,7 +50,7 @@ _DISCOVERED = {
 
 @cache
 def _discover(url: str) -> dict:
-    response = httpx.get(url, timeout=5.0)
+    response = httpx.get(url, timeout=5.0, verify=outbound.tls())
     response.raise_for_status()
     document = response.json()
     # OpenID Connect Discovery 1.0, 4.3: the document must name the issuer it was

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.cache import cache
 from jwt import PyJWK, PyJWTError
 
-from apps.core import correlation
+from apps.core import correlation, outbound
 from apps.tenancy.roles import PLATFORM_ROLES
 
 logger = logging.getLogger(__name__)
@@ -73,7 +73,10 @@ def _cache_key(issuer: str) -> str:
 def fetch(issuer: Issuer) -> dict:
     """Fetch and publish the issuer's key set; returns ``{kid: jwk}``."""
     response = httpx.get(
-        issuer.jwks_uri, timeout=FETCH_TIMEOUT_SECONDS, headers=correlation.outbound_headers()
+        issuer.jwks_uri,
+        timeout=FETCH_TIMEOUT_SECONDS,
+        headers=correlation.outbound_headers(),
+        verify=outbound.tls(),
     )
     response.raise_for_status()
     keys = {key["kid"]: key for key in response.json().get("keys", []) if key.get("kid")}
