@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 
 import httpx
 from django.conf import settings
@@ -27,7 +28,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
 
-from apps.core import audit, correlation, wakeups
+from apps.core import audit, correlation, outbound, wakeups
 from apps.core.errors import InvalidState
 from apps.tenancy import policy
 from apps.tenancy.principal import Principal
@@ -162,7 +163,7 @@ def attempt(delivery_id) -> Delivery | None:
             "X-Correlation-ID": delivery.correlation_id,
             **signature_headers(signing_secret(delivery), body, int(time.time())),
         }
-        post = receivers.post if delivery.public_only else httpx.post
+        post = receivers.post if delivery.public_only else partial(httpx.post, verify=outbound.tls())
         response = post(delivery.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
         status_code = response.status_code
         if not 200 <= status_code < 300:

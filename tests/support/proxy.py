@@ -23,6 +23,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from apps.catalog.models import App
+from apps.core import outbound
 from apps.proxy import access, sessions
 from apps.runtime import agents
 from apps.runtime import services as runtime
@@ -172,6 +173,7 @@ def open_session(server, user, instance, *, host: str | None = None, session=Non
         data={"ticket": minted["ticket"]},
         headers={"Host": host} if host else {},
         trust_env=False,
+        verify=outbound.tls(),
         timeout=30,  # the portal runs in this process, beside a busy suite
     )
     assert response.status_code == 303, response.text
@@ -188,7 +190,9 @@ def browser(server, cookie: str | None = None, **kwargs) -> httpx.Client:
     headers = {"Accept": NAVIGATION}
     if cookie:
         headers["Cookie"] = f"{sessions.COOKIE}={cookie}"
-    return httpx.Client(headers=headers, trust_env=False, timeout=httpx.Timeout(20.0), **kwargs)
+    return httpx.Client(
+        headers=headers, trust_env=False, timeout=httpx.Timeout(20.0), verify=outbound.tls(), **kwargs
+    )
 
 
 def ws_url(instance, path: str) -> str:
