@@ -101,15 +101,16 @@ test: install-dev services sandbox sshd firewall browser nginx metrics-db node-d
 # The fast inner loop: lint, the layers (lint-imports) and every test but the `heavy`
 # ones (benchmark smokes, prod-local, real JupyterLab kernels, killed workers, the API
 # fuzz), the browser and nginx, which `make test` runs. Four workers on two cores: these
-# tests wait on the servers and processes they start about half the time (4:19 to 4:53
-# where two workers took 5:22 to 5:32, 2026-11-28).
+# tests wait on the servers and processes they start about half the time (three and six
+# took longer, 2026-11-28). The migrations' checks run beside them, and the tests'
+# databases are kept from the last run (--reuse-db still applies new migrations).
 check: install-dev services sandbox sshd metrics-db
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	PY=$(PY) bash scripts/check-migrations.sh
-	$(PY) -m pytest -n 4 -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not heavy" \
-		--ignore=tests/ops/test_make_run_path.py
+	PY=$(PY) bash scripts/check-migrations.sh & migrations=$$!; \
+	$(PY) -m pytest -n 4 --reuse-db -p no:cacheprovider -q --ignore=tests/e2e -k "not nginx" -m "not heavy" \
+		--ignore=tests/ops/test_make_run_path.py; status=$$?; wait $$migrations && exit $$status
 
 # Back up and restore (docs/operations.md): `make backup` writes the database and the
 # secrets store's export to var/backups/<UTC time>/; `make restore BACKUP=<that directory>`
