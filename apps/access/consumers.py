@@ -38,6 +38,10 @@ HEADER = struct.Struct(">Q")
 ENDED = 4000
 TAKEN_OVER = 4001
 WATCH_SECONDS = 1.0
+# How often the agent's socket reads whether its session was ended elsewhere: the news
+# goes over the channel layer, which may have lost it (a Redis outage), and the shell
+# must not outlive its session.
+ENDED_CHECK_SECONDS = 5.0
 PEER_WAIT_SECONDS = 5.0
 OPEN_RETRY_SECONDS = 2.0
 INPUT_NOTE_SECONDS = 30.0  # how often the last keystroke's time is written down
@@ -337,7 +341,7 @@ class AgentTerminalConsumer(_Refusing):
     """``/ws/agent/v1/terminal/{session}/``: one shell's output in, the browser's input out.
 
     It also records the session and watches its limits (idle timeout, maximum
-    duration, no browser attached)."""
+    duration, no browser attached) and whether it was ended elsewhere."""
 
     session: TerminalSession | None = None
     recorder: recordings.Recorder | None = None
@@ -346,6 +350,7 @@ class AgentTerminalConsumer(_Refusing):
     # The first output offset skipped because the browser's channel was full: asked of
     # the agent again at the next tick (the browser also asks, if more output follows).
     resend_from: int | None = None
+    closing = False
 
     async def connect(self):
         try:
@@ -402,6 +407,12 @@ class AgentTerminalConsumer(_Refusing):
         elif message.get("type") == "error":
             await self._end(str(message.get("message", "the node agent could not start the shell"))[:200])
 
+    async def _ended_elsewhere(self, reason: str, exit_code: int | None) -> None:
+        """The news of the end again, to the browser's socket and this one."""
+        message = {"type": "terminal.ended", "reason": reason, "exit_code": exit_code}
+        await self.group_send(terminals.browser_group(self.session_id), message)
+        await self.terminal_ended(message)
+
     async def _end(self, reason: str, exit_code: int | None = None) -> None:
         await self._flush()
         await database_sync_to_async(terminals.end_session)(self.session_id, reason, exit_code=exit_code)
@@ -423,8 +434,14 @@ class AgentTerminalConsumer(_Refusing):
         self._flush_task = asyncio.create_task(self._flush())
 
     async def _watch_limits(self) -> None:
+        checked = time.monotonic()
         while True:
             await asyncio.sleep(WATCH_SECONDS)
+            if time.monotonic() - checked >= ENDED_CHECK_SECONDS:
+                checked = time.monotonic()
+                if ended := await database_sync_to_async(terminals.ended)(self.session_id):
+                    await self._ended_elsewhere(*ended)
+                    return
             now = timezone.now()
             session = self.session
             session.last_input_at = datetime.fromtimestamp(self.last_input, tz=UTC)
@@ -481,5 +498,8 @@ class AgentTerminalConsumer(_Refusing):
             self.detached_since = time.monotonic()
 
     async def terminal_ended(self, event):
+        if self.closing:  # the news came twice: from the layer and from the database
+            return
+        self.closing = True
         await self.send(text_data='{"type":"close"}')
         await self.close(code=ENDED)

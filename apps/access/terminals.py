@@ -225,9 +225,19 @@ def end_session(session_id, reason: Reason, *, actor=None, exit_code: int | None
             },
         )
         # Robust: the session has ended in the database whether or not the layer takes
-        # the news, and the request that ended it answers so (a 503 would be retried).
+        # the news, and the request that ended it answers so (a 503 would be retried);
+        # the agent's socket finds an end whose news was lost (consumers.ENDED_CHECK_SECONDS).
         transaction.on_commit(lambda: _tell_ended(session_id, reason, exit_code), robust=True)
     return True
+
+
+def ended(session_id) -> tuple[str, int | None] | None:
+    """The reason and exit code a session ended with, or None while it is live."""
+    return (
+        TerminalSession.objects.filter(pk=session_id, state=TerminalSession.State.ENDED)
+        .values_list("end_reason", "exit_code")
+        .first()
+    )
 
 
 def _tell_ended(session_id, reason: Reason, exit_code: int | None) -> None:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from apps.access import terminals
+from apps.access.consumers import ENDED_CHECK_SECONDS
 from apps.access.models import TerminalSession
 from apps.allocations import services as allocations
 from apps.core.models import AuditEvent
@@ -127,3 +129,12 @@ def test_an_operator_ends_a_session_and_it_is_audited(open_terminal, platform_ad
     assert AuditEvent.objects.filter(action="terminal.end", actor=platform_admin.username).exists()
     disconnect = AuditEvent.objects.get(action="terminal.disconnect", target_id=str(session.pk))
     assert disconnect.details["reason"] == f"ended by {platform_admin.username}"
+
+
+def test_an_end_whose_news_the_channel_layer_lost_still_closes_the_terminal(open_terminal):
+    # Ended in the database while the channel layer could not carry the news (a Redis
+    # outage): the agent's socket reads it there and closes both sockets.
+    TerminalSession.objects.filter(pk=open_terminal.session_id).update(
+        state=TerminalSession.State.ENDED, ended_at=timezone.now(), end_reason="ended by an operator"
+    )
+    assert open_terminal.wait_closed(timeout=ENDED_CHECK_SECONDS + CLOSES_WITHIN_SECONDS) == 4000

@@ -229,11 +229,18 @@ def test_a_published_task_carries_the_request_id_as_a_header(celery_worker, api,
     assert Tenant.objects.get(tenant_id="newco").status == Tenant.Status.ACTIVE
 
 
-def test_tasks_published_outside_a_request_get_ids_of_their_own(celery_worker):
+@pytest.fixture
+def vrf_pool(transactional_db):
+    """VRFs loaded before the worker starts: the resume of waiting tenants that loading
+    them publishes is purged with the queue, and cannot provision this test's tenants
+    itself, all under its one id."""
+    load_pool(prefix="corr-vrf", count=4, first_vni=63000, first_vlan=3500)
+
+
+def test_tasks_published_outside_a_request_get_ids_of_their_own(vrf_pool, celery_worker):
     # Beat publishes outside any request: each message gets a fresh id, none sticks to the process.
     from apps.tenancy.tasks import provision_tenant
 
-    load_pool(prefix="corr-vrf", count=4, first_vni=63000, first_vlan=3500)
     tenants = [Tenant.objects.create(tenant_id=f"solo-{i}", name="Solo", realm_name="solo") for i in range(2)]
     token = correlation.set(None)
     try:

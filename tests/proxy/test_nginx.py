@@ -289,20 +289,42 @@ class RelayedPortal(ThreadingHTTPServer):
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
 
-@pytest.mark.parametrize("missing", [None, "x-gpuaas-user-limit"])
-def test_a_grant_without_a_header_nginx_needs_proxies_nothing_and_says_why(
-    launch, nginx_with, owner, proxy_server, missing
-):
-    portal = RelayedPortal(proxy_server.port, missing)
-    try:
-        server = nginx_with(portal=f"127.0.0.1:{portal.port}")
-        instance = launch()
-        cookie = open_session(proxy_server, owner, instance, host=f"127.0.0.1:{server.port}")
-        with browser(server, cookie) as client:
-            response = client.get(route_url(instance, "echo"))
-    finally:
+@pytest.fixture
+def relayed_portal(proxy_server):
+    """``relayed_portal(**options)``: a RelayedPortal in front of the test portal."""
+    started = []
+
+    def start(**options) -> RelayedPortal:
+        started.append(RelayedPortal(proxy_server.port, **options))
+        return started[-1]
+
+    yield start
+    for portal in started:
         portal.shutdown()
         portal.server_close()
+
+
+def burst(server, cookie: str, url: str, count: int) -> list[int]:
+    """``count`` GETs of ``url`` at once, each on a connection of its own: their statuses."""
+
+    def fetch(_):
+        with browser(server, cookie) as client:
+            return client.get(url).status_code
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(fetch, range(count)))
+
+
+@pytest.mark.parametrize("missing", [None, "x-gpuaas-user-limit"])
+def test_a_grant_without_a_header_nginx_needs_proxies_nothing_and_says_why(
+    launch, nginx_with, owner, proxy_server, relayed_portal, missing
+):
+    portal = relayed_portal(missing=missing)
+    server = nginx_with(portal=f"127.0.0.1:{portal.port}")
+    instance = launch()
+    cookie = open_session(proxy_server, owner, instance, host=f"127.0.0.1:{server.port}")
+    with browser(server, cookie) as client:
+        response = client.get(route_url(instance, "echo"))
     if missing is None:
         assert response.status_code == 200
         assert response.json()["path"].endswith("/echo")
@@ -313,48 +335,23 @@ def test_a_grant_without_a_header_nginx_needs_proxies_nothing_and_says_why(
 
 
 def test_a_burst_of_requests_with_no_grant_asks_the_portal_once_a_worker(
-    launch, nginx_with, owner, proxy_server
+    launch, nginx_with, owner, proxy_server, relayed_portal
 ):
     # A page's scripts, styles and fonts come at once, after the grant has lapsed.
-    portal = RelayedPortal(proxy_server.port, delay=0.5)
-    try:
-        server = nginx_with(portal=f"127.0.0.1:{portal.port}")
-        workers = len(psutil.Process(server.process.pid).children())
-        instance = launch()
-        cookie = open_session(proxy_server, owner, instance, host=f"127.0.0.1:{server.port}")
-
-        url = route_url(instance, "echo")
-
-        def fetch(_):
-            with browser(server, cookie) as client:
-                return client.get(url).status_code
-
-        with ThreadPoolExecutor(max_workers=24) as pool:
-            statuses = list(pool.map(fetch, range(24)))
-    finally:
-        portal.shutdown()
-        portal.server_close()
-    assert statuses == [200] * 24
+    portal = relayed_portal(delay=0.5)
+    server = nginx_with(portal=f"127.0.0.1:{portal.port}")
+    workers = len(psutil.Process(server.process.pid).children())
+    instance = launch()
+    cookie = open_session(proxy_server, owner, instance, host=f"127.0.0.1:{server.port}")
+    assert burst(server, cookie, route_url(instance, "echo"), 24) == [200] * 24
     assert 1 <= portal.asks <= workers < 24
 
 
-def test_a_burst_of_requests_that_the_portal_refuses_is_refused_every_one(launch, nginx_with, proxy_server):
+def test_a_burst_of_requests_that_the_portal_refuses_is_refused_every_one(launch, nginx_with, relayed_portal):
     # Only a grant is shared: a waiting request that gets none asks for itself.
-    portal = RelayedPortal(proxy_server.port, delay=0.3)
-    try:
-        server = nginx_with(portal=f"127.0.0.1:{portal.port}")
-        url = route_url(launch(), "echo")
-
-        def fetch(_):
-            with browser(server, "not-a-route-session") as client:
-                return client.get(url).status_code
-
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            statuses = list(pool.map(fetch, range(8)))
-    finally:
-        portal.shutdown()
-        portal.server_close()
-    assert statuses == [401] * 8
+    portal = relayed_portal(delay=0.3)
+    server = nginx_with(portal=f"127.0.0.1:{portal.port}")
+    assert burst(server, "not-a-route-session", route_url(launch(), "echo"), 8) == [401] * 8
 
 
 def test_a_grant_kept_before_a_reload_in_another_layout_is_asked_again(tmp_path, launch, nginx_with, owner):
