@@ -81,7 +81,10 @@ def test_the_nodes_cpu_reading_fires_its_rule_and_resolves(settings, node_agent,
     settings.METRICS_URL, settings.METRICS_INTERVAL_SECONDS = "", 1
     node, rule = active_allocation.node, "cpu_utilization_warning"
     # What /proc says on this machine, before anything is held.
-    wait_for(lambda: node_reading(node, "cpu_utilization") is not None, what="the node's CPU reading")
+    wait_for(
+        lambda: None not in (node_reading(node, "cpu_utilization"), node_reading(node, "memory_utilization")),
+        what="the node's CPU and memory readings",
+    )
     assert 0 <= node_reading(node, "cpu_utilization") <= 100
     assert 0 < node_reading(node, "memory_utilization") < 100
 
