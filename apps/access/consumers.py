@@ -409,7 +409,7 @@ class AgentTerminalConsumer(_Refusing):
 
     async def _ended_elsewhere(self, reason: str, exit_code: int | None) -> None:
         """The news of the end again, to the browser's socket and this one."""
-        message = {"type": "terminal.ended", "reason": reason, "exit_code": exit_code}
+        message = terminals.ended_message(reason, exit_code)
         await self.group_send(terminals.browser_group(self.session_id), message)
         await self.terminal_ended(message)
 

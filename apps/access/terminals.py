@@ -21,7 +21,7 @@ from django.utils import timezone
 from apps.access.models import TerminalPolicy, TerminalSession
 from apps.allocations.models import Allocation, Node
 from apps.core import audit
-from apps.core.broadcast import group_send
+from apps.core.broadcast import after_commit
 from apps.core.errors import Conflict, InvalidState, NotFound, Unavailable, ValidationFailed
 from apps.tenancy import policy
 from apps.tenancy import principal as principals
@@ -224,11 +224,17 @@ def end_session(session_id, reason: Reason, *, actor=None, exit_code: int | None
                 **({"exit_code": exit_code} if exit_code is not None else {}),
             },
         )
-        # Robust: the session has ended in the database whether or not the layer takes
-        # the news, and the request that ended it answers so (a 503 would be retried);
-        # the agent's socket finds an end whose news was lost (consumers.ENDED_CHECK_SECONDS).
-        transaction.on_commit(lambda: _tell_ended(session_id, reason, exit_code), robust=True)
+        # The agent's socket also finds an end whose news the layer lost
+        # (consumers.ENDED_CHECK_SECONDS).
+        message = ended_message(reason, exit_code)
+        after_commit(browser_group(session_id), message)
+        after_commit(agent_group(session_id), message)
     return True
+
+
+def ended_message(reason: str, exit_code: int | None) -> dict:
+    """The channel-layer message that tells a session's sockets it ended."""
+    return {"type": "terminal.ended", "reason": reason, "exit_code": exit_code}
 
 
 def ended(session_id) -> tuple[str, int | None] | None:
@@ -238,12 +244,6 @@ def ended(session_id) -> tuple[str, int | None] | None:
         .values_list("end_reason", "exit_code")
         .first()
     )
-
-
-def _tell_ended(session_id, reason: Reason, exit_code: int | None) -> None:
-    message = {"type": "terminal.ended", "reason": reason, "exit_code": exit_code}
-    group_send(browser_group(session_id), message)
-    group_send(agent_group(session_id), message)
 
 
 def end_by_operator(principal: Principal, session: TerminalSession) -> bool:

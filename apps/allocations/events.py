@@ -39,7 +39,7 @@ def state_changed(allocation, previous: str) -> None:
 
 def allocation_changed(allocation_id) -> None:
     """Tell open pages after commit; they re-render the row from the database. A layer
-    that cannot take it is logged: the change stands (apps/runtime/events.py)."""
+    that cannot take it is logged: the change stands (as broadcast.after_commit)."""
     transaction.on_commit(lambda: _broadcast(allocation_id), robust=True)
 
 

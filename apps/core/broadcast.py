@@ -20,6 +20,7 @@ import threading
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import transaction
 
 SEND_TIMEOUT_SECONDS = 5.0
 
@@ -61,3 +62,11 @@ def group_send(group: str, message: dict) -> None:
     except TimeoutError:
         future.cancel()
         raise
+
+
+def after_commit(group: str, message: dict) -> None:
+    """``group_send`` once the transaction commits. Robust: a layer that cannot take it
+    is logged and what committed stands, the request answering as it would have (a 503
+    would have the client retry work that was done); receivers catch up on their own
+    (pages at their next update, an agent at its long poll's timeout)."""
+    transaction.on_commit(lambda: group_send(group, message), robust=True)

@@ -1,16 +1,10 @@
 """Side effects of runtime changes: the instance timeline, live updates to open
-pages, waking a node's agent, and the exposure-mode decision.
-
-The messages go after commit and ``robust``: a channel layer that cannot take one
-is logged, and the request that committed answers as it would have (a 503 would
-have the client retry work that was done). Pages catch up at their next update,
-an agent at its long poll's timeout."""
+pages, waking a node's agent, and the exposure-mode decision. The messages go
+after commit (``broadcast.after_commit``)."""
 
 from __future__ import annotations
 
-from django.db import transaction
-
-from apps.core.broadcast import group_send
+from apps.core.broadcast import after_commit
 from apps.runtime.models import InstanceEvent
 
 
@@ -34,23 +28,20 @@ def record(
         actor=actor,
     )
     project_id, instance_id, state = instance.project_id, str(instance.pk), to_state or instance.state
-    transaction.on_commit(
-        lambda: group_send(
-            project_group(project_id),
-            {
-                "type": "instance.update",
-                "instance_id": instance_id,
-                "state": state,
-                "message": message[:300],
-            },
-        ),
-        robust=True,
+    after_commit(
+        project_group(project_id),
+        {
+            "type": "instance.update",
+            "instance_id": instance_id,
+            "state": state,
+            "message": message[:300],
+        },
     )
 
 
 def wake_agent(node_id) -> None:
     """A long-polling agent of this node returns at once instead of at its timeout."""
-    transaction.on_commit(lambda: group_send(agent_group(node_id), {"type": "agent.wake"}), robust=True)
+    after_commit(agent_group(node_id), {"type": "agent.wake"})
 
 
 def logs_group(instance_id) -> str:
@@ -61,4 +52,4 @@ def logs_appended(instance_id, newest: int) -> None:
     """Open Logs tabs of the instance fetch what is new: the message carries the newest
     line's id, never a line (the tab reads them through the view that checks who sees)."""
     message = {"type": "instance.logs", "instance_id": str(instance_id), "newest": newest}
-    transaction.on_commit(lambda: group_send(logs_group(instance_id), message), robust=True)
+    after_commit(logs_group(instance_id), message)
