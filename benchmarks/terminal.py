@@ -119,9 +119,11 @@ def wait_for(predicate, timeout: float, what: str):
 
 
 def round_trips(terminal, count: int) -> list[float]:
-    """Type one character at a time into ``cat`` and time each echo."""
-    terminal.type("stty -icanon; cat >/dev/null\r")
-    time.sleep(0.5)  # let the command start before timing
+    """Type one character at a time into ``head`` and time each echo. ``head`` ends by
+    itself after the last one: a ^C would race the next line, which a ``cat`` woken by
+    both reads before its signal lands when the host is busy."""
+    terminal.type(f"stty -icanon; head -c {count} >/dev/null; stty sane; echo ready-$((1+1))\r")
+    terminal.expect(b"ready-$((1+1))")  # the line's own echo, so no letter of it is timed
     terminal.output.clear()
     latencies = []
     for i in range(count):
@@ -131,8 +133,6 @@ def round_trips(terminal, count: int) -> list[float]:
         terminal.type(char)
         terminal.read_until(lambda out, seen=seen, char=char: char.encode() in out[seen:], timeout=10)
         latencies.append((time.perf_counter() - started) * 1000)
-    terminal.type("\x03")  # ^C ends cat
-    terminal.type("stty sane; echo ready-$((1+1))\r")
     terminal.expect(b"ready-2")
     return latencies
 

@@ -14,4 +14,7 @@ OPTIONS = {
     "log_config": None,  # Django's LOGGING configures logging
     "access_log": False,  # the portal and the proxy write their own access lines
     "lifespan": "off",
+    # uvicorn's default, named because docker/nginx.conf's upstreams must let go of an
+    # idle connection before this closes it.
+    "timeout_keep_alive": 5,
 }

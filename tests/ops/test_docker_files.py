@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from apps.core import asgiserver
 from gpuaas import prodlocal
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
@@ -160,6 +161,18 @@ def test_compose_fills_every_placeholder_of_the_nginx_template(compose):
     assert placeholders <= set(environment), placeholders - set(environment)
     assert environment["GPUAAS_PORTAL_UPSTREAM"] == "web:8000"
     assert environment["NGINX_ENVSUBST_FILTER"] == "^GPUAAS_"
+
+
+def test_nginx_lets_go_of_idle_upstream_connections_before_uvicorn_does():
+    """A connection uvicorn closes as nginx sends a request on it fails that request,
+    and nginx counts the web process down for 10 s: the CI's 502 under a busy host."""
+    conf = (DOCKER / "nginx.conf").read_text()
+    upstreams = dict(re.findall(r"\n    upstream (\w+) \{\n(.*?)\n    \}", conf, re.DOTALL))
+    assert {"gpuaas_web", "gpuaas_apps"} <= set(upstreams)
+    for name, body in upstreams.items():
+        held = re.search(r"keepalive_timeout (\d+)s;", body)
+        assert held, f"{name} keeps connections nginx's default 60 s"
+        assert int(held.group(1)) < asgiserver.OPTIONS["timeout_keep_alive"], name
 
 
 def test_env_example_names_every_variable_compose_reads():

@@ -140,7 +140,15 @@ def _answers_while_down(topology: Topology, world: World, dependency: str) -> li
     """Every API and page request, through nginx and to each web process: answered,
     never 500, 503 with ``Retry-After`` (and the envelope naming the dependency on the
     API) where it needs what is down. Returns the allocations accepted meanwhile (their
-    record saved, their wake-up left to the reconciler)."""
+    record saved, their wake-up left to the reconciler). A failure carries the end of
+    nginx's and supervisord's logs."""
+    try:
+        return _asked_while_down(topology, world, dependency)
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n{topology.recent_logs()}") from None
+
+
+def _asked_while_down(topology: Topology, world: World, dependency: str) -> list[str]:
     project = world.project.pk
     page = {"Cookie": world.cookie}
     requests = [
@@ -224,10 +232,12 @@ def test_redis_killed_and_restarted_empty(topology, world, placement, db_access)
 
     topology.redis.stop()
     down_at = time.monotonic()
-    allocations += _answers_while_down(topology, world, "cache")
-    time.sleep(max(0.0, DOWN_FOR_SECONDS - (time.monotonic() - down_at)))
-    topology.redis.restart()
-    topology.redis.wait_ready()
+    try:  # back whatever happens: the module's next test shares this Redis
+        allocations += _answers_while_down(topology, world, "cache")
+        time.sleep(max(0.0, DOWN_FOR_SECONDS - (time.monotonic() - down_at)))
+    finally:
+        topology.redis.restart()
+        topology.redis.wait_ready()
     returned_at = time.monotonic()
 
     # No waiting for /readyz: the pooled connections Redis dropped are not handed out again.
@@ -241,9 +251,11 @@ def test_postgresql_crashed_and_restored(topology, world, placement, database_pa
 
     database_path.cut()
     down_at = time.monotonic()
-    allocations += _answers_while_down(topology, world, "database")
-    time.sleep(max(0.0, DOWN_FOR_SECONDS - (time.monotonic() - down_at)))
-    database_path.restore()
+    try:
+        allocations += _answers_while_down(topology, world, "database")
+        time.sleep(max(0.0, DOWN_FOR_SECONDS - (time.monotonic() - down_at)))
+    finally:
+        database_path.restore()
     returned_at = time.monotonic()
 
     _ready_again(topology)

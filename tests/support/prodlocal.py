@@ -124,6 +124,18 @@ class Topology:
         )
         return int(result.stdout.strip()) if result.stdout.strip().isdigit() else 0
 
+    def recent_logs(self, lines: int = 15) -> str:
+        """The end of nginx's and supervisord's logs: what a failed request's reason is
+        in (nginx names the upstream that refused; supervisord, a process that exited)."""
+        tails = []
+        for name in ("nginx", "supervisord"):
+            path = self.state / "logs" / f"{name}.log"
+            text = path.read_text(errors="replace") if path.exists() else ""
+            # nginx's error lines only (its access lines, JSON, share the file).
+            kept = [line for line in text.splitlines() if not line.startswith("{")]
+            tails.append(f"--- {path}\n" + "\n".join(kept[-lines:]))
+        return "\n".join(tails)
+
     def stop(self) -> None:
         self.celery.close()
         self.process.stop(timeout=90)
