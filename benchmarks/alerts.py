@@ -23,10 +23,10 @@ auth), ``redis-server`` and ``victoria-metrics``. Compare figures within one run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,19 +35,12 @@ import httpx
 
 # harness puts the repository root on sys.path: imported before apps, gpuaas and tests.
 from harness import (
-    ROOT,
     CeleryBeat,
     CeleryWorker,
-    RedisServer,
-    configure_environment,
-    drop_database,
-    free_port,
-    load_average,
-    machine,
-    recreate_database,
+    metrics_run,
+    verdict,
 )
 
-from tests.support.issuer import FakeIssuer
 from tests.support.receiver import WEBHOOK_SECRET, WebhookReceiver
 from tests.support.victoria import VictoriaMetrics
 
@@ -70,10 +63,6 @@ def parse_args() -> argparse.Namespace:
         args.nodes = 50 if args.quick else 1250
     args.redis_url = None
     return args
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
 
 
 def seed_fleet(count: int):
@@ -309,89 +298,54 @@ def delivery_latencies(args, env, var_dir: str, receiver: WebhookReceiver) -> li
 
 def main() -> int:
     args = parse_args()
-    issuer = FakeIssuer()
-    receiver = WebhookReceiver(secret=WEBHOOK_SECRET)
-    recreate_database(args.db_name)
-    redis_server = victoria = None
-    try:
-        with tempfile.TemporaryDirectory(prefix="gpuaas-bench-alerts-") as var_dir:
-            redis_server = RedisServer(free_port(), Path(var_dir) / "redis.log", var_dir)
-            redis_server.wait_ready()
-            args.redis_url = redis_server.url
-            env = configure_environment(
-                args,
-                issuer,
-                free_port(),
-                var_dir,
-                GPUAAS_METRICS_URL="",
-                GPUAAS_CCP_WEBHOOK_URL=receiver.url,
-                GPUAAS_CCP_WEBHOOK_SECRET=WEBHOOK_SECRET,
-                GPUAAS_ALERT_EVALUATION_SECONDS="15",
-                PYTHONPATH=str(ROOT),
-            )
-            import django
+    with (
+        contextlib.closing(WebhookReceiver(secret=WEBHOOK_SECRET)) as receiver,
+        metrics_run(
+            args,
+            "Alerts",
+            "gpuaas-bench-alerts-",
+            GPUAAS_CCP_WEBHOOK_URL=receiver.url,
+            GPUAAS_CCP_WEBHOOK_SECRET=WEBHOOK_SECRET,
+            GPUAAS_ALERT_EVALUATION_SECONDS="15",
+        ) as run,
+    ):
+        from django.conf import settings
 
-            django.setup()
-            from django.conf import settings
-            from django.core.management import call_command
+        from apps.monitoring.models import Alert
 
-            from apps.monitoring.models import Alert
+        victoria = run.victoria
+        nodes = seed_fleet(args.nodes)
+        # The fleet's readings in the minute before this one: a crossing written now
+        # is the newest reading of its GPU in either store.
+        at = (int(time.time()) // 60 - 1) * 60 + 30
+        fill_embedded(nodes, at)
+        fill_victoria(victoria, nodes, at)
+        embedded_s = one_round("embedded store")
+        Alert.objects.all().delete()
+        settings.METRICS_URL = victoria.url
+        victoria_s = one_round("VictoriaMetrics")
+        settings.METRICS_URL = ""
+        Alert.objects.all().delete()
+        httpx.get(f"{victoria.url}/health", timeout=5).raise_for_status()
 
-            call_command("migrate", verbosity=0, interactive=False)
-            victoria = VictoriaMetrics(Path(var_dir) / "victoria-metrics")
-            print(f"# Alerts benchmark ({'quick' if args.quick else 'full'} run)")
-            print(f"# {machine()}; load average before: {load_average()}")
-            print()
+        latencies = delivery_latencies(args, run.env, run.var_dir, receiver)
 
-            nodes = seed_fleet(args.nodes)
-            # The fleet's readings in the minute before this one: a crossing written now
-            # is the newest reading of its GPU in either store.
-            at = (int(time.time()) // 60 - 1) * 60 + 30
-            fill_embedded(nodes, at)
-            fill_victoria(victoria, nodes, at)
-            embedded_s = one_round("embedded store")
-            Alert.objects.all().delete()
-            settings.METRICS_URL = victoria.url
-            victoria_s = one_round("VictoriaMetrics")
-            settings.METRICS_URL = ""
-            Alert.objects.all().delete()
-            httpx.get(f"{victoria.url}/health", timeout=5).raise_for_status()
-
-            latencies = delivery_latencies(args, env, var_dir, receiver)
-
-            gpus = args.nodes * GPUS
-            print(f"## One evaluation round of every rule over {gpus:,} GPUs")
-            failures = []
-            for name, seconds in (("embedded store", embedded_s), ("VictoriaMetrics", victoria_s)):
-                ok = seconds < 2
-                failures += [] if ok else [f"round {name}"]
-                print(f"{verdict(ok)} goal: {name} round < 2 s: {seconds:.2f} s")
-            print()
-            print("## Threshold crossing to webhook received (evaluation every 15 s)")
-            for rule, for_seconds, latency in latencies:
-                # CONTRACT: within 60 s of the condition having held for the rule's ``for``.
-                ok, bound = latency - for_seconds < 60, latency < for_seconds + 20
-                failures += [] if ok and bound else [f"delivery {rule}"]
-                late = f"{latency:.1f} s after the crossing, {latency - for_seconds:.1f} s after its for"
-                print(f"{verdict(ok)} goal: {rule} received < 60 s after its for ({for_seconds} s): {late}")
-                print(f"{verdict(bound)} goal: {rule} received < for + 20 s: {late}")
-            print()
-            print(f"# load average after: {load_average()}")
-            if failures:
-                print(f"goals missed: {', '.join(failures)}")
-            from django.db import connections
-
-            connections.close_all()
-            return 0
-    finally:
-        if victoria is not None:
-            victoria.stop()
-        if redis_server is not None:
-            redis_server.stop()
-        receiver.close()
-        issuer.close()
-        if not args.keep_db:
-            drop_database(args.db_name)
+        gpus = args.nodes * GPUS
+        print(f"## One evaluation round of every rule over {gpus:,} GPUs")
+        for name, seconds in (("embedded store", embedded_s), ("VictoriaMetrics", victoria_s)):
+            ok = seconds < 2
+            run.failures += [] if ok else [f"round {name}"]
+            print(f"{verdict(ok)} goal: {name} round < 2 s: {seconds:.2f} s")
+        print()
+        print("## Threshold crossing to webhook received (evaluation every 15 s)")
+        for rule, for_seconds, latency in latencies:
+            # CONTRACT: within 60 s of the condition having held for the rule's ``for``.
+            ok, bound = latency - for_seconds < 60, latency < for_seconds + 20
+            run.failures += [] if ok and bound else [f"delivery {rule}"]
+            late = f"{latency:.1f} s after the crossing, {latency - for_seconds:.1f} s after its for"
+            print(f"{verdict(ok)} goal: {rule} received < 60 s after its for ({for_seconds} s): {late}")
+            print(f"{verdict(bound)} goal: {rule} received < for + 20 s: {late}")
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """What the benchmark scripts share: a throw-away PostgreSQL database, the
 production-mode environment, the server (``manage.py serve``) and Celery worker
-subprocesses, latency percentiles, CPU accounting and the report helpers.
+subprocesses, a portal with a node agent, a metrics run with its own Redis and
+VictoriaMetrics, latency percentiles, CPU and memory accounting and the report helpers.
 
 Importing this module puts the repository root on ``sys.path``, so a script in
 ``benchmarks/`` can import ``apps``, ``gpuaas`` and ``tests.support`` after it.
@@ -8,12 +9,14 @@ Importing this module puts the repository root on ``sys.path``, so a script in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import secrets
 import socket
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +27,16 @@ if str(ROOT) not in sys.path:
 import psycopg  # noqa: E402
 from cryptography.fernet import Fernet  # noqa: E402
 
-from tests.support.processes import Background, CeleryWorker, RedisServer, Server  # noqa: E402, F401 - the scripts import them from here
+from tests.support.issuer import FakeIssuer  # noqa: E402
+from tests.support.processes import (  # noqa: E402, F401 - the scripts import them from here
+    Background,
+    CeleryWorker,
+    RedisServer,
+    Server,
+    celery_command,
+    wait_for,
+)
+from tests.support.victoria import VictoriaMetrics  # noqa: E402
 
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -221,38 +233,144 @@ class CeleryBeat(Background):
     them), with its schedule file under ``workdir``."""
 
     def __init__(self, env: dict[str, str], log_path: Path, workdir: str):
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "gpuaas",
-            "beat",
-            "--loglevel",
-            "WARNING",
-            "--schedule",
-            str(Path(workdir) / "beat-schedule"),
-        ]
-        super().__init__(command, env, log_path)
+        super().__init__(
+            celery_command("beat", "--schedule", str(Path(workdir) / "beat-schedule")), env, log_path
+        )
+
+
+@contextlib.contextmanager
+def portal_with_agent(args, prefix: str, seed, *agent_options: str, note: str = ""):
+    """The portal in production mode (one web process) on a database and var dir of the
+    run's own, seeded by ``seed()`` (Django set up; it returns a dict whose ``node`` the
+    agent serves), and ``python -m node_agent`` (process executor, more ``agent_options``)
+    enrolled on that node. Prints the machine and the load average (then ``note``) before
+    starting them. Yields ``(server, seeded, var_dir)``; stops both and drops the database after."""
+    port = free_port()
+    issuer = FakeIssuer()  # production settings want a trusted issuer; nothing here uses it
+    recreate_database(args.db_name)
+    server = agent = None
+    try:
+        with tempfile.TemporaryDirectory(prefix=prefix) as var_dir:
+            env = configure_environment(args, issuer, port, var_dir)
+            Path(var_dir, "static").mkdir()
+            import django
+
+            django.setup()
+            seeded = seed()
+            from apps.allocations import nodes
+
+            print(f"# {machine()}")
+            print(f"# load average before: {load_average()}{note}")
+            server = Server(port, env, 1, Path(var_dir) / "server.log")
+            server.wait_ready()
+            node = seeded["node"]
+            agent = Background(
+                [
+                    *(sys.executable, "-m", "node_agent", "--url", server.url, "--node", node.hostname),
+                    *("--state-dir", str(Path(var_dir) / "agent"), "--executor", "process", *agent_options),
+                ],
+                {**env, "GPUAAS_BOOTSTRAP_TOKEN": nodes.issue_bootstrap_token(node)},
+                Path(var_dir) / "agent.log",
+            )
+            wait_for(
+                lambda: type(node).objects.filter(pk=node.pk, credential_hash__gt="").exists(),
+                timeout=60,
+                what="the agent to enroll",
+                interval=0.05,
+            )
+            yield server, seeded, var_dir
+    finally:
+        for process in (agent, server):
+            if process is not None:
+                process.stop()
+        issuer.close()
+        drop_database(args.db_name)
+
+
+@dataclass
+class MetricsRun:
+    env: dict[str, str]
+    var_dir: str
+    issuer: FakeIssuer
+    victoria: VictoriaMetrics
+    failures: list[str]  # goals missed, said after the figures
+
+
+@contextlib.contextmanager
+def metrics_run(args, title: str, prefix: str, **extra: str):
+    """A database, a Redis and a VictoriaMetrics of the run's own, production mode (with
+    ``extra``) and Django set up and migrated, under the heading of the ``title`` benchmark.
+    Yields a ``MetricsRun``; after it, the load average and the goals missed, then stops them
+    and drops the database (unless ``--keep-db``)."""
+    issuer = FakeIssuer()
+    recreate_database(args.db_name)
+    redis_server = victoria = None
+    try:
+        with tempfile.TemporaryDirectory(prefix=prefix) as var_dir:
+            redis_server = RedisServer(free_port(), Path(var_dir) / "redis.log", var_dir)
+            redis_server.wait_ready()
+            args.redis_url = redis_server.url
+            env = configure_environment(
+                args, issuer, free_port(), var_dir, GPUAAS_METRICS_URL="", PYTHONPATH=str(ROOT), **extra
+            )
+            import django
+
+            django.setup()
+            from django.core.management import call_command
+            from django.db import connections
+
+            call_command("migrate", verbosity=0, interactive=False)
+            victoria = VictoriaMetrics(Path(var_dir) / "victoria-metrics")
+            print(f"# {title} benchmark ({'quick' if args.quick else 'full'} run)")
+            print(f"# {machine()}; load average before: {load_average()}")
+            print()
+            run = MetricsRun(env, var_dir, issuer, victoria, [])
+            yield run
+            print()
+            print(f"# load average after: {load_average()}")
+            if run.failures:
+                print(f"goals missed: {', '.join(run.failures)}")
+            connections.close_all()
+    finally:
+        if victoria is not None:
+            victoria.stop()
+        if redis_server is not None:
+            redis_server.stop()
+        issuer.close()
+        if not args.keep_db:
+            drop_database(args.db_name)
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
-def group_cpu_seconds(pgid: int) -> float:
-    """User+system CPU of every process in the process group (uvicorn and its workers)."""
-    total = 0
+def _group_stats(pgid: int):
+    """The fields after the command name of ``/proc/<pid>/stat``, for each process in the group."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # exited meanwhile
         if int(fields[2]) == pgid:  # pgrp
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / _CLOCK_TICKS
+            yield fields
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """User+system CPU of every process in the process group (uvicorn and its workers)."""
+    return sum(int(f[11]) + int(f[12]) for f in _group_stats(pgid)) / _CLOCK_TICKS  # utime, stime
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """Resident memory of every process in the process group (a server and its children)."""
+    return sum(int(f[21]) for f in _group_stats(pgid)) * _PAGE_SIZE  # rss pages
 
 
 # --- figures -----------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
 
 
 def percentile(values: list[float], p: float) -> float:

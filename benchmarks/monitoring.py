@@ -26,7 +26,6 @@ import argparse
 import json
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,19 +33,13 @@ import httpx
 
 # harness puts the repository root on sys.path: imported before apps, gpuaas and tests.
 from harness import (
-    ROOT,
-    RedisServer,
     Server,
-    configure_environment,
-    drop_database,
     free_port,
-    load_average,
-    machine,
+    metrics_run,
     percentile,
-    recreate_database,
+    verdict,
 )
 
-from tests.support.issuer import FakeIssuer
 from tests.support.victoria import VictoriaMetrics
 
 INTERVAL = 15
@@ -279,89 +272,45 @@ def query_api(
         server.stop()
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
 def main() -> int:
     args = parse_args()
-    issuer = FakeIssuer()
-    recreate_database(args.db_name)
-    redis_server = victoria = None
-    try:
-        with tempfile.TemporaryDirectory(prefix="gpuaas-bench-mon-") as var_dir:
-            redis_server = RedisServer(free_port(), Path(var_dir) / "redis.log", var_dir)
-            redis_server.wait_ready()
-            args.redis_url = redis_server.url
-            env = configure_environment(
-                args, issuer, free_port(), var_dir, GPUAAS_METRICS_URL="", PYTHONPATH=str(ROOT)
-            )
-            Path(var_dir, "static").mkdir()
-            import django
+    with metrics_run(args, "GPU telemetry", "gpuaas-bench-mon-") as run:
+        env, var_dir, issuer, victoria = run.env, run.var_dir, run.issuer, run.victoria
+        Path(var_dir, "static").mkdir()
+        fleet = make_nodes(args.nodes, "fleet")
+        simulated = args.intervals * INTERVAL
+        embedded_s = ingest_embedded(fleet, args.intervals)
+        victoria_s = ingest_victoria(victoria, fleet, args.intervals)
 
-            django.setup()
-            from django.core.management import call_command
+        tenant_nodes = seed_tenant(args.tenant_nodes)
+        fill_embedded_day(tenant_nodes)
+        fill_victoria_day(victoria, tenant_nodes)
+        series = args.tenant_nodes * GPUS * 4
+        embedded_ms = query_api(env, var_dir, issuer, args.requests, series, args.step, GPUAAS_METRICS_URL="")
+        victoria_ms = query_api(
+            env, var_dir, issuer, args.requests, series, args.step, GPUAAS_METRICS_URL=victoria.url
+        )
 
-            call_command("migrate", verbosity=0, interactive=False)
-            victoria = VictoriaMetrics(Path(var_dir) / "victoria-metrics")
-            print(f"# GPU telemetry benchmark ({'quick' if args.quick else 'full'} run)")
-            print(f"# {machine()}; load average before: {load_average()}")
-            print()
-
-            fleet = make_nodes(args.nodes, "fleet")
-            simulated = args.intervals * INTERVAL
-            embedded_s = ingest_embedded(fleet, args.intervals)
-            victoria_s = ingest_victoria(victoria, fleet, args.intervals)
-
-            tenant_nodes = seed_tenant(args.tenant_nodes)
-            fill_embedded_day(tenant_nodes)
-            fill_victoria_day(victoria, tenant_nodes)
-            series = args.tenant_nodes * GPUS * 4
-            embedded_ms = query_api(
-                env, var_dir, issuer, args.requests, series, args.step, GPUAAS_METRICS_URL=""
-            )
-            victoria_ms = query_api(
-                env, var_dir, issuer, args.requests, series, args.step, GPUAAS_METRICS_URL=victoria.url
-            )
-
+        print(f"## Ingestion: {args.nodes} nodes x {GPUS} GPUs, {args.intervals} intervals of {INTERVAL} s")
+        for name, wall in (("embedded store", embedded_s), ("VictoriaMetrics", victoria_s)):
+            speed = simulated / wall
+            ok = speed >= 10
+            run.failures += [] if ok else [f"ingestion {name}"]
             print(
-                f"## Ingestion: {args.nodes} nodes x {GPUS} GPUs, {args.intervals} intervals of {INTERVAL} s"
+                f"{verdict(ok)} goal: {name} ingests at >= 10x real time: {speed:.1f}x "
+                f"({wall:.2f} s for {simulated} s)"
             )
-            failures = []
-            for name, wall in (("embedded store", embedded_s), ("VictoriaMetrics", victoria_s)):
-                speed = simulated / wall
-                ok = speed >= 10
-                failures += [] if ok else [f"ingestion {name}"]
-                print(
-                    f"{verdict(ok)} goal: {name} ingests at >= 10x real time: {speed:.1f}x "
-                    f"({wall:.2f} s for {simulated} s)"
-                )
-            print()
-            print(
-                f"## GET /api/metrics/gpu: {args.tenant_nodes} nodes, 24 h, step {args.step} s, "
-                f"{args.requests} requests"
-            )
-            for name, latencies in (("embedded store", embedded_ms), ("VictoriaMetrics", victoria_ms)):
-                p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
-                ok = p95 < 300
-                failures += [] if ok else [f"API {name}"]
-                print(f"{verdict(ok)} goal: {name} p95 < 300 ms: p50 {p50:.0f} ms, p95 {p95:.0f} ms")
-            print()
-            print(f"# load average after: {load_average()}")
-            if failures:
-                print(f"goals missed: {', '.join(failures)}")
-            from django.db import connections
-
-            connections.close_all()
-            return 0
-    finally:
-        if victoria is not None:
-            victoria.stop()
-        if redis_server is not None:
-            redis_server.stop()
-        issuer.close()
-        if not args.keep_db:
-            drop_database(args.db_name)
+        print()
+        print(
+            f"## GET /api/metrics/gpu: {args.tenant_nodes} nodes, 24 h, step {args.step} s, "
+            f"{args.requests} requests"
+        )
+        for name, latencies in (("embedded store", embedded_ms), ("VictoriaMetrics", victoria_ms)):
+            p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
+            ok = p95 < 300
+            run.failures += [] if ok else [f"API {name}"]
+            print(f"{verdict(ok)} goal: {name} p95 < 300 ms: p50 {p50:.0f} ms, p95 {p95:.0f} ms")
+        return 0
 
 
 if __name__ == "__main__":

@@ -74,12 +74,14 @@ from harness import (
     drop_database,
     free_port,
     group_cpu_seconds,
+    group_rss_bytes,
     load_average,
     machine,
     percentile,
     print_table,
     recreate_database,
     seed_jupyterlab_allocation,
+    verdict,
 )
 
 from tests.support.issuer import FakeIssuer
@@ -546,19 +548,6 @@ def hold_websockets(url: str, headers: dict, count: int, control) -> None:
     asyncio.run(run())
 
 
-def group_rss_bytes(pgid: int) -> int:
-    """Resident memory of every process in the process group (nginx's master and workers)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) == pgid:
-                total += int((stat.parent / "statm").read_text().split()[1]) * page
-        except (OSError, IndexError):
-            continue  # exited meanwhile
-    return total
-
-
 @dataclass
 class Memory:
     before: int
@@ -887,9 +876,6 @@ def goals(
     asgi_ratios: list[float],
     memory: dict[str, Memory],
 ) -> None:
-    def verdict(ok: bool) -> str:
-        return "PASS" if ok else "FAIL"
-
     print()
     # Against nginx's own proxying in this run (decisions 0020, 0036); the share of direct beside it.
     plane, plain, direct = (http[k].rps for k in ("dataplane", "plain", "direct"))

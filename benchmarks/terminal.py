@@ -22,28 +22,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.harness import (  # noqa: E402
-    Background,
-    Server,
-    configure_environment,
-    drop_database,
-    free_port,
+# harness puts the repository root on sys.path: imported before apps, gpuaas and tests.
+from harness import (
+    group_rss_bytes,
     load_average,
-    machine,
     percentile,
+    portal_with_agent,
     print_table,
-    recreate_database,
     seed_jupyterlab_allocation,
+    verdict,
 )
-from tests.support.issuer import FakeIssuer  # noqa: E402
 
 P99_GOAL_MS = 50.0
 THROUGHPUT_GOAL_MB_S = 20.0
@@ -86,19 +78,6 @@ def seed() -> dict:
     return {**seeded, "session_key": session.session_key}
 
 
-def group_rss_mb(pgid: int) -> float:
-    """Resident memory of every process in the group (the server and its children)."""
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # rss pages
-    return total / MB
-
-
 class RssSampler(threading.Thread):
     def __init__(self, pgid: int):
         super().__init__(daemon=True)
@@ -106,16 +85,7 @@ class RssSampler(threading.Thread):
 
     def run(self):
         while not self.stopping.wait(0.1):
-            self.peak = max(self.peak, group_rss_mb(self.pgid))
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out waiting for {what}")
+            self.peak = max(self.peak, group_rss_bytes(self.pgid) / MB)
 
 
 def round_trips(terminal, count: int) -> list[float]:
@@ -141,7 +111,7 @@ def cat_file(terminal, path: Path, size: int, server_pgid: int) -> tuple[float, 
     """Seconds for ``cat`` of the file to come through, and the portal's RSS before and at peak."""
     terminal.output.clear()
     terminal.keep = False
-    before = group_rss_mb(server_pgid)
+    before = group_rss_bytes(server_pgid) / MB
     sampler = RssSampler(server_pgid)
     sampler.start()
     start_offset = terminal.received
@@ -167,42 +137,15 @@ def make_file(path: Path, megabytes: int) -> int:
 
 def main() -> int:
     args = parse_args()
-    port = free_port()
-    issuer = FakeIssuer()  # production settings want a trusted issuer; nothing here uses it
-    recreate_database(args.db_name)
-    server = agent = terminal = None
-    try:
-        with tempfile.TemporaryDirectory(prefix="gpuaas-bench-terminal-") as var_dir:
-            env = configure_environment(args, issuer, port, var_dir)
-            Path(var_dir, "static").mkdir()
-            import django
+    with portal_with_agent(args, "gpuaas-bench-terminal-", seed, "--terminal-user", "agent") as (
+        server,
+        data,
+        var_dir,
+    ):
+        from tests.support.terminal import Terminal
 
-            django.setup()
-            data = seed()
-            from apps.allocations import nodes
-            from tests.support.terminal import Terminal
-
-            print(f"# {machine()}")
-            print(f"# load average before: {load_average()}")
-            server = Server(port, env, 1, Path(var_dir) / "server.log")
-            server.wait_ready()
-            token = nodes.issue_bootstrap_token(data["node"])
-            agent = Background(
-                [
-                    *(sys.executable, "-m", "node_agent", "--url", server.url, "--node", "bench-node-1"),
-                    *("--state-dir", str(Path(var_dir) / "agent"), "--executor", "process"),
-                    *("--terminal-user", "agent"),
-                ],
-                {**env, "GPUAAS_BOOTSTRAP_TOKEN": token},
-                Path(var_dir) / "agent.log",
-            )
-            node = data["node"]
-            wait_for(
-                lambda: type(node).objects.filter(pk=node.pk, credential_hash__gt="").exists(),
-                60,
-                "enrollment",
-            )
-            terminal = Terminal(server, data["allocation"].pk, data["session_key"])
+        terminal = Terminal(server, data["allocation"].pk, data["session_key"])
+        try:
             terminal.connect(cols=120, rows=40)
             terminal.type("echo up-$((1+2))\r")
             terminal.expect(b"up-3", timeout=30)
@@ -225,14 +168,14 @@ def main() -> int:
                         "echo round trip p99 ms",
                         f"{p99:.1f}",
                         f"< {P99_GOAL_MS:.0f}",
-                        _verdict(p99 < P99_GOAL_MS),
+                        verdict(p99 < P99_GOAL_MS),
                     ],
                     [f"cat of {size / MB:.0f} MB, s", f"{elapsed:.2f}", "", ""],
                     [
                         "cat throughput MB/s",
                         f"{throughput:.1f}",
                         f">= {THROUGHPUT_GOAL_MB_S:.0f}",
-                        _verdict(throughput >= THROUGHPUT_GOAL_MB_S),
+                        verdict(throughput >= THROUGHPUT_GOAL_MB_S),
                     ],
                     ["portal RSS before MB", f"{rss_before:.0f}", "", ""],
                     ["portal RSS peak MB", f"{rss_peak:.0f}", "", ""],
@@ -240,7 +183,7 @@ def main() -> int:
                         "portal RSS growth MB",
                         f"{growth:.1f}",
                         f"< {MEMORY_GROWTH_LIMIT_MB:.0f}",
-                        _verdict(growth < MEMORY_GROWTH_LIMIT_MB),
+                        verdict(growth < MEMORY_GROWTH_LIMIT_MB),
                     ],
                 ],
             )
@@ -249,19 +192,10 @@ def main() -> int:
             passed = (
                 p99 < P99_GOAL_MS and throughput >= THROUGHPUT_GOAL_MB_S and growth < MEMORY_GROWTH_LIMIT_MB
             )
-            print("PASS" if passed else "FAIL")
+            print(verdict(passed))
             return 0
-    finally:
-        if terminal is not None:
+        finally:
             terminal.close()
-        for process in (agent, server):
-            if process is not None:
-                process.stop()
-        drop_database(args.db_name)
-
-
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
 
 
 if __name__ == "__main__":

@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from apps.allocations import nodes
 from node_agent import access
 from node_agent.executors.process import ProcessExecutor
+from tests.support.processes import wait_for  # noqa: F401 - the tests import it from here
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,13 +98,3 @@ def running_agent(url: str, node, tmp_path: Path, *, ssh: str = "off") -> Iterat
         leftovers = ProcessExecutor(agent.state_dir, stop_grace=2)
         for instance_id in leftovers.running():
             leftovers.remove({"instance_id": instance_id})
-
-
-def wait_for(predicate, *, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached within {timeout:g} s")

@@ -36,6 +36,17 @@ PRODUCTION_ENV = {
 }
 
 
+def wait_for(predicate, *, timeout: float = 60.0, what: str = "condition", interval: float = 0.2):
+    """``predicate()``'s first true value, asked every ``interval`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"{what} not reached within {timeout:g} s")
+
+
 class Background:
     """A command in its own session (process group), output to ``log_path``;
     ``stop`` ends the whole group: the command and every child it started."""
@@ -117,6 +128,11 @@ class Server(Background):
         raise RuntimeError(f"server not ready after {timeout:.0f} s; see {self.log_path}")
 
 
+def celery_command(subcommand: str, *options: str) -> list[str]:
+    """``celery -A gpuaas <subcommand>`` under this interpreter, logging warnings and worse."""
+    return [sys.executable, "-m", "celery", "-A", "gpuaas", subcommand, "--loglevel", "WARNING", *options]
+
+
 class CeleryWorker(Background):
     """``celery -A gpuaas worker`` with ``concurrency`` slots of ``pool`` (prefork,
     threads), consuming ``queue``; named ``name@<host>``."""
@@ -133,15 +149,8 @@ class CeleryWorker(Background):
     ):
         self.concurrency, self.pool, self.queue = concurrency, pool, queue
         self.hostname = f"{name}@{socket.gethostname()}"
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "gpuaas",
+        command = celery_command(
             "worker",
-            "--loglevel",
-            "WARNING",
             "--concurrency",
             str(concurrency),
             "-P",
@@ -152,7 +161,7 @@ class CeleryWorker(Background):
             self.hostname,
             "--without-mingle",
             "--without-gossip",
-        ]
+        )
         super().__init__(command, env, log_path)
 
     def wait_ready(self, app, timeout: float = 60.0) -> None:
