@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from apps.allocations import services
 from apps.allocations.models import Allocation
 from apps.tenancy import principal as principals
 from tests.support.agent import wait_for
+from tests.support.processes import celery_command
 
 pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,12 +43,7 @@ def start_worker(name: str, *options: str) -> subprocess.Popen:
         "DJANGO_SETTINGS_MODULE": "tests.settings",
     }
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "gpuaas",
+        celery_command(
             "worker",
             "--pool=solo",
             "--concurrency=1",
@@ -57,10 +52,8 @@ def start_worker(name: str, *options: str) -> subprocess.Popen:
             "--without-gossip",
             "-n",
             f"{name}@%h",
-            "-l",
-            "WARNING",
             *options,
-        ],
+        ),
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
