@@ -6,21 +6,9 @@ import pytest
 
 from apps.allocations.models import Allocation, Node
 from apps.core import simulation
+from tests.support.fleet import ccp_allocate
 
 pytestmark = pytest.mark.django_db
-
-
-def allocate(api, token, project, **body):
-    payload = {
-        "flavor": "h100-8x",
-        "os_image": "ubuntu-22.04",
-        "tenant_id": project.tenant.tenant_id,
-        "project_id": project.project_id,
-        **body,
-    }
-    return api.post(
-        "/api/baremetal-manager/allocate", payload, format="json", HTTP_AUTHORIZATION=f"Bearer {token}"
-    )
 
 
 def test_allocate_provisions_to_active_and_release_returns_node(
@@ -28,7 +16,7 @@ def test_allocate_provisions_to_active_and_release_returns_node(
 ):
     token = ccp_admin_token()
     with django_capture_on_commit_callbacks(execute=True):
-        response = allocate(api, token, project)
+        response = ccp_allocate(api, token, project)
     assert response.status_code == 202, response.content
     body = response.json()
     assert body["state"] == "PENDING"

@@ -8,29 +8,16 @@ import pytest
 from apps.allocations.models import Allocation, Node
 from apps.core.models import AuditEvent
 from apps.tenancy import quotas
-from tests.support.fleet import make_nodes
+from tests.support.fleet import ccp_allocate, make_nodes
 
 pytestmark = pytest.mark.django_db
-
-
-def allocate(api, token, project, **body):
-    payload = {
-        "flavor": "h100-8x",
-        "os_image": "ubuntu-22.04",
-        "tenant_id": project.tenant.tenant_id,
-        "project_id": project.project_id,
-        **body,
-    }
-    return api.post(
-        "/api/baremetal-manager/allocate", payload, format="json", HTTP_AUTHORIZATION=f"Bearer {token}"
-    )
 
 
 def test_over_quota_answers_422_with_details_and_takes_nothing(
     api, ccp_admin_token, project, ready_tenant, nodes
 ):
     quotas.set_quota(ready_tenant, {"gpus": 8})
-    response = allocate(api, ccp_admin_token(), project, count=2)
+    response = ccp_allocate(api, ccp_admin_token(), project, count=2)
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["code"] == "quota_exceeded"
@@ -44,7 +31,7 @@ def test_quota_change_from_ccp_takes_effect_on_next_request(
     api, ccp_issuer, ccp_admin_token, project, ready_tenant, nodes
 ):
     quotas.set_quota(ready_tenant, {"gpus": 0})
-    assert allocate(api, ccp_admin_token(), project).status_code == 422
+    assert ccp_allocate(api, ccp_admin_token(), project).status_code == 422
     integration = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
     response = api.post(
         f"/api/metering/quota/{ready_tenant.tenant_id}",
@@ -54,7 +41,7 @@ def test_quota_change_from_ccp_takes_effect_on_next_request(
     )
     assert response.status_code == 200, response.content
     assert response.json()["resources"]["gpus"]["limit"] == 16
-    assert allocate(api, ccp_admin_token(), project).status_code == 202
+    assert ccp_allocate(api, ccp_admin_token(), project).status_code == 202
 
 
 def test_quota_report_shows_usage_percent_and_warning(
@@ -62,7 +49,7 @@ def test_quota_report_shows_usage_percent_and_warning(
 ):
     quotas.set_quota(ready_tenant, {"gpus": 18, "nodes": 2})
     with django_capture_on_commit_callbacks(execute=True):
-        allocate(api, ccp_admin_token(), project, count=2)
+        ccp_allocate(api, ccp_admin_token(), project, count=2)
     token = ccp_issuer.token({"domain_id": "acme", "roles": ["Tenant Billing Admin"]})
     report = api.get("/api/metering/quota/acme", HTTP_AUTHORIZATION=f"Bearer {token}").json()["resources"]
     assert report["gpus"] == {"limit": 18, "used": 16, "percent": 88.9, "warning": "80"}
@@ -94,7 +81,7 @@ def test_dry_run_itemizes_quota_and_capacity_without_taking(
     api, ccp_admin_token, project, ready_tenant, nodes
 ):
     quotas.set_quota(ready_tenant, {"gpus": 20, "nodes": 8})
-    response = allocate(api, ccp_admin_token(), project, count=3, dry_run=True)
+    response = ccp_allocate(api, ccp_admin_token(), project, count=3, dry_run=True)
     assert response.status_code == 200
     plan = response.json()
     assert plan["dry_run"] is True
@@ -103,13 +90,13 @@ def test_dry_run_itemizes_quota_and_capacity_without_taking(
     assert plan["free_nodes"] == 4
     assert "Quota exceeded for gpus" in plan["reason"]
     assert not Allocation.objects.exists()
-    ok = allocate(api, ccp_admin_token(), project, count=2, dry_run=True).json()
+    ok = ccp_allocate(api, ccp_admin_token(), project, count=2, dry_run=True).json()
     assert ok["allowed"] is True
     assert ok["reason"] == ""
 
 
 def test_no_free_node_answers_conflict_and_count_is_all_or_nothing(api, ccp_admin_token, project, nodes):
-    response = allocate(api, ccp_admin_token(), project, count=5)
+    response = ccp_allocate(api, ccp_admin_token(), project, count=5)
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "conflict"
     assert response.json()["error"]["details"] == {"flavor": "h100-8x", "requested": 5, "available": 4}
@@ -118,7 +105,7 @@ def test_no_free_node_answers_conflict_and_count_is_all_or_nothing(api, ccp_admi
 
 
 def test_count_above_one_answers_a_list(api, ccp_admin_token, project, nodes):
-    response = allocate(api, ccp_admin_token(), project, count=3)
+    response = ccp_allocate(api, ccp_admin_token(), project, count=3)
     assert response.status_code == 202
     rows = response.json()["allocations"]
     assert len(rows) == 3
@@ -133,12 +120,12 @@ def test_unapproved_and_maintenance_nodes_are_never_picked(api, ccp_admin_token,
     make_nodes(flavor, 1, prefix="maint")[0].__class__.objects.filter(hostname__startswith="maint").update(
         state=Node.State.MAINTENANCE
     )
-    response = allocate(api, ccp_admin_token(), project)
+    response = ccp_allocate(api, ccp_admin_token(), project)
     assert response.status_code == 409
 
 
 def test_bad_input_lists_every_field(api, ccp_admin_token, project, nodes):
-    response = allocate(api, ccp_admin_token(), project, flavor="a100-99x", os_image="windows-95")
+    response = ccp_allocate(api, ccp_admin_token(), project, flavor="a100-99x", os_image="windows-95")
     assert response.status_code == 400
     assert set(response.json()["error"]["details"]) == {"flavor", "os_image"}
 

@@ -85,6 +85,18 @@ def _request(api, method, path, data=None, **extra):
     )
 
 
+def _by_project_admin(w, target_type: str, target_id: str) -> dict:
+    """The event of w's project admin acting on ``target`` in w's project."""
+    return {
+        "actor": w["project_admin"].username,
+        "actor_type": "user",
+        "target_type": target_type,
+        "target_id": target_id,
+        "tenant_id": w["tenant"].pk,
+        "project_id": w["project"].pk,
+    }
+
+
 def _project_create(api, w):
     api.force_login(w["tenant_admin"])
     response = _request(api, "post", "/api/v1/projects", {"project_id": "cell-7", "name": "Cell 7"})
@@ -109,28 +121,14 @@ def _member_add(api, w):
         {"username": colleague.username, "role": "viewer"},
     )
     membership = Membership.objects.get(user=colleague, project=w["project"])
-    return response, {
-        "actor": w["project_admin"].username,
-        "actor_type": "user",
-        "target_type": "membership",
-        "target_id": str(membership.pk),
-        "tenant_id": w["tenant"].pk,
-        "project_id": w["project"].pk,
-    }
+    return response, _by_project_admin(w, "membership", str(membership.pk))
 
 
 def _member_remove(api, w):
     api.force_login(w["project_admin"])
     membership = Membership.objects.get(user=w["viewer"], project=w["project"])
     response = _request(api, "delete", f"/api/v1/projects/{w['project'].pk}/members/{membership.pk}")
-    return response, {
-        "actor": w["project_admin"].username,
-        "actor_type": "user",
-        "target_type": "membership",
-        "target_id": str(membership.pk),
-        "tenant_id": w["tenant"].pk,
-        "project_id": w["project"].pk,
-    }
+    return response, _by_project_admin(w, "membership", str(membership.pk))
 
 
 def _service_account_create(api, w):
@@ -138,14 +136,7 @@ def _service_account_create(api, w):
     response = _request(
         api, "post", f"/api/v1/projects/{w['project'].pk}/service-accounts", {"name": "ci", "role": "viewer"}
     )
-    return response, {
-        "actor": w["project_admin"].username,
-        "actor_type": "user",
-        "target_type": "serviceaccount",
-        "target_id": response.json()["id"],
-        "tenant_id": w["tenant"].pk,
-        "project_id": w["project"].pk,
-    }
+    return response, _by_project_admin(w, "serviceaccount", response.json()["id"])
 
 
 def _service_account_revoke(api, w):
@@ -154,14 +145,7 @@ def _service_account_revoke(api, w):
     ).account
     api.force_login(w["project_admin"])
     response = _request(api, "delete", f"/api/v1/projects/{w['project'].pk}/service-accounts/{account.pk}")
-    return response, {
-        "actor": w["project_admin"].username,
-        "actor_type": "user",
-        "target_type": "serviceaccount",
-        "target_id": str(account.pk),
-        "tenant_id": w["tenant"].pk,
-        "project_id": w["project"].pk,
-    }
+    return response, _by_project_admin(w, "serviceaccount", str(account.pk))
 
 
 def _tenant_onboard(api, w):

@@ -1,4 +1,5 @@
-"""Nodes, allocations written directly, simulated hardware faults, and a fleet in trouble."""
+"""Nodes, allocations written directly or asked of CCP's API, simulated hardware faults,
+and a fleet in trouble."""
 
 from __future__ import annotations
 
@@ -13,6 +14,21 @@ from apps.monitoring.metrics import embedded
 from apps.monitoring.models import Alert, AlertRule, XidEvent
 from apps.webhooks.models import Delivery
 from tests.factories import AllocationFactory, NodeFactory
+
+
+def ccp_allocate(api, token, project, **body):
+    """CCP's ``POST /api/baremetal-manager/allocate`` for ``project``: one h100-8x node
+    with Ubuntu 22.04 unless ``body`` says otherwise."""
+    payload = {
+        "flavor": "h100-8x",
+        "os_image": "ubuntu-22.04",
+        "tenant_id": project.tenant.tenant_id,
+        "project_id": project.project_id,
+        **body,
+    }
+    return api.post(
+        "/api/baremetal-manager/allocate", payload, format="json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
 
 
 def make_nodes(flavor, count: int, prefix: str = "gpu") -> list[Node]:

@@ -97,6 +97,21 @@ def ccp_claims(issuer: FakeIssuer, **extra) -> dict:
     return claims
 
 
+def platform_claims(account, **extra) -> dict:
+    """What a platform token of the service account ``account`` claims."""
+    now = int(time.time())
+    return {
+        "iss": settings.ISSUER,
+        "aud": settings.ISSUER,
+        "sub": f"sa:{account.pk}",
+        "sa": str(account.pk),
+        "iat": now,
+        "nbf": now,
+        "exp": now + 300,
+        **extra,
+    }
+
+
 def project_viewer_token(issuer: FakeIssuer, **claims) -> str:
     return issuer.token({"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"], **claims})
 
@@ -196,16 +211,7 @@ def test_alg_none_from_trusted_issuer_is_rejected(api, ccp_issuer, project):
 
 def test_alg_none_claiming_platform_issuer_is_rejected(api, service_account):
     kid = platform_jwks(api)["keys"][0]["kid"]
-    now = int(time.time())
-    claims = {
-        "iss": settings.ISSUER,
-        "aud": settings.ISSUER,
-        "sub": f"sa:{service_account.account.pk}",
-        "sa": str(service_account.account.pk),
-        "iat": now,
-        "nbf": now,
-        "exp": now + 300,
-    }
+    claims = platform_claims(service_account.account)
     token = hand_made_token({"alg": "none", "typ": "JWT", "kid": kid}, claims)
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
 
@@ -222,16 +228,7 @@ def test_hs256_signed_with_platform_public_key_is_rejected(api, service_account)
     """The same attack against the platform's own issuer, with the key from its published JWKS."""
     jwk = platform_jwks(api)["keys"][0]
     secret = public_pem(RSAAlgorithm.from_jwk(json.dumps(jwk)))
-    now = int(time.time())
-    claims = {
-        "iss": settings.ISSUER,
-        "aud": settings.ISSUER,
-        "sub": f"sa:{service_account.account.pk}",
-        "sa": str(service_account.account.pk),
-        "iat": now,
-        "nbf": now,
-        "exp": now + 300,
-    }
+    claims = platform_claims(service_account.account)
     token = hs256_token({"alg": "HS256", "typ": "JWT", "kid": jwk["kid"]}, claims, secret)
     assert_unauthenticated(api.get(PROJECTS, **bearer(token)))
 
@@ -381,17 +378,7 @@ def test_revoked_service_account_token_stops_working_at_once(api, service_accoun
 
 def test_platform_issuer_signed_by_foreign_key_is_rejected(api, service_account, ccp_issuer):
     """``iss`` is the platform's own, the signature is not (foreign kid, then the platform's kid)."""
-    now = int(time.time())
-    claims = {
-        "iss": settings.ISSUER,
-        "aud": settings.ISSUER,
-        "sub": f"sa:{service_account.account.pk}",
-        "sa": str(service_account.account.pk),
-        "iat": now,
-        "nbf": now,
-        "exp": now + 300,
-        "client_id": service_account.account.client_id,
-    }
+    claims = platform_claims(service_account.account, client_id=service_account.account.client_id)
     foreign = ccp_issuer.keys[0]
     platform_kid = platform_jwks(api)["keys"][0]["kid"]
     for kid in (foreign.kid, platform_kid):
