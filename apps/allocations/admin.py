@@ -29,8 +29,8 @@ from apps.core.admin import (
     AuditedModelAdmin,
     ReadOnlyInline,
     ReadOnlyModelAdmin,
-    ReasonForm,
     apply_each,
+    apply_each_with_reason,
     confirmation_page,
 )
 from apps.tenancy import principal as principals
@@ -240,28 +240,21 @@ class NodeAdmin(AuditedModelAdmin):
 
     @admin.action(description="Put selected nodes in maintenance", permissions=["change"])
     def put_in_maintenance(self, request, queryset):
-        form = ReasonForm(request.POST if "apply" in request.POST else None)
-        if form.is_valid():
+        def operation_for(reason):
             operator = principals.for_user(request.user)
-            reason = form.cleaned_data["reason"]
-            apply_each(
-                self,
-                request,
-                queryset,
-                lambda node: nodes.set_maintenance(operator, node, reason),
-                done="Put in maintenance",
-            )
-            return None
-        return confirmation_page(
+            return lambda node: nodes.set_maintenance(operator, node, reason)
+
+        return apply_each_with_reason(
             self,
             request,
             queryset,
+            operation_for,
             action="put_in_maintenance",
             title="Put nodes in maintenance",
             intro="These nodes leave the scheduling pool until an operator returns them to service. "
             "A node an allocation holds is refused: release it first.",
             submit="Put in maintenance",
-            form=form,
+            done="Put in maintenance",
         )
 
     @admin.action(description="Return selected nodes to service", permissions=["change"])
@@ -423,30 +416,21 @@ class AllocationAdmin(ReadOnlyModelAdmin):
 
     @admin.action(description="Fail selected allocations (stop provisioning)", permissions=["operate"])
     def fail_allocation(self, request, queryset):
-        queryset = queryset.select_related("node")
-        form = ReasonForm(request.POST if "apply" in request.POST else None)
-        if form.is_valid():
+        def operation_for(reason):
             operator = principals.for_user(request.user)
-            reason = form.cleaned_data["reason"]
-            apply_each(
-                self,
-                request,
-                queryset,
-                lambda allocation: services.fail_allocation(operator, allocation, reason),
-                done="Failed",
-                label=_allocation_label,
-            )
-            return None
-        return confirmation_page(
+            return lambda allocation: services.fail_allocation(operator, allocation, reason)
+
+        return apply_each_with_reason(
             self,
             request,
-            queryset,
+            queryset.select_related("node"),
+            operation_for,
             action="fail_allocation",
             title="Fail allocations",
             intro="Provisioning stops and what the allocation took is given back. "
             "Only pending or provisioning allocations can be failed.",
             submit="Fail allocations",
-            form=form,
+            done="Failed",
             label=_allocation_label,
         )
 

@@ -35,33 +35,24 @@ def _changes(message) -> list:
     return json.loads(json.dumps(message or [], default=str))
 
 
+def _record(request, obj, verb: str, details: dict) -> None:
+    audit.record(
+        AdminActor(request.user), f"admin.{obj._meta.model_name}.{verb}", target=obj, details=details
+    )
+
+
 class AuditedModelAdmin(admin.ModelAdmin):
     def log_addition(self, request, obj, message):
-        audit.record(
-            AdminActor(request.user),
-            f"admin.{obj._meta.model_name}.add",
-            target=obj,
-            details={"changes": _changes(message)},
-        )
+        _record(request, obj, "add", {"changes": _changes(message)})
         return super().log_addition(request, obj, message)
 
     def log_change(self, request, obj, message):
-        audit.record(
-            AdminActor(request.user),
-            f"admin.{obj._meta.model_name}.change",
-            target=obj,
-            details={"changes": _changes(message)},
-        )
+        _record(request, obj, "change", {"changes": _changes(message)})
         return super().log_change(request, obj, message)
 
     def log_deletions(self, request, queryset):
         for obj in queryset:
-            audit.record(
-                AdminActor(request.user),
-                f"admin.{obj._meta.model_name}.delete",
-                target=obj,
-                details={"object": str(obj)},
-            )
+            _record(request, obj, "delete", {"object": str(obj)})
         return super().log_deletions(request, queryset)
 
 
@@ -188,6 +179,41 @@ class ReasonForm(forms.Form):
         max_length=500,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
         help_text="Recorded in the audit trail and shown to operators.",
+    )
+
+
+def apply_each_with_reason(
+    modeladmin,
+    request,
+    queryset,
+    operation_for,
+    *,
+    action: str,
+    title: str,
+    intro: str,
+    submit: str,
+    **options,
+):
+    """``apply_each`` behind a confirmation page that asks for a reason.
+
+    ``operation_for(reason)`` gives the operation for each object; it is called only
+    once a valid reason is posted back, so what it sets up (the operator) is not
+    worked out for the confirmation page. ``options`` are ``apply_each``'s.
+    """
+    form = ReasonForm(request.POST if "apply" in request.POST else None)
+    if form.is_valid():
+        apply_each(modeladmin, request, queryset, operation_for(form.cleaned_data["reason"]), **options)
+        return None
+    return confirmation_page(
+        modeladmin,
+        request,
+        queryset,
+        action=action,
+        title=title,
+        intro=intro,
+        submit=submit,
+        form=form,
+        label=options.get("label", str),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from apps.core.admin import ReadOnlyModelAdmin, ReasonForm, apply_each, confirmation_page
+from apps.core.admin import ReadOnlyModelAdmin, apply_each_with_reason
 from apps.monitoring import services
 from apps.monitoring.alerts import admin as alerts_admin  # noqa: F401 (registers the alerting models)
 from apps.monitoring.models import XidEvent
@@ -38,30 +38,21 @@ class XidEventAdmin(ReadOnlyModelAdmin):
 
     @admin.action(description="Resolve selected XID events", permissions=["operate"])
     def resolve(self, request, queryset):
-        queryset = queryset.select_related("node")
-        form = ReasonForm(request.POST if "apply" in request.POST else None)
-        if form.is_valid():
+        def operation_for(note):
             operator = principals.for_user(request.user)
-            note = form.cleaned_data["reason"]
-            apply_each(
-                self,
-                request,
-                queryset,
-                lambda event: services.resolve_xid(operator, event, note),
-                done="Resolved",
-                label=_label,
-                already=(lambda event: not event.is_open, "Already resolved"),
-            )
-            return None
-        return confirmation_page(
+            return lambda event: services.resolve_xid(operator, event, note)
+
+        return apply_each_with_reason(
             self,
             request,
-            queryset,
+            queryset.select_related("node"),
+            operation_for,
             action="resolve",
             title="Resolve XID events",
             intro="Say what was done (GPU reset, node drained, RMA...). A later occurrence of the same "
             "error opens a new event.",
             submit="Resolve",
-            form=form,
+            done="Resolved",
             label=_label,
+            already=(lambda event: not event.is_open, "Already resolved"),
         )
