@@ -24,9 +24,11 @@ from apps.tenancy.roles import Perm
 SESSIONS_PER_PAGE = 25
 
 
-def _managed(principal, pk, allocation_pk):
+def _allocation_page(principal, pk, allocation_pk) -> tuple[Allocation, dict]:
+    """The allocation (one the caller may manage) and what each terminal page shows of it."""
     allocation = services.get_allocation(principal, pk, allocation_pk)
-    return allocation.project, allocation
+    tabs = allocation_tabs(allocation, can_manage=True)
+    return allocation, {"project": allocation.project, "allocation": allocation, "tabs": tabs}
 
 
 def _with_inline_styles(request, response, extra_scripts: str = ""):
@@ -42,15 +44,10 @@ def _with_inline_styles(request, response, extra_scripts: str = ""):
 @require_safe
 @portal_view
 def terminal(request, principal, pk, allocation_pk):
-    project, allocation = _managed(principal, pk, allocation_pk)
-    remember_project(request, project)
-    context = {
-        "project": project,
-        "allocation": allocation,
-        "tabs": allocation_tabs(allocation, can_manage=True),
-        "active": allocation.state == Allocation.State.ACTIVE,
-        "ws_path": f"/ws/allocations/{allocation.pk}/terminal/",
-    }
+    allocation, context = _allocation_page(principal, pk, allocation_pk)
+    remember_project(request, allocation.project)
+    context["active"] = allocation.state == Allocation.State.ACTIVE
+    context["ws_path"] = f"/ws/allocations/{allocation.pk}/terminal/"
     return _with_inline_styles(request, render(request, "portal/terminal.html", context))
 
 
@@ -66,16 +63,10 @@ def _sessions(principal, allocation):
 @require_safe
 @portal_view
 def terminal_sessions(request, principal, pk, allocation_pk):
-    project, allocation = _managed(principal, pk, allocation_pk)
-    remember_project(request, project)
-    context = {
-        "project": project,
-        "allocation": allocation,
-        "tabs": allocation_tabs(allocation, can_manage=True),
-        "page_obj": Paginator(_sessions(principal, allocation), SESSIONS_PER_PAGE).get_page(
-            request.GET.get("page")
-        ),
-    }
+    allocation, context = _allocation_page(principal, pk, allocation_pk)
+    remember_project(request, allocation.project)
+    sessions = Paginator(_sessions(principal, allocation), SESSIONS_PER_PAGE)
+    context["page_obj"] = sessions.get_page(request.GET.get("page"))
     return render_page_or_fragment(
         request, "portal/terminal_sessions.html", "portal/partials/terminal_session_table.html", context
     )
@@ -93,14 +84,8 @@ def _session(principal, allocation, session_pk) -> TerminalSession:
 @require_safe
 @portal_view
 def terminal_replay(request, principal, pk, allocation_pk, session_pk):
-    project, allocation = _managed(principal, pk, allocation_pk)
-    session = _session(principal, allocation, session_pk)
-    context = {
-        "project": project,
-        "allocation": allocation,
-        "tabs": allocation_tabs(allocation, can_manage=True),
-        "session": session,
-    }
+    allocation, context = _allocation_page(principal, pk, allocation_pk)
+    context["session"] = _session(principal, allocation, session_pk)
     return _with_inline_styles(
         request, render(request, "portal/terminal_replay.html", context), extra_scripts="'wasm-unsafe-eval'"
     )
@@ -109,7 +94,7 @@ def terminal_replay(request, principal, pk, allocation_pk, session_pk):
 @require_safe
 @portal_view
 def terminal_recording(request, principal, pk, allocation_pk, session_pk):
-    _, allocation = _managed(principal, pk, allocation_pk)
+    allocation = services.get_allocation(principal, pk, allocation_pk)
     session = _session(principal, allocation, session_pk)
     if session.recording_deleted:
         raise Http404("This recording was deleted at the end of its retention.")
