@@ -144,10 +144,7 @@ def create_project(principal: Principal, tenant: Tenant, *, project_id: str, nam
 def add_member(
     principal: Principal, project: Project, *, username: str, role: str, limit: str = ""
 ) -> Membership:
-    policy.require(principal, Perm.MEMBER_MANAGE, project)
-    if role not in PROJECT_ROLES:
-        raise ValidationFailed(details={"role": [f"Project roles are {sorted(PROJECT_ROLES)}."]})
-    _require_grantable(principal, project, role, limit)
+    _require_project_grant(principal, Perm.MEMBER_MANAGE, project, role, limit, holder="Project")
     users = get_user_model().objects.filter(username=username)
     if not principal.can(Perm.MEMBER_MANAGE, project.tenant_id):
         # A project admin may only add people already in the tenant; tenant admins may bring anyone in.
@@ -209,7 +206,13 @@ def _grantable(principal: Principal, tenant_id, project_id, role: str, limit: st
     return all(principal.can(perm, tenant_id, project_id) for perm in permissions_of(role, limit))
 
 
-def _require_grantable(principal: Principal, project: Project, role: str, limit: str) -> None:
+def _require_project_grant(
+    principal: Principal, perm: str, project: Project, role: str, limit: str, *, holder: str
+) -> None:
+    """``perm`` on the project, and ``role`` a project role the caller may grant there."""
+    policy.require(principal, perm, project)
+    if role not in PROJECT_ROLES:
+        raise ValidationFailed(details={"role": [f"{holder} roles are {sorted(PROJECT_ROLES)}."]})
     if not _grantable(principal, project.tenant_id, project.id, role, limit):
         raise ValidationFailed(details={"role": ["You cannot grant a role above your own."]})
 
@@ -236,45 +239,42 @@ class IssuedServiceAccount:
 
 
 def _new_account(
-    *, name: str, role: str, tenant=None, project=None, limit: str = "", created_by: str = ""
+    principal: Principal | None,
+    *,
+    name: str,
+    role: str,
+    tenant=None,
+    project=None,
+    limit: str = "",
 ) -> IssuedServiceAccount:
     secret = crypto.new_secret()
-    account = ServiceAccount.objects.create(
-        name=name,
-        client_id=f"sa-{secrets.token_hex(12)}",
-        secret_hash=crypto.hash_secret(secret),
-        tenant=tenant,
-        project=project,
-        role=role,
-        limit=limit,
-        created_by=created_by,
-    )
+    with transaction.atomic():
+        account = ServiceAccount.objects.create(
+            name=name,
+            client_id=f"sa-{secrets.token_hex(12)}",
+            secret_hash=crypto.hash_secret(secret),
+            tenant=tenant,
+            project=project,
+            role=role,
+            limit=limit,
+            created_by=principal.name if principal else "operator",
+        )
+        audit.record(
+            principal,
+            "service_account.create",
+            target=account,
+            details={"client_id": account.client_id, "role": role},
+        )
     return IssuedServiceAccount(account, secret)
 
 
 def create_service_account(
     principal: Principal, project: Project, *, name: str, role: str, limit: str = ""
 ) -> IssuedServiceAccount:
-    policy.require(principal, Perm.SERVICE_ACCOUNT_MANAGE, project)
-    if role not in PROJECT_ROLES:
-        raise ValidationFailed(details={"role": [f"Service account roles are {sorted(PROJECT_ROLES)}."]})
-    _require_grantable(principal, project, role, limit)
-    with transaction.atomic():
-        issued = _new_account(
-            name=name,
-            role=role,
-            tenant=project.tenant,
-            project=project,
-            limit=limit,
-            created_by=principal.name,
-        )
-        audit.record(
-            principal,
-            "service_account.create",
-            target=issued.account,
-            details={"client_id": issued.account.client_id, "role": role},
-        )
-    return issued
+    _require_project_grant(
+        principal, Perm.SERVICE_ACCOUNT_MANAGE, project, role, limit, holder="Service account"
+    )
+    return _new_account(principal, name=name, role=role, tenant=project.tenant, project=project, limit=limit)
 
 
 def create_platform_service_account(
@@ -283,15 +283,7 @@ def create_platform_service_account(
     """Operators only (management command, admin): platform-wide machine identities such as CCP."""
     if role not in PLATFORM_ROLES:
         raise ValidationFailed(details={"role": [f"Platform roles are {sorted(PLATFORM_ROLES)}."]})
-    with transaction.atomic():
-        issued = _new_account(name=name, role=role, created_by=principal.name if principal else "operator")
-        audit.record(
-            principal,
-            "service_account.create",
-            target=issued.account,
-            details={"client_id": issued.account.client_id, "role": role},
-        )
-    return issued
+    return _new_account(principal, name=name, role=role)
 
 
 def revoke_service_account(principal: Principal | None, account: ServiceAccount) -> ServiceAccount:
