@@ -312,14 +312,7 @@ def add_key(principal: Principal, allocation: Allocation, public_key: str, purpo
                 )
         except IntegrityError:
             raise Conflict("This key is already on the allocation.") from None
-        audit.record(
-            principal,
-            "authorized_key.add",
-            target=key,
-            tenant_id=allocation.tenant_id,
-            project_id=allocation.project_id,
-            details={"allocation": str(allocation.pk), "fingerprint": key.fingerprint, "purpose": purpose},
-        )
+        _audit_key(principal, "authorized_key.add", key, allocation, purpose=purpose)
     return key
 
 
@@ -340,14 +333,14 @@ def remove_key(principal: Principal, allocation: Allocation, key_id) -> Authoriz
     """The node drops the key within seconds; the record goes once its agent reports it gone."""
     key = get_key(allocation, key_id)
     if not may_change(principal, key):
-        audit.record(
+        _audit_key(
             principal,
             "authorized_key.remove",
-            target=key,
-            tenant_id=allocation.tenant_id,
-            project_id=allocation.project_id,
+            key,
+            allocation,
             outcome=audit.DENIED,
-            details={"reason": "owned by another principal", "owner": key.owner},
+            reason="owned by another principal",
+            owner=key.owner,
         )
         raise Forbidden("This key belongs to another principal; only its owner may remove it.")
     with transaction.atomic():
@@ -356,15 +349,32 @@ def remove_key(principal: Principal, allocation: Allocation, key_id) -> Authoriz
         else:
             AuthorizedKey.objects.filter(pk=key.pk).update(state=KeyState.REMOVING, updated_at=timezone.now())
             key.state = KeyState.REMOVING
-        audit.record(
-            principal,
-            "authorized_key.remove",
-            target=key,
-            tenant_id=allocation.tenant_id,
-            project_id=allocation.project_id,
-            details={"allocation": str(allocation.pk), "fingerprint": key.fingerprint, "owner": key.owner},
-        )
+        _audit_key(principal, "authorized_key.remove", key, allocation, owner=key.owner)
     return key
+
+
+def _audit_key(
+    principal: Principal,
+    action: str,
+    key: AuthorizedKey,
+    allocation: Allocation,
+    *,
+    outcome=audit.SUCCESS,
+    **details,
+) -> None:
+    """A key has no tenant of its own: the event takes its allocation's scope. What was
+    done names the allocation and the key's fingerprint too."""
+    if outcome == audit.SUCCESS:
+        details = {"allocation": str(allocation.pk), "fingerprint": key.fingerprint, **details}
+    audit.record(
+        principal,
+        action,
+        target=key,
+        tenant_id=allocation.tenant_id,
+        project_id=allocation.project_id,
+        outcome=outcome,
+        details=details,
+    )
 
 
 def _agent_holds_keys(node: Node) -> bool:
