@@ -13,9 +13,4 @@ def project_secret_names(project_id) -> set[str]:
 def project_secret_value(project_id, name: str) -> str | None:
     """For the node agent's fetch only; never for an answer to a person."""
     secret = ProjectSecret.objects.filter(project_id=project_id, name=name).first()
-    if secret is None:
-        return None
-    try:
-        return secrets.store().read(secret.secret_path)
-    except secrets.SecretNotFound:
-        return None
+    return secrets.read_named(secret.secret_path if secret else None)

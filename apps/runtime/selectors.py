@@ -59,12 +59,7 @@ def running_instances() -> QuerySet[AppInstance]:
 def runtime_secret(instance: AppInstance, name: str) -> str | None:
     """For the platform's own use (the proxy's auth bridge); never for an API answer."""
     secret = RuntimeSecret.objects.filter(instance=instance, name=name).first()
-    if secret is None:
-        return None
-    try:
-        return secrets.store().read(secret.secret_path)
-    except secrets.SecretNotFound:
-        return None
+    return secrets.read_named(secret.secret_path if secret else None)
 
 
 def quota_usage(tenant) -> dict[str, int]:

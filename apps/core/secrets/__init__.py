@@ -37,6 +37,7 @@ __all__ = [
     "discard",
     "move",
     "owned_by",
+    "read_named",
     "store",
 ]
 BACKENDS = ("local", "vault")
@@ -68,6 +69,17 @@ def backend(name: str) -> SecretStore:
 def store() -> SecretStore:
     """The configured backend."""
     return backend(settings.SECRETS_BACKEND)
+
+
+def read_named(path: str | None) -> str | None:
+    """The value at the path a record names; None when no record names one (``path``
+    empty) or the store no longer has it: to a reader, a lost secret is an unset one."""
+    if not path:
+        return None
+    try:
+        return store().read(path)
+    except SecretNotFound:
+        return None
 
 
 def discard(path: str) -> None:

@@ -35,12 +35,7 @@ MAX_PER_TENANT = 20
 def signing_secret(subscription_id: str) -> str | None:
     """The one reader of subscription secrets (the webhooks outbox's signer)."""
     path = AlertSubscription.objects.filter(pk=subscription_id).values_list("secret_path", flat=True).first()
-    if not path:
-        return None
-    try:
-        return secrets.store().read(path)
-    except secrets.SecretNotFound:
-        return None
+    return secrets.read_named(path)
 
 
 def visible(principal: Principal) -> QuerySet:
