@@ -27,6 +27,7 @@ from apps.allocations.models import Allocation
 from apps.core.errors import ValidationFailed
 from apps.monitoring import metrics
 from apps.tenancy import policy
+from apps.tenancy import selectors as tenancy
 from apps.tenancy.models import Tenant
 from apps.tenancy.roles import Perm
 
@@ -108,7 +109,7 @@ def gpu_series(
     node_id: str | None = None,
     allocation=None,
 ) -> dict:
-    tenant = policy.get_object(Tenant.objects.all(), principal, Perm.TENANT_VIEW, tenant_id=tenant_id)
+    tenant = tenancy.tenant_for(principal, tenant_id)
     first, last, seconds = window(start, end, step)
     filters = {}
     if project_id:

@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from apps.core.errors import ValidationFailed
 from apps.core.idempotency import idempotent
 from apps.metering import billing, services, usage
-from apps.tenancy import policy
+from apps.tenancy import selectors as tenancy
 from apps.tenancy.api.base import BaseAPIView
 from apps.tenancy.models import Tenant
 from apps.tenancy.roles import Perm
@@ -16,7 +16,7 @@ from apps.tenancy.roles import Perm
 def _tenant_for(principal, tenant_id: str | None, perm: str) -> Tenant:
     if not tenant_id:
         raise ValidationFailed(details={"tenant_id": ["Name the tenant (its CCP domain id)."]})
-    return policy.get_object(Tenant.objects.all(), principal, Perm.TENANT_VIEW, perm, tenant_id=tenant_id)
+    return tenancy.tenant_for(principal, tenant_id, perm)
 
 
 class QuotaLineSerializer(serializers.Serializer):

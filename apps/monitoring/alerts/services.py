@@ -12,7 +12,7 @@ from apps.core.errors import NotFound, ValidationFailed
 from apps.monitoring.alerts import rules
 from apps.monitoring.models import Alert, AlertRule, Measurement
 from apps.tenancy import policy
-from apps.tenancy.models import Tenant
+from apps.tenancy import selectors as tenancy
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
@@ -52,7 +52,7 @@ def visible_alerts(
             raise ValidationFailed(details={"state": ["firing or resolved."]})
         alerts = alerts.filter(state=state)
     if tenant_id:
-        tenant = policy.get_object(Tenant.objects.all(), principal, Perm.TENANT_VIEW, tenant_id=tenant_id)
+        tenant = tenancy.tenant_for(principal, tenant_id)
         alerts = alerts.filter(tenant=tenant)
     return policy.restrict(alerts, principal, Perm.ALERT_VIEW).order_by("-started_at", "-created_at")
 

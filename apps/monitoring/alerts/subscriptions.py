@@ -20,6 +20,7 @@ from apps.core import audit, secrets
 from apps.core.errors import ValidationFailed
 from apps.monitoring.models import Alert, AlertRule, AlertSubscription
 from apps.tenancy import policy
+from apps.tenancy import selectors as tenancy
 from apps.tenancy.models import Tenant
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
@@ -47,7 +48,7 @@ def _tenant(principal: Principal, tenant_id: str | None) -> Tenant | None:
     """The subscribing tenant: the one named (if the caller may see it), the caller's
     only tenant when none is named, or None (platform-wide) for a platform caller."""
     if tenant_id:
-        return policy.get_object(Tenant.objects.all(), principal, Perm.TENANT_VIEW, tenant_id=tenant_id)
+        return tenancy.tenant_for(principal, tenant_id)
     if principal.can(Perm.ALERT_MANAGE, None):  # a platform grant: every tenant's alerts
         return None
     tenants = principal.tenant_ids()

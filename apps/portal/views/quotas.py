@@ -9,7 +9,7 @@ from django.views.decorators.http import require_safe
 from apps.metering import services
 from apps.portal.htmx import render_fragment, render_page_or_fragment
 from apps.portal.views.base import portal_view
-from apps.tenancy import policy
+from apps.tenancy import selectors as tenancy
 from apps.tenancy.models import Tenant
 from apps.tenancy.roles import Perm
 
@@ -22,9 +22,7 @@ STATES = {
 
 
 def _tenant(principal, tenant_id: str) -> Tenant:
-    return policy.get_object(
-        Tenant.objects.all(), principal, Perm.TENANT_VIEW, Perm.QUOTA_VIEW, tenant_id=tenant_id
-    )
+    return tenancy.tenant_for(principal, tenant_id, Perm.QUOTA_VIEW)
 
 
 def _rows(tenant) -> list[dict]:

@@ -18,7 +18,7 @@ from apps.metering import billing, usage
 from apps.metering import selectors as pricing
 from apps.portal.htmx import render_fragment
 from apps.portal.views.base import portal_view
-from apps.tenancy import policy
+from apps.tenancy import selectors as tenancy
 from apps.tenancy.models import Tenant
 from apps.tenancy.roles import Perm
 
@@ -37,9 +37,7 @@ def _months(now: datetime) -> list[str]:
 
 
 def _tenant(principal, tenant_id: str) -> Tenant:
-    return policy.get_object(
-        Tenant.objects.all(), principal, Perm.TENANT_VIEW, Perm.USAGE_VIEW, tenant_id=tenant_id
-    )
+    return tenancy.tenant_for(principal, tenant_id, Perm.USAGE_VIEW)
 
 
 @require_safe

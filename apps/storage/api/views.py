@@ -8,9 +8,9 @@ from apps.core.idempotency import idempotent
 from apps.core.schema import QUOTA_EXCEEDED, UNAVAILABLE
 from apps.storage import services
 from apps.storage.models import TenantStorage
-from apps.tenancy import policy
+from apps.tenancy import selectors as tenancy
 from apps.tenancy.api.base import BaseAPIView
-from apps.tenancy.models import Tenant, ccp_identifier
+from apps.tenancy.models import ccp_identifier
 from apps.tenancy.roles import Perm
 
 
@@ -48,13 +48,7 @@ class TenantStorageView(BaseAPIView):
     def post(self, request):
         data = TenantStorageRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        tenant = policy.get_object(
-            Tenant.objects.all(),
-            self.principal,
-            Perm.TENANT_VIEW,
-            Perm.STORAGE_MANAGE,
-            tenant_id=data.validated_data["tenant_id"],
-        )
+        tenant = tenancy.tenant_for(self.principal, data.validated_data["tenant_id"], Perm.STORAGE_MANAGE)
         storage, created = services.create_tenant_storage(
             self.principal,
             tenant,

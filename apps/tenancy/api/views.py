@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from apps.core.errors import NotFound, ValidationFailed
 from apps.core.idempotency import idempotent
 from apps.core.models import AuditEvent
-from apps.tenancy import policy, services
+from apps.tenancy import policy, selectors, services
 from apps.tenancy.api import serializers as s
 from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
 from apps.tenancy.filters import AuditEventFilter
@@ -66,9 +66,7 @@ class CcpTenantProjectsView(BaseAPIView):
     )
     @idempotent
     def post(self, request, tenant_id):
-        tenant = policy.get_object(
-            Tenant.objects.all(), self.principal, Perm.TENANT_VIEW, Perm.PROJECT_CREATE, tenant_id=tenant_id
-        )
+        tenant = selectors.tenant_for(self.principal, tenant_id, Perm.PROJECT_CREATE)
         data = s.OnboardProjectSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = services.create_project(self.principal, tenant, **data.validated_data)
