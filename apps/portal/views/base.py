@@ -11,6 +11,7 @@ from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 
 from apps.core.errors import ApiError, Forbidden, NotFound
@@ -73,6 +74,14 @@ def scoped_project(principal: Principal, pk, action_perm: str | None = None) -> 
     return policy.get_object(
         Project.objects.select_related("tenant"), principal, Perm.PROJECT_VIEW, action_perm, pk=pk
     )
+
+
+def in_project(queryset: QuerySet, project: Project, pk, noun: str):
+    """The object of ``queryset`` the project holds at ``pk``; 404 when it holds none."""
+    found = queryset.filter(project=project, pk=pk).first()
+    if found is None:
+        raise Http404(f"No such {noun} in this project.")
+    return found
 
 
 class Refusal:

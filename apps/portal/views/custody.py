@@ -5,7 +5,6 @@ shown once, on the answer to its creation (never cached, never kept by htmx)."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods, require_POST
@@ -14,7 +13,7 @@ from apps.access import services
 from apps.access.models import AccessCredential, ProjectSecret
 from apps.portal.forms import AccessCredentialForm, ProjectSecretForm
 from apps.portal.htmx import htmx_partial, hx_redirect, render_fragment
-from apps.portal.views.base import portal_view, refusal_on, scoped_project
+from apps.portal.views.base import in_project, portal_view, refusal_on, scoped_project
 from apps.portal.views.project_detail import CREDENTIALS, SECRETS, render_tab
 from apps.tenancy.roles import Perm
 
@@ -54,9 +53,7 @@ def project_secrets(request, principal, pk):
 @portal_view
 def project_secret_remove(request, principal, pk, secret_pk):
     project = scoped_project(principal, pk, Perm.SECRET_MANAGE)
-    secret = ProjectSecret.objects.filter(project=project, pk=secret_pk).first()
-    if secret is None:
-        raise Http404("No such secret in this project.")
+    secret = in_project(ProjectSecret.objects.all(), project, secret_pk, "secret")
     services.delete_secret(principal, secret)
     messages.success(request, f"Secret {secret.name} removed.")
     return hx_redirect(request, reverse("project_secrets", args=[project.pk]))
@@ -90,9 +87,7 @@ def access_credentials(request, principal, pk):
 @portal_view
 def access_credential_remove(request, principal, pk, credential_pk):
     project = scoped_project(principal, pk, Perm.ACCESS_CREDENTIAL_MANAGE)
-    credential = AccessCredential.objects.filter(project=project, pk=credential_pk).first()
-    if credential is None:
-        raise Http404("No such access credential in this project.")
+    credential = in_project(AccessCredential.objects.all(), project, credential_pk, "access credential")
     services.delete_credential(principal, credential)
     messages.success(request, f"Access credential {credential.name} deleted with its private key.")
     return hx_redirect(request, reverse("access_credentials", args=[project.pk]))

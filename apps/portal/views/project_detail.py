@@ -10,7 +10,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
-from django.http import Http404
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
@@ -29,7 +28,7 @@ from apps.portal.htmx import (
     render_fragment,
     render_page_or_fragment,
 )
-from apps.portal.views.base import portal_view, refusal_on, scoped_project
+from apps.portal.views.base import in_project, portal_view, refusal_on, scoped_project
 from apps.tenancy import services
 from apps.tenancy.models import Membership, Project, ServiceAccount
 from apps.tenancy.principal import Principal
@@ -187,9 +186,7 @@ def _add_member(request, principal, pk):
 @portal_view
 def member_remove(request, principal, pk, membership_pk):
     project = scoped_project(principal, pk, Perm.MEMBER_MANAGE)
-    membership = Membership.objects.filter(project=project, pk=membership_pk).select_related("user").first()
-    if membership is None:
-        raise Http404("No such member in this project.")
+    membership = in_project(Membership.objects.select_related("user"), project, membership_pk, "member")
     if request.method != "POST":
         return render(request, "portal/member_remove.html", {"project": project, "membership": membership})
     try:
@@ -246,9 +243,7 @@ def _create_account(request, principal, pk):
 @portal_view
 def service_account_revoke(request, principal, pk, account_pk):
     project = scoped_project(principal, pk, Perm.SERVICE_ACCOUNT_MANAGE)
-    account = ServiceAccount.objects.filter(project=project, pk=account_pk).first()
-    if account is None:
-        raise Http404("No such service account in this project.")
+    account = in_project(ServiceAccount.objects.all(), project, account_pk, "service account")
     if request.method != "POST":
         return render(request, "portal/service_account_revoke.html", {"project": project, "account": account})
     if account.is_active:
