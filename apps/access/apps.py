@@ -13,5 +13,5 @@ class AccessConfig(AppConfig):
         from apps.core import secrets
 
         secrets.owned_by(AccessCredential, ProjectSecret)
-        agent.register_access_revoker(services.revoke_for_release)
+        agent.revoke_access.register(services.revoke_for_release)
         from apps.access import receivers  # noqa: F401

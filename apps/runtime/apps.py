@@ -12,7 +12,7 @@ class RuntimeConfig(AppConfig):
         from apps.runtime.models import RuntimeSecret
         from apps.tenancy import quotas
 
-        agent.register_drainer(services.drain_allocation)
+        agent.drain.register(services.drain_allocation)
         quotas.register_usage(selectors.quota_usage)
         secrets.owned_by(RuntimeSecret)
         from apps.runtime import receivers  # noqa: F401

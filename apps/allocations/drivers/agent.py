@@ -63,35 +63,28 @@ def registered(node, since) -> bool:
     return False
 
 
+class _Summed:
+    """What apps above the allocations register to act on an allocation's node: each
+    ``hook(allocation)`` returns how many of its things the node still holds; calling
+    this runs every hook and sums that."""
+
+    def __init__(self) -> None:
+        self._hooks: list[Callable[[object], int]] = []
+
+    def register(self, hook: Callable[[object], int]) -> None:
+        if hook not in self._hooks:
+            self._hooks.append(hook)
+
+    def __call__(self, allocation) -> int:
+        return sum(hook(allocation) for hook in self._hooks)
+
+
 # What runs on a node is the runtime's, which sits above the allocations: it registers
 # how to drain an allocation (``RuntimeConfig.ready``), so the pipeline never imports it.
-_drainers: list[Callable[[object], int]] = []
-
-
-def register_drainer(drainer: Callable[[object], int]) -> None:
-    """``drainer(allocation)`` decommissions what runs on the allocation's node and
-    returns how many workloads are still stopping."""
-    if drainer not in _drainers:
-        _drainers.append(drainer)
-
-
-def drain(allocation) -> int:
-    """Decommission the app instances on the node; how many are still stopping."""
-    return sum(drainer(allocation) for drainer in _drainers)
-
+# ``drain(allocation)`` decommissions the app instances on the node: how many are still stopping.
+drain = _Summed()
 
 # Who may log in to the node is the access app's (above the allocations too): it
 # registers how to take the runtime user's keys off the node (``AccessConfig.ready``).
-_access_revokers: list[Callable[[object], int]] = []
-
-
-def register_access_revoker(revoker: Callable[[object], int]) -> None:
-    """``revoker(allocation)`` takes the allocation's keys off its node and returns how
-    many the node has yet to drop."""
-    if revoker not in _access_revokers:
-        _access_revokers.append(revoker)
-
-
-def revoke_access(allocation) -> int:
-    """Take every login key of the allocation off the node; how many are still there."""
-    return sum(revoker(allocation) for revoker in _access_revokers)
+# ``revoke_access(allocation)`` takes its login keys off the node: how many are still there.
+revoke_access = _Summed()
