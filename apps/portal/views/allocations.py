@@ -267,6 +267,11 @@ def _initial(flavors: list[Flavor]) -> dict:
     }
 
 
+def _asked(values: dict) -> dict:
+    """The form's values (or the initial ones) as ``preview`` and ``allocate`` take them."""
+    return {"flavor_name": values["flavor"], "os_image": values["os_image"], "count": int(values["count"])}
+
+
 def _preview(principal, project, form: AllocationForm, values: dict | None = None):
     """The dry run for the form's values (or ``values`` for an unbound form); None when
     the values are not valid (the reasons are on the form)."""
@@ -275,13 +280,7 @@ def _preview(principal, project, form: AllocationForm, values: dict | None = Non
             return None
         values = form.cleaned_data
     with refusal_on(form) as refused:
-        plan = services.preview(
-            principal,
-            project,
-            flavor_name=values["flavor"],
-            os_image=values["os_image"],
-            count=int(values["count"]),
-        )
+        plan = services.preview(principal, project, **_asked(values))
     if refused:
         return None
     # What it would cost: the price is shown before anything is taken.
@@ -329,13 +328,7 @@ def allocation_create(request, principal, pk):
         if form.is_valid():
             values = form.cleaned_data
             with refusal_on(form) as refused:
-                allocations = services.allocate(
-                    principal,
-                    project,
-                    flavor_name=values["flavor"],
-                    os_image=values["os_image"],
-                    count=values["count"],
-                )
+                allocations = services.allocate(principal, project, **_asked(values))
             if not refused:
                 return _allocated(request, project, allocations)
             status = refused.status(request)
