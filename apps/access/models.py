@@ -26,10 +26,6 @@ class ProjectScoped(UUIDModel):
     class Meta:
         abstract = True
 
-    @property
-    def scope_ids(self):
-        return self.tenant_id, self.project_id
-
 
 class AccessCredential(ProjectScoped):
     """An SSH key pair of a project (seed 000 section 6): the platform made it; the
@@ -147,10 +143,6 @@ class AuthorizedKey(UUIDModel):
     def __str__(self):
         return f"{self.fingerprint} on {self.allocation.node.hostname}"
 
-    @property
-    def scope_ids(self):
-        return self.allocation.tenant_id, self.allocation.project_id
-
 
 class UserSshKey(UUIDModel):
     """A public key a user keeps in their profile: added to every new allocation of
@@ -265,10 +257,6 @@ class TerminalSession(UUIDModel):
 
     def __str__(self):
         return f"terminal of {self.username} on {self.node.hostname} · {self.state}"
-
-    @property
-    def scope_ids(self):
-        return self.tenant_id, self.project_id
 
     @property
     def is_live(self) -> bool:

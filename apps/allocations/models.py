@@ -130,10 +130,6 @@ class Allocation(UUIDModel):
         return f"{self.node.hostname} · {self.project.name} · {self.state}"
 
     @property
-    def scope_ids(self):
-        return self.tenant_id, self.project_id
-
-    @property
     def is_live(self) -> bool:
         return self.state in self.LIVE_STATES
 

@@ -229,10 +229,6 @@ class AlertSubscription(UUIDModel):
     def path_for(pk) -> str:
         return f"monitoring/alert-subscriptions/{pk}"
 
-    @property
-    def scope_ids(self):
-        return self.tenant_id, None
-
 
 class Measurement(models.Model):
     """The latest value another part of the platform reported for a metric the GPU

@@ -32,10 +32,6 @@ class Vrf(UUIDModel):
     def __str__(self):
         return self.name
 
-    @property
-    def scope_ids(self):
-        return self.tenant_id, None
-
 
 class Vlan(models.Model):
     class Purpose(models.TextChoices):

@@ -72,10 +72,6 @@ class AppInstance(UUIDModel):
         return f"{self.name} · {self.project.name} · {self.state}"
 
     @property
-    def scope_ids(self):
-        return self.tenant_id, self.project_id
-
-    @property
     def manifest(self) -> dict:
         return self.app_version.manifest
 
@@ -168,10 +164,6 @@ class Operation(UUIDModel):
 
     def __str__(self):
         return f"{self.kind} {self.instance.name} · {self.state}"
-
-    @property
-    def scope_ids(self):
-        return self.tenant_id, self.project_id
 
 
 class InstanceEvent(models.Model):

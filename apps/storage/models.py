@@ -33,10 +33,6 @@ class TenantStorage(UUIDModel):
         return self.path
 
     @property
-    def scope_ids(self):
-        return self.tenant_id, None
-
-    @property
     def project_id(self) -> int:
         """The Lustre project id the directory's quota is kept under: the PKey's number,
         already unique per tenant storage and never reused (decision 0067)."""

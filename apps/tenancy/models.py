@@ -43,10 +43,6 @@ class Tenant(UUIDModel):
     def __str__(self):
         return self.name
 
-    @property
-    def scope_ids(self):
-        return self.id, None
-
 
 class Quota(UUIDModel):
     """A tenant's limit for one resource (``gpus``, ``nodes``, ``storage_gb``, ...);
@@ -94,10 +90,6 @@ class Project(UUIDModel):
 
     def __str__(self):
         return f"{self.tenant.name} / {self.name}"
-
-    @property
-    def scope_ids(self):
-        return self.tenant_id, self.id
 
 
 class Membership(UUIDModel):
@@ -150,10 +142,6 @@ class Membership(UUIDModel):
         where = self.project or self.tenant or "platform"
         return f"{self.user} {self.role} on {where}"
 
-    @property
-    def scope_ids(self):
-        return self.tenant_id, self.project_id
-
 
 class ServiceAccount(UUIDModel):
     """A machine identity: project-scoped for automation, or platform-scoped (CCP)."""
@@ -194,10 +182,6 @@ class ServiceAccount(UUIDModel):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
-
-    @property
-    def scope_ids(self):
-        return self.tenant_id, self.project_id
 
 
 class ExternalIdentity(models.Model):

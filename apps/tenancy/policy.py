@@ -88,8 +88,18 @@ def record_out_of_scope(principal: Principal, model, target_id, existing: QueryS
         )
 
 
+def _along(obj, path: str | None):
+    if path is None:
+        return None
+    for name in path.split("__"):
+        obj = getattr(obj, name)
+    return obj
+
+
 def require(principal: Principal, perm: str, obj: Model) -> None:
-    tenant_id, project_id = obj.scope_ids
+    # Read along the paths the model declares, as ``scope_filter`` filters by them; a
+    # model that declares none has no scope to check and fails here (AttributeError).
+    tenant_id, project_id = _along(obj, type(obj).tenant_path), _along(obj, type(obj).project_path)
     if not principal.can(perm, tenant_id, project_id):
         audit.record(principal, perm, target=obj, outcome=audit.DENIED, details={"reason": "role"})
         raise Forbidden()
