@@ -11,8 +11,7 @@ from apps.networking import services as networking
 from apps.networking.models import Vrf
 from apps.storage import services as storage
 from apps.tenancy import quotas
-from tests.allocations.test_lifecycle_api import allocate
-from tests.support.fleet import make_nodes
+from tests.support.fleet import ccp_allocate, make_nodes
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +52,7 @@ def test_allocating_into_a_vpc_the_tenant_does_not_have_is_refused_and_takes_not
     networking.assign_tenant_network(other_tenant_project.tenant)
     create_vpc(api, integration, "globex", "vpc-globex")
     for network_id, dry_run in (("vpc-unknown", False), ("vpc-globex", False), ("vpc-unknown", True)):
-        response = allocate(api, ccp_admin_token(), project, network_id=network_id, dry_run=dry_run)
+        response = ccp_allocate(api, ccp_admin_token(), project, network_id=network_id, dry_run=dry_run)
         assert response.status_code == 400, response.content
         error = response.json()["error"]
         assert error["code"] == "validation_error"
@@ -69,7 +68,7 @@ def test_node_joins_the_vrf_of_its_vpc_and_leaves_it_at_release(
     vpc_b = create_vpc(api, integration, "acme", "vpc-b")  # a VRF of its own from the pool
     token = ccp_admin_token()
     with django_capture_on_commit_callbacks(execute=True):
-        response = allocate(api, token, project, network_id="vpc-b")
+        response = ccp_allocate(api, token, project, network_id="vpc-b")
     assert response.status_code == 202, response.content
     node_id = response.json()["node_id"]
     assert port_vrf(node_id) == vpc_b
@@ -96,7 +95,7 @@ def test_release_detaches_from_the_vrf_attached_even_when_the_vpc_appears_later(
     first_vrf = create_vpc(api, integration, "acme", "vpc-a")
     token = ccp_admin_token()
     with django_capture_on_commit_callbacks(execute=True):
-        response = allocate(api, token, project)
+        response = ccp_allocate(api, token, project)
     allocation_id = response.json()["allocation_id"]
     Allocation.objects.filter(pk=allocation_id).update(network_id="vpc-late")  # as such a row holds it
     assert port_vrf(node.pk) == first_vrf
@@ -119,7 +118,7 @@ def test_release_detaches_from_the_vrf_attached_even_when_the_vpc_appears_later(
         }
     )
     with django_capture_on_commit_callbacks(execute=True):
-        response = allocate(api, globex_token, other_tenant_project)
+        response = ccp_allocate(api, globex_token, other_tenant_project)
     assert response.status_code == 202, response.content
     assert Allocation.objects.get(pk=response.json()["allocation_id"]).state == Allocation.State.ACTIVE
     assert port_vrf(node.pk) == Vrf.objects.get(tenant=globex).name
@@ -130,7 +129,7 @@ def test_release_of_an_allocation_without_a_recorded_vrf_still_detaches(
 ):
     token = ccp_admin_token()
     with django_capture_on_commit_callbacks(execute=True):
-        response = allocate(api, token, project)
+        response = ccp_allocate(api, token, project)
     node_id = response.json()["node_id"]
     # Older allocations whose network step never finished recorded no VRF.
     AllocationStep.objects.filter(
