@@ -10,9 +10,8 @@ from apps.allocations import services as allocations
 from apps.allocations.models import Allocation, AllocationStep
 from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
-from tests.access.test_ssh_login import _reported, _urls, wait_applied
 from tests.support.agent import running_agent, wait_for
-from tests.support.ssh import key_pair, ssh
+from tests.support.ssh import access_urls, key_pair, reported_access, ssh, wait_applied
 
 
 def _release_steps(allocation) -> list[tuple[str, str]]:
@@ -31,9 +30,11 @@ def test_release_removes_the_keys_from_the_node_before_giving_it_back(
     api, allocator, project, portal, active_allocation, tmp_path, django_capture_on_commit_callbacks
 ):
     api.force_login(allocator)
-    access_url, keys_url = _urls(project, active_allocation)
+    access_url, keys_url = access_urls(project, active_allocation)
     with running_agent(portal.url, active_allocation.node, tmp_path, ssh="own") as agent:
-        access = wait_for(lambda: _reported(api, access_url), timeout=30, what="the node's sshd reported")
+        access = wait_for(
+            lambda: reported_access(api, access_url), timeout=30, what="the node's sshd reported"
+        )
         key = key_pair(tmp_path, "alice")
         added = api.post(keys_url, {"public_key": key.public_key}, format="json").json()
         wait_applied(api, keys_url, added["id"])

@@ -12,14 +12,20 @@ from apps.access.models import AuthorizedKey
 from apps.core.models import AuditEvent
 from tests.support.agent import running_agent, wait_for
 from tests.support.members import service_account_client
-from tests.support.ssh import KeyPair, key_pair, ssh
+from tests.support.ssh import (
+    APPLY_SECONDS,
+    KeyPair,
+    access_urls,
+    key_pair,
+    key_state,
+    reported_access,
+    ssh,
+    wait_applied,
+)
 
 # Real agents call a live server: SQLite locks its tables under them (the embedded
 # default's ssh login is in tests/ops/test_make_run_path.py instead).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.production]
-
-# The contract: the node applies an added or removed key within 10 s.
-APPLY_SECONDS = 10
 
 
 @pytest.fixture
@@ -29,31 +35,12 @@ def ssh_agent(portal, active_allocation, tmp_path):
         yield agent
 
 
-def _urls(project, allocation) -> tuple[str, str]:
-    base = f"/api/v1/projects/{project.pk}/allocations/{allocation.pk}"
-    return f"{base}/access", f"{base}/authorized-keys"
-
-
-def _reported(api, access_url) -> dict:
-    body = api.get(access_url).json()
-    return body if body["host"] else None
-
-
-def _state(api, keys_url, key_id) -> str | None:
-    rows = {row["id"]: row["state"] for row in api.get(keys_url).json()["results"]}
-    return rows.get(key_id)
-
-
-def wait_applied(api, keys_url, key_id) -> None:
-    wait_for(lambda: _state(api, keys_url, key_id) == "applied", timeout=APPLY_SECONDS, what="key applied")
-
-
 def test_a_key_added_through_the_api_logs_in_and_a_removed_one_is_refused(
     api, allocator, project, active_allocation, ssh_agent, tmp_path
 ):
     api.force_login(allocator)
-    access_url, keys_url = _urls(project, active_allocation)
-    access = wait_for(lambda: _reported(api, access_url), timeout=30, what="the node's sshd reported")
+    access_url, keys_url = access_urls(project, active_allocation)
+    access = wait_for(lambda: reported_access(api, access_url), timeout=30, what="the node's sshd reported")
     # What the platform reports is what the node's sshd presents (ssh-keygen reads its key files).
     on_disk = sorted(
         subprocess.run(
@@ -90,7 +77,7 @@ def test_a_key_added_through_the_api_logs_in_and_a_removed_one_is_refused(
         timeout=APPLY_SECONDS,
         what="the removed key refused",
     )
-    wait_for(lambda: _state(api, keys_url, body["id"]) is None, timeout=APPLY_SECONDS, what="record gone")
+    wait_for(lambda: key_state(api, keys_url, body["id"]) is None, timeout=APPLY_SECONDS, what="record gone")
     actions = set(AuditEvent.objects.filter(target_id=body["id"]).values_list("action", flat=True))
     assert actions == {"authorized_key.add", "authorized_key.remove"}
 
@@ -100,8 +87,8 @@ def test_a_host_key_other_than_the_reported_one_is_refused(
 ):
     """The known_hosts the user builds from the answer really pins the host: a wrong key fails."""
     api.force_login(allocator)
-    access_url, keys_url = _urls(project, active_allocation)
-    access = wait_for(lambda: _reported(api, access_url), timeout=30, what="the node's sshd reported")
+    access_url, keys_url = access_urls(project, active_allocation)
+    access = wait_for(lambda: reported_access(api, access_url), timeout=30, what="the node's sshd reported")
     key = key_pair(tmp_path, "alice")
     added = api.post(keys_url, {"public_key": key.public_key}, format="json").json()
     wait_applied(api, keys_url, added["id"])
@@ -118,8 +105,8 @@ def test_keys_an_operator_put_outside_the_managed_block_are_left_alone(
     api, allocator, project, active_allocation, ssh_agent, tmp_path
 ):
     api.force_login(allocator)
-    access_url, keys_url = _urls(project, active_allocation)
-    access = wait_for(lambda: _reported(api, access_url), timeout=30, what="the node's sshd reported")
+    access_url, keys_url = access_urls(project, active_allocation)
+    access = wait_for(lambda: reported_access(api, access_url), timeout=30, what="the node's sshd reported")
     operator = key_pair(tmp_path, "operator")
     authorized_keys = ssh_agent.state_dir / "ssh" / "authorized_keys"
     authorized_keys.write_text(f"# the operator's own\n{operator.public_key}\n")
@@ -127,7 +114,7 @@ def test_keys_an_operator_put_outside_the_managed_block_are_left_alone(
     added = api.post(keys_url, {"public_key": user_key.public_key}, format="json").json()
     wait_applied(api, keys_url, added["id"])
     api.delete(f"{keys_url}/{added['id']}")
-    wait_for(lambda: _state(api, keys_url, added["id"]) is None, timeout=APPLY_SECONDS, what="removed")
+    wait_for(lambda: key_state(api, keys_url, added["id"]) is None, timeout=APPLY_SECONDS, what="removed")
 
     assert authorized_keys.read_text() == f"# the operator's own\n{operator.public_key}\n"
     assert ssh(access, operator, "true", tmp_path / "known_hosts").returncode == 0
@@ -151,8 +138,10 @@ def test_an_app_controller_logs_in_with_a_delivered_access_credential(
         format="json",
     )
     assert delivered.status_code == 200, delivered.content
-    access_url, keys_url = _urls(project, active_allocation)
-    access = wait_for(lambda: _reported(controller, access_url), timeout=30, what="the node's sshd reported")
+    access_url, keys_url = access_urls(project, active_allocation)
+    access = wait_for(
+        lambda: reported_access(controller, access_url), timeout=30, what="the node's sshd reported"
+    )
     added = controller.post(
         keys_url, {"public_key": delivered.json()["public_key"], "purpose": "bootstrap"}, format="json"
     )

@@ -19,7 +19,7 @@ import pytest
 
 from node_agent.executors.base import TaskFailed
 from node_agent.executors.firewall import CHAIN, TABLE, Firewall
-from tests.node_agent.test_agent_process_executor import IID, process_spec
+from tests.support.specs import IID, process_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBNET = f"10.213.{os.getpid() % 250}"

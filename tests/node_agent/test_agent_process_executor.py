@@ -15,8 +15,7 @@ import pytest
 
 from node_agent.executors.base import TaskFailed
 from node_agent.executors.process import ProcessExecutor
-
-IID = "11111111-2222-3333-4444-555555555555"
+from tests.support.specs import IID, process_spec
 
 # Records its environment, then serves HTTP, answering 200 only to the token it was given.
 SERVER = """
@@ -31,17 +30,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 http.server.HTTPServer((sys.argv[1], int(sys.argv[2])), Handler).serve_forever()
 """
-
-
-def process_spec(command: list[str], env: dict | None = None) -> dict:
-    return {
-        "instance_id": IID,
-        "name": f"gpuaas-{IID}",
-        "execution": "single_container",
-        "endpoints": [{"name": "web", "protocol": "http", "container_port": 8888}],
-        "secrets": ["token"],
-        "process": {"command": command, "env": env or {}, "ready_path": "/w/ready"},
-    }
 
 
 def alive(pid: int) -> bool:

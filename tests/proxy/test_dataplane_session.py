@@ -9,8 +9,7 @@ import httpx
 import pytest
 
 from apps.proxy import sessions
-from tests.proxy.test_dataplane_http import browser
-from tests.support.proxy import mint_ticket, route_url
+from tests.support.proxy import browser, mint_ticket, route_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -24,55 +24,9 @@ from websockets.asyncio.client import connect
 from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Endpoint
 from tests.support.agent import wait_for
+from tests.support.instances import START_TIMEOUT, PlatformApi
 
 pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
-
-START_TIMEOUT = 120.0  # JupyterLab is ready in ~3-5 s on an idle machine; CI machines are not idle
-
-
-class PlatformApi:
-    """The platform API as the test user calls it; keeps every answer's body."""
-
-    def __init__(self, api, project):
-        self.api, self.base = api, f"/api/v1/projects/{project.pk}/app-instances"
-        self.answers: list[bytes] = []
-
-    def _keep(self, response):
-        self.answers.append(response.content)
-        return response
-
-    def launch(self, allocation) -> str:
-        body = {"app": "jupyterlab", "allocation_id": str(allocation.pk)}
-        response = self._keep(self.api.post(self.base, body, format="json"))
-        assert response.status_code == 202, response.content
-        return response.json()["instance_id"]
-
-    def instance(self, instance_id) -> dict:
-        return self._keep(self.api.get(f"{self.base}/{instance_id}")).json()
-
-    def act(self, instance_id, action: str) -> None:
-        url = f"{self.base}/{instance_id}"
-        response = self.api.delete(url) if action == "delete" else self.api.post(f"{url}/{action}")
-        assert self._keep(response).status_code == 202, response.content
-
-    def events(self, instance_id) -> list[dict]:
-        return list(reversed(self._keep(self.api.get(f"{self.base}/{instance_id}/events")).json()["results"]))
-
-    def wait_state(self, instance_id, state: str, timeout: float = 30.0) -> dict:
-        seen = []
-
-        def reached():
-            detail = self.instance(instance_id)
-            seen.append(detail["state"])
-            return detail if detail["state"] == state else None
-
-        try:
-            return wait_for(reached, timeout=timeout, what=f"state {state}")
-        except AssertionError:
-            raise AssertionError(
-                f"never {state}; last states {seen[-3:]}: "
-                f"{AppInstance.objects.get(pk=instance_id).state_reason}"
-            ) from None
 
 
 @pytest.fixture

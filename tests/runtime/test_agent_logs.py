@@ -14,10 +14,9 @@ from apps.runtime import selectors
 from apps.runtime.models import AppInstance
 from node_agent.client import AgentClient
 from node_agent.logs import BACKLOG_BYTES, LogShipper
-from tests.runtime.test_agent_jupyterlab import PlatformApi
-from tests.runtime.test_agent_reported_addresses import enroll
-from tests.support.agent import running_agent, wait_for
+from tests.support.agent import enroll, running_agent, wait_for
 from tests.support.chatty import publish_chatty
+from tests.support.instances import PlatformApi
 from tests.support.proxy import start_instance
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,27 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from apps.allocations import nodes
 from apps.core.models import AuditEvent
 from apps.proxy.models import ProxyRoute
 from apps.runtime.models import AgentTask, AppInstance, Operation
+from tests.support.agent import enroll
 
 pytestmark = pytest.mark.django_db
 
 NODE_ADDRESS = "10.20.0.7"
-
-
-def enroll(api, node, address: str) -> str:
-    """The node's agent spends a bootstrap token, as cloud-init's does, from ``address``."""
-    token = nodes.issue_bootstrap_token(node)
-    response = api.post(
-        "/api/agent/v1/enroll",
-        {"hostname": node.hostname, "bootstrap_token": token},
-        format="json",
-        REMOTE_ADDR=address,
-    )
-    assert response.status_code == 201, response.content
-    return response.json()["credential"]
 
 
 def launch_and_claim(api, allocator, project, allocation, credential) -> tuple[AppInstance, str]:

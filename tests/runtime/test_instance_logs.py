@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from apps.runtime.agents import LOG_LINES_KEPT
 from tests.factories import NodeFactory
-from tests.runtime.test_agent_reported_addresses import enroll
+from tests.support.agent import enroll
 from tests.support.members import member
 from tests.support.proxy import start_instance
 

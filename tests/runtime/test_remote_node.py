@@ -12,8 +12,8 @@ import pytest
 
 from apps.runtime import selectors
 from apps.runtime.models import AppInstance, Endpoint
-from tests.runtime.test_agent_jupyterlab import START_TIMEOUT, PlatformApi
 from tests.support.agent import running_agent
+from tests.support.instances import START_TIMEOUT, PlatformApi
 from tests.support.proxy import browser, open_session, route_url
 from tests.support.servers import ThreadedUvicorn
 

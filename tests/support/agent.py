@@ -1,4 +1,5 @@
-"""A real node agent process against the portal served in this test process."""
+"""A real node agent process against the portal served in this test process, and an
+agent's enrollment as the agent API sees it."""
 
 from __future__ import annotations
 
@@ -98,3 +99,16 @@ def running_agent(url: str, node, tmp_path: Path, *, ssh: str = "off") -> Iterat
         leftovers = ProcessExecutor(agent.state_dir, stop_grace=2)
         for instance_id in leftovers.running():
             leftovers.remove({"instance_id": instance_id})
+
+
+def enroll(api, node, address: str) -> str:
+    """The node's agent spends a bootstrap token, as cloud-init's does, from ``address``."""
+    token = nodes.issue_bootstrap_token(node)
+    response = api.post(
+        "/api/agent/v1/enroll",
+        {"hostname": node.hostname, "bootstrap_token": token},
+        format="json",
+        REMOTE_ADDR=address,
+    )
+    assert response.status_code == 201, response.content
+    return response.json()["credential"]

@@ -59,6 +59,11 @@ def made_allocation(
     )
 
 
+def allocation_on(project, node, state=Allocation.State.ACTIVE) -> Allocation:
+    """An allocation of ``node`` to ``project`` written directly, with no pipeline behind it."""
+    return AllocationFactory(node=node, project=project, requested_by="someone", state=state)
+
+
 def fault(system: str, operation: str, **kwargs) -> SimulatedFault:
     """The simulated ``system`` fails ``operation`` (see SimulatedFault for the knobs)."""
     return SimulatedFault.objects.create(system=system, operation=operation, **kwargs)

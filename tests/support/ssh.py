@@ -1,5 +1,6 @@
 """The OpenSSH client as a user runs it: a key pair of their own, a known_hosts file
-built from what the platform says about the host (no trust on first use), BatchMode."""
+built from what the platform says about the host (no trust on first use), BatchMode;
+and, through the API, the allocation's access answer and its keys reaching the node."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from tests.support.processes import wait_for
+
+# The contract: the node applies an added or removed key within 10 s.
+APPLY_SECONDS = 10
 
 
 @dataclass
@@ -64,3 +70,23 @@ def ssh(access: dict, key: KeyPair, command: str, known_hosts: Path) -> subproce
         stdin=subprocess.DEVNULL,
         check=False,
     )
+
+
+def access_urls(project, allocation) -> tuple[str, str]:
+    base = f"/api/v1/projects/{project.pk}/allocations/{allocation.pk}"
+    return f"{base}/access", f"{base}/authorized-keys"
+
+
+def reported_access(api, access_url) -> dict | None:
+    """The access answer once the node's sshd has reported its host."""
+    body = api.get(access_url).json()
+    return body if body["host"] else None
+
+
+def key_state(api, keys_url, key_id) -> str | None:
+    rows = {row["id"]: row["state"] for row in api.get(keys_url).json()["results"]}
+    return rows.get(key_id)
+
+
+def wait_applied(api, keys_url, key_id) -> None:
+    wait_for(lambda: key_state(api, keys_url, key_id) == "applied", timeout=APPLY_SECONDS, what="key applied")

@@ -11,8 +11,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from apps.tenancy.auth import issuer_config
 from apps.tenancy.models import Tenant
-from tests.ops.test_deploy_check import manage, production_env
 from tests.support.issuer import FakeIssuer
+from tests.support.startup import manage, production_env
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from tests.ops.test_deploy_check import PASSED_THROUGH, manage, production_env
+from tests.support.startup import PASSED_THROUGH, manage, production_env
 
 CCP = "https://ccp.example.com"
 

@@ -13,14 +13,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from apps.runtime import agents
-from tests.portal.test_app_pages import (  # noqa: F401 - fixtures
-    admin,
-    allocation,
-    flavor,
-    jupyterlab,
-    launched,
-    nodes,
-)
+from tests.support.instances import launched
 from tests.support.members import member
 from tests.support.pages import session_cookie
 
@@ -29,10 +22,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_who_sees_the_instance_hears_of_new_lines_and_no_one_else(
     portal,
-    admin,  # noqa: F811
+    admin,
     project,
-    allocation,  # noqa: F811
-    jupyterlab,  # noqa: F811
+    allocation,
+    jupyterlab,
 ):
     instance = launched(admin, project, allocation)
     url = f"ws://127.0.0.1:{portal.port}/ws/projects/{project.pk}/instances/{instance.pk}/logs/"

@@ -12,21 +12,14 @@ from websockets.asyncio.client import connect
 
 from apps.runtime import events
 from apps.runtime.models import AppInstance
-from tests.portal.test_app_pages import (  # noqa: F401 - fixtures
-    admin,
-    allocation,
-    flavor,
-    jupyterlab,
-    launched,
-    nodes,
-)
+from tests.support.instances import launched
 from tests.support.members import member
 from tests.support.pages import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_viewer_hears_of_shared_instances_only(portal, admin, project, allocation, jupyterlab):  # noqa: F811
+def test_a_viewer_hears_of_shared_instances_only(portal, admin, project, allocation, jupyterlab):
     private = launched(admin, project, allocation)
     shared = launched(admin, project, allocation)
     AppInstance.objects.filter(pk=shared.pk).update(shared_with_project=True)

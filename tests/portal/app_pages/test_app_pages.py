@@ -22,9 +22,10 @@ from apps.proxy import services as proxy_services
 from apps.runtime import agents, selectors, services
 from apps.runtime.models import AgentTask, AppInstance
 from apps.tenancy import principal as principals
-from tests.factories import AllocationFactory, FlavorFactory, shipped_manifest
+from tests.factories import shipped_manifest
 from tests.support.catalog import publish
-from tests.support.fleet import make_nodes
+from tests.support.fleet import allocation_on
+from tests.support.instances import launched
 from tests.support.members import member
 from tests.support.pages import HTMX
 from tests.support.world import MATRIX_KEYS
@@ -80,44 +81,8 @@ def every_type_manifest() -> dict:
 
 
 @pytest.fixture
-def flavor(db):
-    return FlavorFactory(name="h100-8x")
-
-
-@pytest.fixture
-def nodes(flavor):
-    """Three nodes, each with an enrolled agent (the tests play its part, on this machine)."""
-    nodes = make_nodes(flavor, 3)
-    Node.objects.filter(pk__in=[n.pk for n in nodes]).update(
-        credential_hash="0" * 64, agent_address="127.0.0.1"
-    )
-    for node in nodes:
-        node.refresh_from_db()
-    return nodes
-
-
-def _allocation(project, node, state=Allocation.State.ACTIVE) -> Allocation:
-    return AllocationFactory(node=node, project=project, requested_by="someone", state=state)
-
-
-@pytest.fixture
-def allocation(project, nodes):
-    return _allocation(project, nodes[0])
-
-
-@pytest.fixture
-def jupyterlab(db):
-    return publish("jupyterlab", name="JupyterLab")
-
-
-@pytest.fixture
 def vllm(db):
     return publish("vllm-openai", name="vLLM OpenAI server")
-
-
-@pytest.fixture
-def admin(project):
-    return member("project_admin", project=project)
 
 
 def launch_url(project, slug="jupyterlab"):
@@ -130,13 +95,6 @@ def detail_url(instance):
 
 def action_url(instance, action):
     return reverse("instance_action", args=[instance.project_id, instance.pk, action])
-
-
-def launched(user, project, allocation, slug="jupyterlab", **parameters) -> AppInstance:
-    operation = services.launch(
-        principals.for_user(user), project, app_slug=slug, allocation_id=allocation.pk, parameters=parameters
-    )
-    return operation.instance
 
 
 def agent_finishes(instance, *, succeeded=True, port=41234, error=""):
@@ -222,9 +180,9 @@ def test_app_detail_shows_versions_endpoints_ui_and_launch(as_user, admin, viewe
 
 
 def test_launch_form_renders_each_parameter_type(as_user, admin, project, other_project, nodes):
-    active = _allocation(project, nodes[0])
-    _allocation(project, nodes[1], Allocation.State.RELEASED)
-    _allocation(other_project, nodes[2])
+    active = allocation_on(project, nodes[0])
+    allocation_on(project, nodes[1], Allocation.State.RELEASED)
+    allocation_on(other_project, nodes[2])
     publish("every", every_type_manifest(), name="Every type")
     response = as_user(admin).get(launch_url(project, "every"))
     assert response.status_code == 200
@@ -343,8 +301,8 @@ def test_allocation_errors_are_shown_on_the_allocation(
     as_user, admin, project, other_project, nodes, allocation, jupyterlab
 ):
     client = as_user(admin)
-    releasing = _allocation(project, nodes[1], Allocation.State.RELEASING)
-    foreign = _allocation(other_project, nodes[2])
+    releasing = allocation_on(project, nodes[1], Allocation.State.RELEASING)
+    foreign = allocation_on(other_project, nodes[2])
     body = _post(client, project, releasing).content.decode()
     assert re.search(r'id="id_allocation_error">The allocation is RELEASING; apps run on ACTIVE', body)
     body = _post(client, project, foreign).content.decode()
@@ -780,7 +738,7 @@ def test_the_runtime_secret_never_appears(as_user, admin, project, allocation, j
 def test_instance_list_query_budget(
     rows, as_user, admin, project, nodes, jupyterlab, django_assert_max_num_queries
 ):
-    allocations = [_allocation(project, node) for node in nodes]
+    allocations = [allocation_on(project, node) for node in nodes]
     for n in range(rows):
         launched(admin, project, allocations[n % len(allocations)])
         AppInstance.objects.filter(state="requested").update(state="running")  # past the launch throttle
@@ -794,7 +752,7 @@ def test_instance_list_query_budget(
 
 
 def test_instance_list_queries_do_not_grow_with_rows(as_user, admin, project, nodes, jupyterlab):
-    allocations = [_allocation(project, node) for node in nodes]
+    allocations = [allocation_on(project, node) for node in nodes]
     client = as_user(admin)
     url = reverse("instance_list", args=[project.pk])
     counts = []
