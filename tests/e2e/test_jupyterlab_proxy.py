@@ -32,11 +32,11 @@ from tests.e2e.allocations import active_allocation_on
 from tests.e2e.pages import sign_in
 from tests.support.agent import wait_for
 from tests.support.concurrency import in_own_thread
+from tests.support.instances import START_TIMEOUT
 from tests.support.members import member
 from tests.support.nginx import Nginx
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
-START_TIMEOUT = 120.0  # JupyterLab starts in ~3-5 s on an idle machine; CI machines are not idle
 TEXT_TYPES = ("text/", "application/json", "application/javascript")
 
 

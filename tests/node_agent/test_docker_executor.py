@@ -22,9 +22,9 @@ from node_agent.executors.docker import (
 )
 from node_agent.executors.templates import references
 from tests.support.agent import wait_for
+from tests.support.specs import IID
 
 GOLDEN = Path(__file__).parents[1] / "runtime" / "golden"  # tests/runtime/test_rendering.py writes them
-IID = "11111111-2222-3333-4444-555555555555"
 PROJECT = "66666666-7777-8888-9999-000000000000"
 JUPYTER_IMAGE = (
     "quay.io/jupyter/pytorch-notebook@sha256:6d1c5bdb2a4f2ad2d7c1f1b4e2b7f2c0d6a3f8b1e0c9d8a7b6c5d4e3f2a1b0c9"
