@@ -9,7 +9,9 @@ stands in for the browser. It prints:
   arrives), p50/p99 over the keystrokes; goal p99 under 50 ms;
 - ``cat`` of a 50 MB file through the terminal: MB/s from Enter to the end marker,
   and the portal's resident memory before and at its peak during the run; goals
-  at least 20 MB/s, and memory flat (under 32 MB of growth).
+  at least 20 MB/s, and memory flat (under 32 MB of growth);
+- the session ended (as the end button does) to the browser's socket closed: the
+  contract's promise that an open terminal closes within 2 s of what ends it.
 
     .venv/bin/python benchmarks/terminal.py            # 300 keystrokes, 50 MB
     .venv/bin/python benchmarks/terminal.py --quick    # 30 keystrokes, 5 MB (CI smoke)
@@ -40,6 +42,7 @@ from harness import (
 P99_GOAL_MS = 50.0
 THROUGHPUT_GOAL_MB_S = 20.0
 MEMORY_GROWTH_LIMIT_MB = 32.0
+CLOSE_GOAL_SECONDS = 2.0
 MB = 1024 * 1024
 
 
@@ -75,7 +78,7 @@ def seed() -> dict:
     session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.create()
-    return {**seeded, "session_key": session.session_key}
+    return {**seeded, "session_key": session.session_key, "user": user}
 
 
 class RssSampler(threading.Thread):
@@ -127,6 +130,23 @@ def cat_file(terminal, path: Path, size: int, server_pgid: int) -> tuple[float, 
     return elapsed, before, max(sampler.peak, before)
 
 
+def end_to_close(terminal, user) -> float:
+    """Seconds from the session's end (the end button's service call) to the portal
+    closing the browser's socket with the terminal's code."""
+    from apps.access import terminals
+    from apps.access.models import TerminalSession
+    from apps.tenancy import principal as principals
+
+    session = TerminalSession.objects.get(pk=terminal.session_id)
+    started = time.perf_counter()
+    terminals.end_by_operator(principals.for_user(user), session)
+    code = terminal.wait_closed(timeout=30)
+    elapsed = time.perf_counter() - started
+    if code != 4000:
+        raise RuntimeError(f"the terminal closed with {code}, not 4000")
+    return elapsed
+
+
 def make_file(path: Path, megabytes: int) -> int:
     line = (b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" * 2)[:127] + b"\n"
     with open(path, "wb") as out:
@@ -156,6 +176,7 @@ def main() -> int:
             elapsed, rss_before, rss_peak = cat_file(terminal, big, size, server.pgid)
             throughput = size / MB / elapsed
             growth = rss_peak - rss_before
+            closed_after = end_to_close(terminal, data["user"])
 
             p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
             print()
@@ -185,12 +206,21 @@ def main() -> int:
                         f"< {MEMORY_GROWTH_LIMIT_MB:.0f}",
                         verdict(growth < MEMORY_GROWTH_LIMIT_MB),
                     ],
+                    [
+                        "session ended to socket closed, s",
+                        f"{closed_after:.2f}",
+                        f"< {CLOSE_GOAL_SECONDS:.0f}",
+                        verdict(closed_after < CLOSE_GOAL_SECONDS),
+                    ],
                 ],
             )
             print()
             print(f"# load average after: {load_average()}")
             passed = (
-                p99 < P99_GOAL_MS and throughput >= THROUGHPUT_GOAL_MB_S and growth < MEMORY_GROWTH_LIMIT_MB
+                p99 < P99_GOAL_MS
+                and throughput >= THROUGHPUT_GOAL_MB_S
+                and growth < MEMORY_GROWTH_LIMIT_MB
+                and closed_after < CLOSE_GOAL_SECONDS
             )
             print(verdict(passed))
             return 0

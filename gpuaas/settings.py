@@ -593,6 +593,10 @@ PROXY_SOURCE_ADDRESSES = env.networks("GPUAAS_PROXY_SOURCE_ADDRESSES")
 # TerminalPolicy (admin); these are the platform's bounds around them.
 TERMINAL_OPEN_TIMEOUT_SECONDS = 15  # the node agent must pick a new session up within this
 TERMINAL_DETACHED_SECONDS = env.integer("GPUAAS_TERMINAL_DETACHED_SECONDS", 300)  # no browser attached
+# How often a terminal's agent socket reads whether its session was ended elsewhere: the
+# news goes over the channel layer, which may have lost it (a Redis outage), and the
+# shell must not outlive its session.
+TERMINAL_ENDED_CHECK_SECONDS = 5.0
 TERMINAL_MAX_LIVE_PER_ALLOCATION = env.integer("GPUAAS_TERMINAL_MAX_LIVE_PER_ALLOCATION", 8)
 TERMINAL_MAX_INPUT_BYTES = 64 * 1024  # one message from the browser (a paste)
 TERMINAL_RECORDING_MAX_CHARS = env.integer("GPUAAS_TERMINAL_RECORDING_MAX_CHARS", 8 * 1024 * 1024)

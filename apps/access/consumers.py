@@ -38,10 +38,6 @@ HEADER = struct.Struct(">Q")
 ENDED = 4000
 TAKEN_OVER = 4001
 WATCH_SECONDS = 1.0
-# How often the agent's socket reads whether its session was ended elsewhere: the news
-# goes over the channel layer, which may have lost it (a Redis outage), and the shell
-# must not outlive its session.
-ENDED_CHECK_SECONDS = 5.0
 PEER_WAIT_SECONDS = 5.0
 OPEN_RETRY_SECONDS = 2.0
 INPUT_NOTE_SECONDS = 30.0  # how often the last keystroke's time is written down
@@ -437,7 +433,7 @@ class AgentTerminalConsumer(_Refusing):
         checked = time.monotonic()
         while True:
             await asyncio.sleep(WATCH_SECONDS)
-            if time.monotonic() - checked >= ENDED_CHECK_SECONDS:
+            if time.monotonic() - checked >= settings.TERMINAL_ENDED_CHECK_SECONDS:
                 checked = time.monotonic()
                 if ended := await database_sync_to_async(terminals.ended)(self.session_id):
                     await self._ended_elsewhere(*ended)

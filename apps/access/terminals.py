@@ -225,7 +225,7 @@ def end_session(session_id, reason: Reason, *, actor=None, exit_code: int | None
             },
         )
         # The agent's socket also finds an end whose news the layer lost
-        # (consumers.ENDED_CHECK_SECONDS).
+        # (settings.TERMINAL_ENDED_CHECK_SECONDS).
         message = ended_message(reason, exit_code)
         after_commit(browser_group(session_id), message)
         after_commit(agent_group(session_id), message)
