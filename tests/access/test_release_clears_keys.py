@@ -10,7 +10,8 @@ from apps.allocations import services as allocations
 from apps.allocations.models import Allocation, AllocationStep
 from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
-from tests.support.agent import running_agent, wait_for
+from tests.support.agent import running_agent
+from tests.support.processes import wait_for
 from tests.support.ssh import access_urls, key_pair, reported_access, ssh, wait_applied
 
 

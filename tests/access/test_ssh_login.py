@@ -10,8 +10,9 @@ import pytest
 
 from apps.access.models import AuthorizedKey
 from apps.core.models import AuditEvent
-from tests.support.agent import running_agent, wait_for
+from tests.support.agent import running_agent
 from tests.support.members import service_account_client
+from tests.support.processes import wait_for
 from tests.support.ssh import (
     APPLY_SECONDS,
     KeyPair,

@@ -9,7 +9,8 @@ import pytest
 
 from apps.access.models import TerminalSession
 from apps.core.models import AuditEvent
-from tests.support.agent import running_agent, wait_for
+from tests.support.agent import running_agent
+from tests.support.processes import wait_for
 from tests.support.terminal import Terminal
 
 # Real agents call a live server: SQLite locks its tables under them (the embedded

@@ -18,8 +18,7 @@ from django.db import connection
 from apps.allocations import services
 from apps.allocations.models import Allocation
 from apps.tenancy import principal as principals
-from tests.support.agent import wait_for
-from tests.support.processes import celery_command
+from tests.support.processes import celery_command, wait_for
 
 pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]

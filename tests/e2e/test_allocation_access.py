@@ -15,7 +15,8 @@ from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
 from tests.e2e.pages import sign_in
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
-from tests.support.agent import running_agent, wait_for
+from tests.support.agent import running_agent
+from tests.support.processes import wait_for
 from tests.support.ssh import key_pair
 
 KEY_STATE = "#allocation-access [data-key] [data-field=state]"

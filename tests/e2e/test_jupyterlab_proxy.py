@@ -30,11 +30,11 @@ from apps.runtime import selectors
 from apps.runtime.models import AppInstance
 from tests.e2e.allocations import active_allocation_on
 from tests.e2e.pages import sign_in
-from tests.support.agent import wait_for
 from tests.support.concurrency import in_own_thread
 from tests.support.instances import START_TIMEOUT
 from tests.support.members import member
 from tests.support.nginx import Nginx
+from tests.support.processes import wait_for
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 TEXT_TYPES = ("text/", "application/json", "application/javascript")

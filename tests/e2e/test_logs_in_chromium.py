@@ -17,9 +17,10 @@ from apps.tenancy.models import Membership
 from tests.e2e.allocations import active_allocation_on
 from tests.e2e.pages import sign_in
 from tests.factories import ProjectFactory, TenantFactory, UserFactory
-from tests.support.agent import running_agent, wait_for
+from tests.support.agent import running_agent
 from tests.support.chatty import publish_chatty
 from tests.support.concurrency import in_own_thread
+from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

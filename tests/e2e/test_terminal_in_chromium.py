@@ -11,7 +11,8 @@ import pytest
 
 from apps.access.models import TerminalSession
 from tests.e2e.pages import sign_in
-from tests.support.agent import running_agent, wait_for
+from tests.support.agent import running_agent
+from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

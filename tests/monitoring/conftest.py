@@ -9,7 +9,7 @@ import pytest
 
 from apps.allocations import nodes as fleet
 from apps.monitoring.metrics import METRICS
-from tests.support.agent import wait_for
+from tests.support.processes import wait_for
 from tests.support.telemetry import AGENT_TELEMETRY
 from tests.support.victoria import VictoriaMetrics
 

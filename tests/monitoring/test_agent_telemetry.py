@@ -15,7 +15,7 @@ from apps.allocations.models import Allocation
 from apps.monitoring import tasks
 from apps.monitoring.metrics import source
 from apps.monitoring.models import GpuSample, NodeExporter, XidEvent
-from tests.support.agent import wait_for
+from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 INTEGRATION = {"roles": ["GPUaaS Platform Integration"]}

@@ -17,7 +17,7 @@ from apps.monitoring.metrics import METRICS
 from apps.monitoring.models import Alert, AlertRule
 from apps.tenancy.principal import OPERATOR_CLI
 from tests.monitoring.alerting import Rounds, held_fleet, received, states
-from tests.support.agent import wait_for
+from tests.support.processes import wait_for
 from tests.support.telemetry import readings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_alert_rules")]

@@ -15,7 +15,7 @@ from apps.monitoring import tasks
 from apps.monitoring.alerts import evaluation
 from apps.monitoring.models import Measurement, NodeExporter
 from tests.monitoring.alerting import received, states
-from tests.support.agent import wait_for
+from tests.support.processes import wait_for
 
 pytestmark = [
     pytest.mark.heavy,

@@ -14,7 +14,7 @@ from django.utils import timezone
 from apps.allocations import services as allocations
 from apps.allocations.models import Allocation, Node
 from apps.tenancy import principal as principals
-from tests.support.agent import ROOT, wait_for
+from tests.support.processes import ROOT, wait_for
 
 pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 

@@ -8,7 +8,7 @@ import pytest
 from apps.allocations.models import Node
 from apps.runtime.models import AppInstance
 from node_agent.runner import EXIT_UNAUTHORIZED
-from tests.support.agent import wait_for
+from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,7 +21,7 @@ from node_agent.executors.docker import (
     validate,
 )
 from node_agent.executors.templates import references
-from tests.support.agent import wait_for
+from tests.support.processes import wait_for
 from tests.support.specs import IID
 
 GOLDEN = Path(__file__).parents[1] / "runtime" / "golden"  # tests/runtime/test_rendering.py writes them

@@ -19,8 +19,9 @@ from playwright.sync_api import sync_playwright
 from websockets.asyncio.client import connect
 
 from apps.allocations.models import Allocation, Node
-from tests.support.agent import running_agent, wait_for
+from tests.support.agent import running_agent
 from tests.support.catalog import publish
+from tests.support.processes import wait_for
 from tests.support.prodlocal import (
     START_PATIENCE_SECONDS,
     Topology,

@@ -30,9 +30,9 @@ from websockets.sync.client import connect
 from apps.allocations.models import Allocation, Node
 from apps.runtime.models import AgentTask, AppInstance, InstanceEvent
 from tests.factories import shipped_manifest
-from tests.support.agent import AgentProcess, running_agent, wait_for
+from tests.support.agent import AgentProcess, running_agent
 from tests.support.catalog import publish
-from tests.support.processes import CuttablePath
+from tests.support.processes import CuttablePath, wait_for
 from tests.support.prodlocal import (
     PATIENCE_SECONDS,
     START_PATIENCE_SECONDS,

@@ -19,8 +19,7 @@ import pytest
 from django.db.models import Count
 
 from apps.allocations.models import Allocation
-from tests.support.agent import wait_for
-from tests.support.processes import CuttablePath
+from tests.support.processes import CuttablePath, wait_for
 from tests.support.prodlocal import (
     PATIENCE_SECONDS,
     allocate,

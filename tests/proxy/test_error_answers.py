@@ -17,8 +17,8 @@ from websockets.exceptions import InvalidStatus
 from apps.core.logging import CorrelationIdFilter
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
-from tests.support.agent import wait_for
 from tests.support.catalog import publish
+from tests.support.processes import wait_for
 from tests.support.proxy import (
     NAVIGATION,
     browser,

@@ -23,8 +23,8 @@ from websockets.asyncio.client import connect
 
 from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Endpoint
-from tests.support.agent import wait_for
 from tests.support.instances import START_TIMEOUT, PlatformApi
+from tests.support.processes import wait_for
 
 pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 

@@ -14,9 +14,10 @@ from apps.runtime import selectors
 from apps.runtime.models import AppInstance
 from node_agent.client import AgentClient
 from node_agent.logs import BACKLOG_BYTES, LogShipper
-from tests.support.agent import enroll, running_agent, wait_for
+from tests.support.agent import enroll, running_agent
 from tests.support.chatty import publish_chatty
 from tests.support.instances import PlatformApi
+from tests.support.processes import wait_for
 from tests.support.proxy import start_instance
 
 pytestmark = pytest.mark.django_db(transaction=True)

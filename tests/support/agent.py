@@ -14,9 +14,7 @@ from pathlib import Path
 from apps.allocations import nodes
 from node_agent import access
 from node_agent.executors.process import ProcessExecutor
-from tests.support.processes import wait_for  # noqa: F401 - the tests import it from here
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.processes import ROOT
 
 
 class AgentProcess:

@@ -29,11 +29,10 @@ from apps.tenancy import services as tenancy
 from apps.tenancy.models import Project
 from gpuaas import prodlocal
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory
-from tests.support.agent import wait_for
 from tests.support.fleet import make_nodes
 from tests.support.members import member
 from tests.support.pages import session_cookie
-from tests.support.processes import Background, RedisServer
+from tests.support.processes import Background, RedisServer, wait_for
 from tests.support.servers import free_port
 
 # An answer slower than this is a hang (the goal, 2 s, is benchmarks/outages.py's to measure).
