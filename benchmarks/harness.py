@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import secrets
-import socket
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from tests.support.processes import (  # noqa: E402, F401 - the scripts import t
     RedisServer,
     Server,
     celery_command,
+    free_port,
     wait_for,
 )
 from tests.support.victoria import VictoriaMetrics  # noqa: E402
@@ -189,12 +189,6 @@ def seed_past_allocations(
             "updated_at = LEAST(now(), created_at + interval '30 days') WHERE requested_by = %s",
             [requested_by],
         )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def configure_environment(args, issuer, port: int, var_dir: str, **extra: str) -> dict[str, str]:

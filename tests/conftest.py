@@ -27,7 +27,7 @@ from tests.support.issuer import FakeIssuer
 from tests.support.members import member
 from tests.support.nginx import CONF_DIR, Nginx
 from tests.support.openbao import OpenBao
-from tests.support.processes import RedisServer
+from tests.support.processes import RedisServer, free_port
 from tests.support.proxy import (
     APPS_DOMAIN,
     AUTH_SECRET,
@@ -37,7 +37,7 @@ from tests.support.proxy import (
     start_instance,
 )
 from tests.support.receiver import WEBHOOK_SECRET, WebhookReceiver
-from tests.support.servers import ThreadedUvicorn, free_port
+from tests.support.servers import ThreadedUvicorn
 
 
 @pytest.hookimpl(wrapper=True)

@@ -125,7 +125,7 @@ def test_moving_without_vault_settings_says_which_are_missing(settings, every_ki
 
 
 def test_an_unreachable_vault_stops_the_move_with_nothing_lost(settings, every_kind):
-    from tests.support.servers import free_port
+    from tests.support.processes import free_port
 
     settings.SECRETS_BACKEND = "vault"
     settings.VAULT_ADDR, settings.VAULT_TOKEN = f"http://127.0.0.1:{free_port()}", "t"

@@ -73,7 +73,7 @@ def test_vault_writes_are_check_and_set(settings, openbao):
 
 
 def test_an_unreachable_vault_answers_503_not_500(settings, api, project_admin, project):
-    from tests.support.servers import free_port
+    from tests.support.processes import free_port
 
     settings.SECRETS_BACKEND = "vault"
     settings.VAULT_ADDR, settings.VAULT_TOKEN = f"http://127.0.0.1:{free_port()}", "nobody"

@@ -29,8 +29,7 @@ from apps.tenancy import services as tenancy
 from apps.tenancy.principal import for_user
 from apps.tenancy.roles import Role
 from tests.factories import AllocationFactory, ProjectFactory, TenantFactory, UserFactory
-from tests.support.processes import PRODUCTION_ENV, ROOT, Server
-from tests.support.servers import free_port
+from tests.support.processes import PRODUCTION_ENV, ROOT, Server, free_port
 
 pytestmark = pytest.mark.heavy
 

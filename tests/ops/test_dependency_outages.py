@@ -28,8 +28,7 @@ from apps.tenancy import tasks as tenant_tasks
 from apps.tenancy.principal import for_user
 from gpuaas import prodlocal
 from tests.support.members import member
-from tests.support.processes import PRODUCTION_ENV, CuttablePath, Server
-from tests.support.servers import free_port
+from tests.support.processes import PRODUCTION_ENV, CuttablePath, Server, free_port
 
 pytestmark = [pytest.mark.heavy, pytest.mark.production]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from tests.support.servers import free_port
+from tests.support.processes import free_port
 
 
 def _closed_port_redis() -> str:

@@ -20,8 +20,7 @@ from types import SimpleNamespace
 
 import httpx
 
-from tests.support.processes import wait_for
-from tests.support.servers import free_port
+from tests.support.processes import free_port, wait_for
 from tests.support.ssh import key_pair, ssh
 from tests.support.terminal import Terminal
 

@@ -33,6 +33,7 @@ from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
 from tests.support.catalog import publish
 from tests.support.members import member
+from tests.support.processes import free_port
 from tests.support.proxy import (
     APPS_DOMAIN,
     browser,
@@ -47,7 +48,6 @@ from tests.support.proxy import (
     route_url,
     ws_url,
 )
-from tests.support.servers import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,7 +18,7 @@ from apps.core.logging import CorrelationIdFilter
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
 from tests.support.catalog import publish
-from tests.support.processes import wait_for
+from tests.support.processes import free_port, wait_for
 from tests.support.proxy import (
     NAVIGATION,
     browser,
@@ -28,7 +28,6 @@ from tests.support.proxy import (
     route_url,
     ws_url,
 )
-from tests.support.servers import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

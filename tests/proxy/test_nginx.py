@@ -35,6 +35,7 @@ from apps.tenancy.models import Membership
 from tests.support.catalog import publish
 from tests.support.members import member
 from tests.support.nginx import CONF_DIR
+from tests.support.processes import free_port
 from tests.support.proxy import (
     AUTH_SECRET,
     browser,
@@ -47,7 +48,7 @@ from tests.support.proxy import (
     route_url,
     ws_url,
 )
-from tests.support.servers import free_port, reply_json
+from tests.support.servers import reply_json
 
 pytestmark = [pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 

@@ -14,8 +14,8 @@ from django.conf import settings
 from redis.exceptions import NoPermissionError, ResponseError
 
 from apps.proxy import redis_client
+from tests.support.processes import free_port
 from tests.support.proxy import browser, open_session, route_url
-from tests.support.servers import free_port
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from apps.runtime.models import AgentTask, AppInstance, Operation, RuntimeSecret
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Grant, Principal
 from tests.support.members import member
-from tests.support.servers import free_port
+from tests.support.processes import free_port
 
 pytestmark = pytest.mark.django_db
 

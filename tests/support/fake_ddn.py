@@ -18,8 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.support.processes import Background
-from tests.support.servers import free_port
+from tests.support.processes import Background, free_port
 from tests.support.ssh import KeyPair, key_pair
 
 FAKE_LUSTRE = Path(__file__).with_name("fake_lustre.py")

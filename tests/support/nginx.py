@@ -20,7 +20,7 @@ import psutil
 
 from gpuaas.prodlocal import NGINX_CONF_DIR as CONF_DIR
 from gpuaas.prodlocal import render_nginx as render
-from tests.support.servers import free_port
+from tests.support.processes import free_port
 
 NGINX = "/usr/sbin/nginx"  # scripts/ensure-nginx.sh installs it, with its Lua module
 

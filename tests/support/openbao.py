@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.servers import free_port
+from tests.support.processes import free_port
 
 
 def bao_binary() -> str:

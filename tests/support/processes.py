@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -34,6 +35,29 @@ PRODUCTION_ENV = {
     "GPUAAS_DB_POOL_TIMEOUT": "",  # the shipped default, not the test settings' patience
     "GPUAAS_LOG_FORMAT": "json",  # log lines in the process's output (its log_path), as in the image
 }
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on, below the kernel's ephemeral range.
+
+    The kernel hands out ephemeral ports to every process's outgoing connection and
+    ``bind(0)``: a port picked from that range could be taken by another test's client
+    or server between the pick and this one's bind, and on a busy CI host one was (a
+    benchmark then spoke to a server that was not its own, which went away)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(1000):
+        port = random.randrange(FIRST_PICKED_PORT, low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port between {FIRST_PICKED_PORT} and {low}")
+
+
+# Above the well-known and the usual fixed service ports (PostgreSQL, Redis, 8000, 9000).
+FIRST_PICKED_PORT = 20000
 
 
 def wait_for(predicate, *, timeout: float = 60.0, what: str = "condition", interval: float = 0.2):
@@ -109,7 +133,7 @@ class Server(Background):
     """``manage.py serve`` (uvicorn; ``workers`` processes) on 127.0.0.1:``port``."""
 
     def __init__(self, port: int, env: dict[str, str], workers: int, log_path: Path):
-        self.url = f"http://127.0.0.1:{port}"
+        self.port, self.url = port, f"http://127.0.0.1:{port}"
         command = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)]
         if workers > 1:
             command += ["--workers", str(workers)]
@@ -120,12 +144,22 @@ class Server(Background):
         while time.monotonic() < deadline:
             self.check_alive("server")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                if self._listens() and httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"server not ready after {timeout:.0f} s; see {self.log_path}")
+
+    def _listens(self) -> bool:
+        """Whether the socket listening on the port is this server's own, not another
+        test's server that took the port first (this one then fails to bind and exits)."""
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for process in (psutil.Process(self.process.pid), *self._descendants()):
+                for connection in process.net_connections("tcp"):
+                    if connection.status == psutil.CONN_LISTEN and connection.laddr.port == self.port:
+                        return True
+        return False
 
 
 def celery_command(subcommand: str, *options: str) -> list[str]:

@@ -32,8 +32,7 @@ from tests.factories import FlavorFactory, ProjectFactory, TenantFactory
 from tests.support.fleet import make_nodes
 from tests.support.members import member
 from tests.support.pages import session_cookie
-from tests.support.processes import Background, RedisServer, wait_for
-from tests.support.servers import free_port
+from tests.support.processes import Background, RedisServer, free_port, wait_for
 
 # An answer slower than this is a hang (the goal, 2 s, is benchmarks/outages.py's to measure).
 PATIENCE_SECONDS = 5

@@ -30,7 +30,8 @@ from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
 from tests.factories import shipped_manifest
 from tests.support.nginx import Nginx
-from tests.support.servers import ThreadedUvicorn, free_port
+from tests.support.processes import free_port
+from tests.support.servers import ThreadedUvicorn
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTH_SECRET = "nginx-and-portal-share-this"

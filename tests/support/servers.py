@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 
@@ -12,6 +11,7 @@ import uvicorn
 from channels.layers import channel_layers
 
 from apps.core import asgiserver
+from tests.support.processes import free_port
 
 
 def reply_json(handler, status: int, body=None) -> None:
@@ -22,12 +22,6 @@ def reply_json(handler, status: int, body=None) -> None:
     handler.send_header("Content-Length", str(len(payload)))
     handler.end_headers()
     handler.wfile.write(payload)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ThreadedUvicorn:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.servers import free_port
+from tests.support.processes import free_port
 
 BINARY = "victoria-metrics"
 SCRAPE_CONFIG = """\

@@ -24,8 +24,8 @@ from apps.tenancy import principal as principals
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
 from apps.webhooks.tasks import sweep_due_deliveries
+from tests.support.processes import free_port
 from tests.support.receiver import WEBHOOK_SECRET, WebhookReceiver
-from tests.support.servers import free_port
 
 pytestmark = pytest.mark.django_db
 
