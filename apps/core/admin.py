@@ -13,6 +13,7 @@ import logging
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.core.cache import cache
 from django.template.response import TemplateResponse
 
 from apps.core import audit, drivers
@@ -77,6 +78,24 @@ class ReadOnlyInline(_NoWrites, admin.TabularInline):
     extra = 0
 
 
+class CachedValuesFilter(admin.AllValuesFieldListFilter):
+    """Django's filter by each value a column holds, its DISTINCT cached for a few minutes.
+
+    On the audit trail (200,000 rows and growing) every DISTINCT scans the table: the
+    page took 350 ms, two thirds of it listing values that change once a release.
+    The list is the same for every operator (the admin's queryset is the whole table)."""
+
+    CACHE_SECONDS = 300
+
+    def __init__(self, field, request, params, model, model_admin, field_path):
+        super().__init__(field, request, params, model, model_admin, field_path)
+        self.lookup_choices = cache.get_or_set(
+            f"admin:values:{model._meta.label_lower}:{field_path}",
+            lambda: list(self.lookup_choices),
+            self.CACHE_SECONDS,
+        )
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyModelAdmin):
     list_display = (
@@ -89,9 +108,15 @@ class AuditEventAdmin(ReadOnlyModelAdmin):
         "target_id",
         "correlation_id",
     )
-    list_filter = ("outcome", "actor_type", "action")
+    # A date filter rather than date_hierarchy, whose year links are a DISTINCT over
+    # every row on every page.
+    list_filter = (
+        "outcome",
+        ("occurred_at", admin.DateFieldListFilter),
+        ("actor_type", CachedValuesFilter),
+        ("action", CachedValuesFilter),
+    )
     search_fields = ("=correlation_id", "actor", "target_id")
-    date_hierarchy = "occurred_at"
     fields = (
         "occurred_at",
         "actor",
