@@ -50,7 +50,7 @@ def test_a_dropped_socket_resumes_with_nothing_lost_or_repeated(portal, agent, a
         terminal.expect(b"line-100\r\n")
         terminal.drop()
         terminal.connect()
-        output = terminal.expect(b"all-2-done", timeout=60)
+        output = terminal.expect(b"all-2-done")
     finally:
         terminal.close()
     lines = [match.group(1) for match in re.finditer(rb"(?m)\bline-(\d+)\r$", output)]

@@ -119,7 +119,7 @@ def test_a_newcomer_allocates_launches_jupyterlab_and_sees_the_bill(tmp_path):
         try:
             terminal.connect(cols=100, rows=30)
             terminal.type("echo from-the-node-$((6*7)); tput cols\r")
-            terminal.read_until(lambda out: b"from-the-node-42\r\n100\r\n" in out, timeout=60)
+            terminal.read_until(lambda out: b"from-the-node-42\r\n100\r\n" in out)
         finally:
             terminal.close()
 
