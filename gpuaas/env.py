@@ -10,14 +10,17 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+
+T = TypeVar("T")
 
 
 def raw(name: str, default: str | None = None) -> str | None:
@@ -48,23 +51,21 @@ def boolean(name: str, default: bool = False) -> bool:
 
 
 def number(name: str, default: float) -> float:
-    value = raw(name)
-    if value is None or value == "":
-        return default
-    try:
-        return float(value)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}: expected a number, got {value!r}") from exc
+    return _parsed(name, default, float, "a number")
 
 
 def integer(name: str, default: int) -> int:
+    return _parsed(name, default, int, "an integer")
+
+
+def _parsed(name: str, default: T, parse: Callable[[str], T], expected: str) -> T:
     value = raw(name)
     if value is None or value == "":
         return default
     try:
-        return int(value)
+        return parse(value)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}: expected an integer, got {value!r}") from exc
+        raise ImproperlyConfigured(f"{name}: expected {expected}, got {value!r}") from exc
 
 
 def choice(name: str, default: str, choices: set[str]) -> str:

@@ -479,19 +479,23 @@ class ShareForm(ServiceForm):
         return list(dict.fromkeys(name for name in names if name))
 
 
-KEY_WIDGET_ATTRS = {"rows": 3, "class": "mono", "placeholder": "ssh-ed25519 AAAA... you@laptop"}
-
-
-class SshKeyForm(ServiceForm):
-    """A public key for an allocation's runtime user (the service checks it)."""
-
-    public_key = forms.CharField(
+def _public_key_field(help_text: str) -> forms.CharField:
+    """An OpenSSH public key, pasted (the service checks it)."""
+    return forms.CharField(
         max_length=16_384,
         label="Public key",
         widget=forms.Textarea(
             attrs={"rows": 3, "class": "mono", "placeholder": "ssh-ed25519 AAAA... you@laptop"}
         ),
-        help_text="One OpenSSH public key line (~/.ssh/id_ed25519.pub). Never paste a private key.",
+        help_text=help_text,
+    )
+
+
+class SshKeyForm(ServiceForm):
+    """A public key for an allocation's runtime user (the service checks it)."""
+
+    public_key = _public_key_field(
+        "One OpenSSH public key line (~/.ssh/id_ed25519.pub). Never paste a private key."
     )
     purpose = forms.ChoiceField(
         choices=[("user", "User login"), ("bootstrap", "Bootstrap (automation)")], initial="user"
@@ -502,11 +506,6 @@ class ProfileKeyForm(ServiceForm):
     name = forms.CharField(
         max_length=100, required=False, help_text="e.g. 'work laptop' (default: the key's comment)"
     )
-    public_key = forms.CharField(
-        max_length=16_384,
-        label="Public key",
-        widget=forms.Textarea(
-            attrs={"rows": 3, "class": "mono", "placeholder": "ssh-ed25519 AAAA... you@laptop"}
-        ),
-        help_text="Put on every new allocation of the projects where you manage allocations.",
+    public_key = _public_key_field(
+        "Put on every new allocation of the projects where you manage allocations."
     )

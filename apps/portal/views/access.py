@@ -15,7 +15,7 @@ from apps.core.errors import ApiError, Forbidden, NotFound
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import ProfileKeyForm, SshKeyForm
 from apps.portal.htmx import htmx_partial, hx_redirect, quiet_fragment, refreshing, render_fragment
-from apps.portal.views.allocations import allocation_tabs, decorate
+from apps.portal.views.allocations import BADGES, allocation_tabs
 from apps.portal.views.base import portal_view, refusal_on
 from apps.tenancy.principal import Principal
 
@@ -79,7 +79,7 @@ def _access_context(principal: Principal, allocation, form=None) -> dict:
         key.removable = key.state != AuthorizedKey.State.REMOVING and services.may_change(principal, key)
     return {
         "project": allocation.project,
-        "allocation": decorate(allocation),
+        "allocation": BADGES.decorate(allocation),
         "tabs": allocation_tabs(allocation, can_manage=True),
         "tab": "access",
         "access": services.access_info(allocation),

@@ -10,7 +10,6 @@ page asks for.
 
 from __future__ import annotations
 
-import json
 import time
 
 from django.conf import settings
@@ -39,7 +38,7 @@ from apps.portal.htmx import (
     render_page_or_fragment,
 )
 from apps.portal.templatetags.portal import meter_step
-from apps.portal.views.base import filtered, portal_view, refusal_on, scoped_project
+from apps.portal.views.base import StateBadges, filtered, portal_view, refusal_on, scoped_project
 from apps.portal.views.project_detail import _tabs
 from apps.runtime import selectors as runtime
 from apps.runtime.models import AppInstance
@@ -52,15 +51,18 @@ from apps.tenancy.roles import Perm
 ALLOCATIONS_PER_PAGE = 25
 ALLOCATION_ALERTS = 10  # the newest; the alerts page has them all
 State = Allocation.State
-# The badge tone of each state; the live script gets the same map (``data-tones``).
-STATE_TONES = {
-    State.PENDING: "info",
-    State.PROVISIONING: "info",
-    State.ACTIVE: "ok",
-    State.FAILED: "bad",
-    State.RELEASING: "warn",
-    State.RELEASED: "muted",
-}
+BADGES = StateBadges(
+    {
+        State.PENDING: "info",
+        State.PROVISIONING: "info",
+        State.ACTIVE: "ok",
+        State.FAILED: "bad",
+        State.RELEASING: "warn",
+        State.RELEASED: "muted",
+    },
+    in_flight=Allocation.IN_FLIGHT_STATES,
+    socket="allocations",
+)
 STEP_TONES = {
     AllocationStep.Status.PENDING: "muted",
     AllocationStep.Status.RUNNING: "info",
@@ -68,7 +70,6 @@ STEP_TONES = {
     AllocationStep.Status.FAILED: "bad",
     AllocationStep.Status.COMPENSATED: "warn",
 }
-TONES_JSON = json.dumps({str(state): tone for state, tone in STATE_TONES.items()})
 ABORTABLE = (State.PENDING, State.PROVISIONING)
 # Apps that run, or are about to: releasing under them asks for the typed hostname.
 RUNNING_APP_STATES = (
@@ -93,17 +94,6 @@ def _allocation(principal: Principal, project: Project, pk, action_perm: str | N
 
 def _can_manage(principal: Principal, project: Project) -> bool:
     return principal.can(Perm.ALLOCATION_MANAGE, project.tenant_id, project.pk)
-
-
-def _live(project: Project) -> dict:
-    return {"ws_url": f"/ws/projects/{project.pk}/allocations/", "tones_json": TONES_JSON}
-
-
-def decorate(allocation: Allocation) -> Allocation:
-    """The allocation with what its pages show about its state (tone, in flight)."""
-    allocation.tone = STATE_TONES.get(allocation.state, "muted")
-    allocation.in_flight = allocation.state in Allocation.IN_FLIGHT_STATES
-    return allocation
 
 
 def allocation_tabs(allocation: Allocation, *, can_manage: bool) -> list[tuple[str, str, str]]:
@@ -135,7 +125,7 @@ def allocation_list(request, principal, pk):
     )
     page = Paginator(allocations, ALLOCATIONS_PER_PAGE).get_page(request.GET.get("page"))
     for allocation in page:
-        decorate(allocation)
+        BADGES.decorate(allocation)
     context = {
         "project": project,
         "tab": "allocations",
@@ -145,7 +135,7 @@ def allocation_list(request, principal, pk):
         "state_chips": [("", "All", sum(counts.values()))]
         + [(s.value, s.label.capitalize(), counts.get(s.value, 0)) for s in State],
         "can_manage": _can_manage(principal, project),
-        **_live(project),
+        **BADGES.live(project),
     }
     if refreshing(request, TABLE_TARGET):
         return quiet_fragment(request, "portal/partials/allocation_table.html", context)
@@ -166,7 +156,7 @@ def allocation_detail(request, principal, pk, allocation_pk):
     can_manage = _can_manage(principal, project)
     context = {
         "project": project,
-        "allocation": decorate(allocation),
+        "allocation": BADGES.decorate(allocation),
         "tabs": allocation_tabs(allocation, can_manage=can_manage),
         "tab": "overview",
         "phases": _timeline(allocation),
@@ -175,7 +165,7 @@ def allocation_detail(request, principal, pk, allocation_pk):
         "chart_windows": list(series.CHART_WINDOWS),
         "alerts": list(alerts.visible_alerts(principal).filter(allocation=allocation)[:ALLOCATION_ALERTS]),
         **_cost(allocation),
-        **_live(project),
+        **BADGES.live(project),
     }
     if refreshing(request, BODY_TARGET):
         return quiet_fragment(request, "portal/partials/allocation_detail_body.html", context)
@@ -409,7 +399,7 @@ def allocation_release(request, principal, pk, allocation_pk):
     if request.method != "POST" or not form.is_valid():
         context = {
             "project": project,
-            "allocation": decorate(allocation),
+            "allocation": BADGES.decorate(allocation),
             "aborting": aborting,
             "form": form,
             **doomed,

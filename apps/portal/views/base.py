@@ -1,11 +1,12 @@
 """What every portal view shares: the signed-in caller as a ``Principal``, the
 project a page is about, and the translation of the services' errors into pages
 (404 outside the caller's scope, 403 for too little role, any other refusal on
-the form that asked)."""
+the form that asked), and how the pages of stateful objects show their state."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import wraps
 
@@ -22,6 +23,30 @@ from apps.tenancy import principal as principals
 from apps.tenancy.models import Project
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
+
+
+class StateBadges:
+    """How pages show the states of one kind of object: each state's badge tone (a state
+    without one is muted), which states are in flight, and the live script's copy of the
+    tones (``data-tones``) with the project's socket that sends those objects' news."""
+
+    def __init__(self, tones: dict[str, str], *, in_flight: Iterable[str], socket: str):
+        self.tones = tones
+        self.in_flight = frozenset(in_flight)
+        self.socket = socket
+        self.tones_json = json.dumps({str(state): tone for state, tone in tones.items()})
+
+    def tone(self, state: str) -> str:
+        return self.tones.get(state, "muted")
+
+    def decorate(self, obj):
+        """``obj`` with what its pages show about its state (tone, in flight)."""
+        obj.tone = self.tone(obj.state)
+        obj.in_flight = obj.state in self.in_flight
+        return obj
+
+    def live(self, project: Project) -> dict:
+        return {"ws_url": f"/ws/projects/{project.pk}/{self.socket}/", "tones_json": self.tones_json}
 
 
 def principal_of(request: HttpRequest) -> Principal:

@@ -12,9 +12,9 @@ from apps.monitoring.alerts import services as alerts
 from apps.monitoring.models import Alert
 from apps.portal import queries
 from apps.portal.context_processors import SESSION_PROJECT
-from apps.portal.views.allocations import decorate
+from apps.portal.views.allocations import BADGES as ALLOCATION_BADGES
 from apps.portal.views.base import may, portal_view
-from apps.portal.views.instances import STATE_TONES as INSTANCE_TONES
+from apps.portal.views.instances import BADGES as INSTANCE_BADGES
 from apps.proxy import routes as proxy_routes
 from apps.runtime.models import AppInstance
 from apps.tenancy import policy, services
@@ -97,10 +97,10 @@ def _running(principal) -> dict:
     shown_allocations, shown_instances = allocations[:DASHBOARD_TILES], instances[:DASHBOARD_TILES]
     costs = pricing.accrued(shown_allocations)
     for allocation in shown_allocations:
-        decorate(allocation).accrued = costs[allocation.pk]
+        ALLOCATION_BADGES.decorate(allocation).accrued = costs[allocation.pk]
     endpoints = proxy_routes.first_endpoints(shown_instances)
     for instance in shown_instances:
-        instance.tone = INSTANCE_TONES.get(instance.state, "muted")
+        instance.tone = INSTANCE_BADGES.tone(instance.state)
         instance.open_endpoint = endpoints.get(instance.pk) if instance.state == State.RUNNING else None
     return {
         "running_allocations": shown_allocations,

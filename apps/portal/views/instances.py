@@ -10,8 +10,6 @@ refreshes, picked by the ``HX-Target`` the page asks for.
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.core.paginator import Page, Paginator
 from django.db.models import Count
@@ -30,7 +28,7 @@ from apps.metering import selectors as pricing
 from apps.portal.context_processors import remember_project
 from apps.portal.forms import ShareForm
 from apps.portal.htmx import htmx_partial, hx_redirect, quiet_fragment, refreshing, render_fragment
-from apps.portal.views.base import filtered, portal_view, refusal_on, scoped_project
+from apps.portal.views.base import StateBadges, filtered, portal_view, refusal_on, scoped_project
 from apps.proxy import routes as proxy_routes
 from apps.proxy.adapters import Adapter
 from apps.runtime import routes, services
@@ -38,7 +36,6 @@ from apps.runtime.agents import LOG_LINES_KEPT
 from apps.runtime.filters import AppInstanceFilter
 from apps.runtime.models import AppInstance
 from apps.tenancy import policy
-from apps.tenancy.models import Project
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
@@ -47,19 +44,20 @@ EVENTS_PER_PAGE = 50
 # The Logs tab opens on the newest lines; the download has every kept line (10,000).
 LOG_LINES_SHOWN = 1000
 State = AppInstance.State
-# The badge tone of each state; the live script gets the same map (``data-tones``).
-STATE_TONES = {
-    State.REQUESTED: "info",
-    State.STARTING: "info",
-    State.RUNNING: "ok",
-    State.STOPPING: "warn",
-    State.STOPPED: "muted",
-    State.DECOMMISSIONING: "warn",
-    State.DELETED: "muted",
-    State.FAILED: "bad",
-}
-TONES_JSON = json.dumps({str(state): tone for state, tone in STATE_TONES.items()})
-IN_FLIGHT = (State.REQUESTED, State.STARTING, State.STOPPING, State.DECOMMISSIONING)
+BADGES = StateBadges(
+    {
+        State.REQUESTED: "info",
+        State.STARTING: "info",
+        State.RUNNING: "ok",
+        State.STOPPING: "warn",
+        State.STOPPED: "muted",
+        State.DECOMMISSIONING: "warn",
+        State.DELETED: "muted",
+        State.FAILED: "bad",
+    },
+    in_flight=(State.REQUESTED, State.STARTING, State.STOPPING, State.DECOMMISSIONING),
+    socket="instances",
+)
 TABLE_TARGET = "instance-table"
 BODY_TARGET = "instance-detail-body"
 SHARING_TARGET = "instance-sharing"
@@ -111,16 +109,6 @@ def _valid_actions(instance: AppInstance) -> list[str]:
     ]
 
 
-def _decorate(instance: AppInstance) -> AppInstance:
-    instance.tone = STATE_TONES.get(instance.state, "muted")
-    instance.in_flight = instance.state in IN_FLIGHT
-    return instance
-
-
-def _live(project: Project) -> dict:
-    return {"ws_url": f"/ws/projects/{project.pk}/instances/", "tones_json": TONES_JSON}
-
-
 # --- list ----------------------------------------------------------------------
 
 
@@ -142,7 +130,7 @@ def instance_list(request, principal, pk):
     endpoints = proxy_routes.first_endpoints(page.object_list)
     for instance in page:
         running = instance.state == State.RUNNING
-        _decorate(instance).open_endpoint = endpoints.get(instance.pk) if running else None
+        BADGES.decorate(instance).open_endpoint = endpoints.get(instance.pk) if running else None
     context = {
         "project": project,
         "page_obj": page,
@@ -150,7 +138,7 @@ def instance_list(request, principal, pk):
         "state_chips": [("", "All", sum(n for s, n in counts.items() if s != State.DELETED))]
         + [(s.value, s.label.capitalize(), counts.get(s.value, 0)) for s in State],
         "can_launch": principal.can(Perm.INSTANCE_MANAGE, project.tenant_id, project.pk),
-        **_live(project),
+        **BADGES.live(project),
     }
     if refreshing(request, TABLE_TARGET):
         return quiet_fragment(request, "portal/partials/instance_table.html", context)
@@ -189,7 +177,7 @@ def _shell_tabs(instance: AppInstance, app_route) -> list[tuple[str, str]]:
 def _events_page(instance: AppInstance, number) -> Page:
     page = Paginator(services.instance_events(instance), EVENTS_PER_PAGE).get_page(number)
     for event in page:
-        event.tone = STATE_TONES.get(event.to_state, "muted")
+        event.tone = BADGES.tone(event.to_state)
     return page
 
 
@@ -204,7 +192,7 @@ def _detail_context(principal: Principal, instance: AppInstance, tab: str = "ove
     can_view_allocation = principal.can(Perm.ALLOCATION_VIEW, project.tenant_id, project.pk)
     return {
         "project": project,
-        "instance": _decorate(instance),
+        "instance": BADGES.decorate(instance),
         "node": instance.allocation.node,
         "parameters": _parameters(instance),
         "endpoints": [
@@ -236,7 +224,7 @@ def _detail_context(principal: Principal, instance: AppInstance, tab: str = "ove
             else ""
         ),
         "idle_timeout": app_route.policy.get("idle_timeout_seconds") if app_route else None,
-        **_live(project),
+        **BADGES.live(project),
     }
 
 
@@ -350,7 +338,7 @@ def instance_action(request, principal, pk, instance_pk, action):
             return hx_redirect(request, detail_url)
         context = {
             "project": instance.project,
-            "instance": _decorate(instance),
+            "instance": BADGES.decorate(instance),
             "action": action,
             "spec": spec,
         }
