@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.paginator import Paginator
 from django.views.decorators.http import require_safe
 
+from apps.core.filters import cached_choices
 from apps.portal.forms import AuditFilterForm
 from apps.portal.htmx import render_page_or_fragment
 from apps.portal.views.base import portal_view
@@ -50,7 +51,7 @@ def audit_log(request, principal):
         }
         for e in page
     ]
-    actions = (
+    actions = cached_choices(
         services.list_audit_events(principal)
         .order_by("action")
         .values_list("action", flat=True)
