@@ -9,6 +9,8 @@ from django.core.cache import cache
 from django.db.models import QuerySet
 from django_filters.fields import ChoiceField
 
+from apps.core import outages
+
 # How long a filter's list of the values a column holds is reused: on the audit trail
 # (200,000 rows and growing) the DISTINCT behind it scans the table, about 70 ms a page,
 # for a list that changes once a release.
@@ -22,7 +24,13 @@ def cached_choices(values: QuerySet) -> list:
     if values.query.is_empty():
         return []
     key = "choices:" + hashlib.sha256(str(values.query).encode()).hexdigest()
-    return cache.get_or_set(key, lambda: list(values), CHOICES_CACHE_SECONDS)
+    try:
+        return cache.get_or_set(key, lambda: list(values), CHOICES_CACHE_SECONDS)
+    except Exception as exc:
+        # A convenience, not a reason to refuse the page while the cache is down.
+        if outages.dependency_down(exc) != "cache":
+            raise
+        return list(values)
 
 
 class _AnyCaseChoiceField(ChoiceField):

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apps.core.models import AuditEvent
 from tests.support.pages import HTMX
+from tests.support.processes import free_port
 
 
 def event(
@@ -94,6 +95,21 @@ def test_action_suggestions_are_the_callers_own_though_kept_a_while(
     # Kept for a few minutes: an action first seen since does not show yet.
     event(project=other_tenant_project, action="secret.delete", correlation_id="corr-z")
     assert "secret.delete" not in suggestions(as_user(platform_admin).get(reverse("audit_log")))
+
+
+def test_the_page_does_without_its_suggestions_cache_while_redis_is_down(
+    tenant_admin, as_user, trail, settings
+):
+    browser = as_user(tenant_admin)
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
+        }
+    }
+    response = browser.get(reverse("audit_log"))
+    assert response.status_code == 200
+    assert "member.add" in suggestions(response)
 
 
 def suggestions(response) -> set[str]:
