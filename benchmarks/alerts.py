@@ -37,6 +37,8 @@ import httpx
 from harness import (
     CeleryBeat,
     CeleryWorker,
+    benchmark_parser,
+    hold_nodes,
     metrics_run,
     verdict,
 )
@@ -51,12 +53,8 @@ MEMORY_MIB = 81559.0
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    parser = benchmark_parser(__doc__, quick="a small smoke run", db_name="gpuaas_bench_alerts")
     parser.add_argument("--nodes", type=int, help="fleet size (default 1,250; quick 50)")
-    parser.add_argument("--db-name", default="gpuaas_bench_alerts")
     parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
     if args.nodes is None:
@@ -70,7 +68,7 @@ def seed_fleet(count: int):
     tenants; some XID events open and some CPU measurements reported."""
     from django.utils import timezone
 
-    from apps.allocations.models import Allocation, Node
+    from apps.allocations.models import Node
     from apps.catalog.models import Flavor
     from apps.monitoring import services as monitoring
     from apps.monitoring.alerts import services as alerts
@@ -95,27 +93,14 @@ def seed_fleet(count: int):
             for i in range(count)
         ]
     )
-    nodes = list(Node.objects.filter(hostname__startswith="fleet-").order_by("hostname"))
+    nodes = list(
+        Node.objects.filter(hostname__startswith="fleet-").select_related("flavor").order_by("hostname")
+    )
     projects = []
     for t in range(10):
         tenant = Tenant.objects.create(tenant_id=f"t{t}", name=f"Tenant {t}", status=Tenant.Status.ACTIVE)
         projects.append(Project.objects.create(tenant=tenant, project_id=f"p{t}", name=f"P{t}"))
-    Allocation.objects.bulk_create(
-        [
-            Allocation(
-                node=node,
-                tenant=projects[i % 10].tenant,
-                project=projects[i % 10],
-                flavor=flavor,
-                gpus=GPUS,
-                os_image="ubuntu-22.04",
-                state=Allocation.State.ACTIVE,
-                activated_at=now,
-                requested_by="bench",
-            )
-            for i, node in enumerate(nodes)
-        ]
-    )
+    hold_nodes(nodes, projects, now)
     for i in range(min(HOT_XIDS, count)):
         monitoring.record_xid(nodes[i], i % GPUS, f"GPU-{i}", random.choice((31, 79)), now)
     for node in nodes[:MEASURED]:

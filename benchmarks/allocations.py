@@ -69,6 +69,7 @@ from harness import (
     Result,
     Server,
     add_nodes,
+    benchmark_parser,
     configure_environment,
     drop_database,
     free_port,
@@ -92,13 +93,10 @@ CRASH_RESUME_GOAL_S = 60.0
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="CI smoke run: 40 allocations, 8 clients, 1,000 nodes, 5,000 past allocations",
+    parser = benchmark_parser(
+        __doc__,
+        quick="CI smoke run: 40 allocations, 8 clients, 1,000 nodes, 5,000 past allocations",
+        db_name="gpuaas_bench_alloc",
     )
     parser.add_argument("--allocations", type=int, help="storm allocations (500; quick: 40)")
     parser.add_argument("--clients", type=int, help="concurrent storm clients, a tenant each (50; quick: 8)")
@@ -126,7 +124,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--status-requests", type=int, help="status requests per scenario (2000; quick: 100)")
     parser.add_argument("--status-concurrency", type=int, default=4, help="clients, concurrent scenario (4)")
     parser.add_argument("--storm-timeout", type=float, default=900.0, help="seconds to wait for ACTIVE")
-    parser.add_argument("--db-name", default="gpuaas_bench_alloc")
     parser.add_argument(
         "--redis-url",
         help="a shared Redis to use (default: a private redis-server "

@@ -32,6 +32,7 @@ from harness import (
     RESULT_HEADERS,
     Result,
     Server,
+    benchmark_parser,
     configure_environment,
     drop_database,
     free_port,
@@ -46,17 +47,15 @@ from tests.support.issuer import FakeIssuer
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = benchmark_parser(
+        __doc__, quick="CI smoke run: 50 tenants, 2 s per scenario", db_name="gpuaas_bench"
     )
-    parser.add_argument("--quick", action="store_true", help="CI smoke run: 50 tenants, 2 s per scenario")
     parser.add_argument("--tenants", type=int, help="tenants to create (1000; quick: 50)")
     parser.add_argument("--projects-per-tenant", type=int, default=10)
     parser.add_argument("--duration", type=float, help="seconds of load per scenario (10; quick: 2)")
     parser.add_argument("--warmup", type=float, help="seconds of unmeasured load first (2; quick: 0.5)")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight (8)")
     parser.add_argument("--web-workers", type=int, default=1, help="uvicorn worker processes (1)")
-    parser.add_argument("--db-name", default="gpuaas_bench")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
     parser.add_argument("--keep-db", action="store_true", help="leave the database behind for inspection")
     args = parser.parse_args()

@@ -9,7 +9,9 @@ Importing this module puts the repository root on ``sys.path``, so a script in
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -39,6 +41,19 @@ from tests.support.processes import (  # noqa: E402, F401 - the scripts import t
 from tests.support.victoria import VictoriaMetrics  # noqa: E402
 
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+# --- command line --------------------------------------------------------------
+
+
+def benchmark_parser(doc: str, *, quick: str, db_name: str) -> argparse.ArgumentParser:
+    """A benchmark's command line, its module docstring as the help, with the options
+    every benchmark takes: ``--quick``, the CI smoke run (``quick`` says what it
+    does), and ``--db-name``, its own database (``db_name`` by default)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--db-name", default=db_name)
+    return parser
 
 
 # --- database ----------------------------------------------------------------
@@ -130,6 +145,29 @@ def add_nodes(flavor, numbers) -> None:
             for i in numbers
         ],
         batch_size=2000,
+    )
+
+
+def hold_nodes(nodes, projects, since) -> None:
+    """Each node held whole by an ACTIVE allocation since ``since``, the projects taking
+    the nodes in turn."""
+    from apps.allocations.models import Allocation
+
+    Allocation.objects.bulk_create(
+        [
+            Allocation(
+                node=node,
+                tenant=project.tenant,
+                project=project,
+                flavor=node.flavor,
+                gpus=node.flavor.gpus_per_node,
+                os_image="ubuntu-22.04",
+                state=Allocation.State.ACTIVE,
+                activated_at=since,
+                requested_by="bench",
+            )
+            for node, project in zip(nodes, itertools.cycle(projects))
+        ]
     )
 
 

@@ -34,7 +34,9 @@ import httpx
 # harness puts the repository root on sys.path: imported before apps, gpuaas and tests.
 from harness import (
     Server,
+    benchmark_parser,
     free_port,
+    hold_nodes,
     metrics_run,
     percentile,
     verdict,
@@ -57,16 +59,12 @@ SERIES = (
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    parser = benchmark_parser(__doc__, quick="a small smoke run", db_name="gpuaas_bench_monitoring")
     parser.add_argument("--nodes", type=int, help="ingestion fleet (default 1,250; quick 50)")
     parser.add_argument("--intervals", type=int, help="15 s intervals ingested (default 8; quick 2)")
     parser.add_argument("--tenant-nodes", type=int, help="nodes of the queried tenant (default 100; quick 4)")
     parser.add_argument("--requests", type=int, help="API requests per store (default 5; quick 3)")
     parser.add_argument("--step", type=int, default=60, help="the API's step in seconds (default 60)")
-    parser.add_argument("--db-name", default="gpuaas_bench_monitoring")
     parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
     defaults = (50, 2, 4, 3) if args.quick else (1250, 8, 100, 5)
@@ -105,7 +103,9 @@ def make_nodes(count: int, prefix: str):
             for i in range(count)
         ]
     )
-    return list(Node.objects.filter(hostname__startswith=f"{prefix}-").order_by("hostname"))
+    return list(
+        Node.objects.filter(hostname__startswith=f"{prefix}-").select_related("flavor").order_by("hostname")
+    )
 
 
 def ingest_embedded(nodes, intervals: int) -> float:
@@ -166,29 +166,13 @@ def seed_tenant(tenant_nodes: int):
 
     from django.utils import timezone
 
-    from apps.allocations.models import Allocation
     from apps.tenancy.models import Project, Tenant
 
     tenant = Tenant.objects.create(tenant_id="bench", name="Bench", status=Tenant.Status.ACTIVE)
     project = Project.objects.create(tenant=tenant, project_id="bench", name="Bench")
     nodes = make_nodes(tenant_nodes, "tenant")
     since = timezone.now() - timedelta(hours=25)
-    Allocation.objects.bulk_create(
-        [
-            Allocation(
-                node=node,
-                tenant=tenant,
-                project=project,
-                flavor=node.flavor,
-                gpus=GPUS,
-                os_image="ubuntu-22.04",
-                state=Allocation.State.ACTIVE,
-                activated_at=since,
-                requested_by="bench",
-            )
-            for node in nodes
-        ]
-    )
+    hold_nodes(nodes, [project], since)
     return nodes
 
 

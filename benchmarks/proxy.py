@@ -70,6 +70,7 @@ from harness import (
     ROOT,
     Background,
     Server,
+    benchmark_parser,
     configure_environment,
     drop_database,
     free_port,
@@ -109,10 +110,9 @@ SPAWN = multiprocessing.get_context("spawn")
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = benchmark_parser(
+        __doc__, quick="CI smoke run: 2 s per target, 10 s hold", db_name="gpuaas_bench_proxy"
     )
-    parser.add_argument("--quick", action="store_true", help="CI smoke run: 2 s per target, 10 s hold")
     # wrk takes whole seconds.
     parser.add_argument("--duration", type=int, help="seconds of measured load per target (10; quick: 2)")
     parser.add_argument("--warmup", type=int, help="seconds of unmeasured load first (2; quick: 1)")
@@ -124,7 +124,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--websockets", type=int, default=1000, help="WebSockets held per proxy (1000)")
     parser.add_argument("--hold", type=float, help="seconds the WebSockets are held (60; quick: 10)")
     parser.add_argument("--asgi-workers", type=int, default=1, help="uvicorn processes of the ASGI proxy (1)")
-    parser.add_argument("--db-name", default="gpuaas_bench_proxy")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
     parser.add_argument(
         "--instructions",

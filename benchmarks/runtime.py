@@ -29,6 +29,7 @@ import httpx
 
 # harness puts the repository root on sys.path: imported before apps, gpuaas and tests.
 from harness import (
+    benchmark_parser,
     load_average,
     percentile,
     portal_with_agent,
@@ -39,12 +40,8 @@ from harness import (
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="one launch (CI smoke)")
+    parser = benchmark_parser(__doc__, quick="one launch (CI smoke)", db_name="gpuaas_bench_runtime")
     parser.add_argument("--launches", type=int, default=5)
-    parser.add_argument("--db-name", default="gpuaas_bench_runtime")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
     args = parser.parse_args()
     if args.quick:

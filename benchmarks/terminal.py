@@ -30,6 +30,7 @@ from pathlib import Path
 
 # harness puts the repository root on sys.path: imported before apps, gpuaas and tests.
 from harness import (
+    benchmark_parser,
     group_rss_bytes,
     load_average,
     percentile,
@@ -47,13 +48,11 @@ MB = 1024 * 1024
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = benchmark_parser(
+        __doc__, quick="30 keystrokes and 5 MB (CI smoke)", db_name="gpuaas_bench_terminal"
     )
-    parser.add_argument("--quick", action="store_true", help="30 keystrokes and 5 MB (CI smoke)")
     parser.add_argument("--keystrokes", type=int, default=300)
     parser.add_argument("--file-mb", type=int, default=50)
-    parser.add_argument("--db-name", default="gpuaas_bench_terminal")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
     args = parser.parse_args()
     if args.quick:

@@ -9,6 +9,8 @@ checkout running tests at the same time should pick others).
 
 import os
 
+from tests.support.environment import set_test_defaults
+
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 _worker_number = int(_worker.removeprefix("gw") or 0)
 
@@ -23,13 +25,7 @@ os.environ["REDIS_URL"] = f"{_redis_server}/{(int(_redis_db) + _worker_number) %
 # Production mode without an apps domain: most tests drive path-prefix routes, the
 # embedded default's; those about apps domains set one.
 os.environ.setdefault("GPUAAS_PATH_ROUTES", "accept-risk")
-os.environ.setdefault("GPUAAS_SECRET_KEY", "test-secret-key-not-for-production-0123456789abcdef")
-os.environ.setdefault("GPUAAS_ENCRYPTION_KEYS", "7qWutnD6fSYzo4mOWFApzU7RMK8droX-w4WLUJ5hkGc=")
-os.environ.setdefault("GPUAAS_CELERY_EAGER", "true")
-os.environ.setdefault("GPUAAS_SIMULATED_STEP_SECONDS", "0")
-# Log lines on the console, where pytest captures them (and the processes a test
-# starts write them to their output), not in var/log/.
-os.environ.setdefault("GPUAAS_LOG_FORMAT", "json")
+set_test_defaults()
 # Assigned, not defaulted: xdist workers inherit the controller's environment, where a
 # default would already name gw0's directory, and both workers would share one.
 os.environ["GPUAAS_VAR_DIR"] = f"{os.environ.get('GPUAAS_TEST_VAR_DIR', '/tmp/gpuaas-test-var')}-{_worker}"

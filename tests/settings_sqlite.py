@@ -6,16 +6,12 @@ layer, no Redis. Tests marked ``production`` need the production topology
 
 import os
 
+from tests.support.environment import set_test_defaults
+
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 os.environ.pop("REDIS_URL", None)
 os.environ.pop("DATABASE_URL", None)
-os.environ.setdefault("GPUAAS_SECRET_KEY", "test-secret-key-not-for-production-0123456789abcdef")
-os.environ.setdefault("GPUAAS_ENCRYPTION_KEYS", "7qWutnD6fSYzo4mOWFApzU7RMK8droX-w4WLUJ5hkGc=")
-os.environ.setdefault("GPUAAS_CELERY_EAGER", "true")
-os.environ.setdefault("GPUAAS_SIMULATED_STEP_SECONDS", "0")
-# Log lines on the console, where pytest captures them (and the processes a test
-# starts write them to their output), not in var/log/.
-os.environ.setdefault("GPUAAS_LOG_FORMAT", "json")
+set_test_defaults()
 os.environ["GPUAAS_VAR_DIR"] = f"/tmp/gpuaas-test-sqlite-var-{_worker}"
 
 from gpuaas.settings import *  # noqa: E402,F403

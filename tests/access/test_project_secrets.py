@@ -28,6 +28,14 @@ def _put(api, project, name="hf-token", value=HF_TOKEN):
     return api.post(f"/api/v1/projects/{project.pk}/secrets", {"name": name, "value": value}, format="json")
 
 
+def _launch_vllm(api, allocation, **parameters):
+    """vLLM launched on ``allocation`` through the platform API, given ``parameters`` if any."""
+    body = {"app": "vllm-openai", "allocation_id": str(allocation.pk)}
+    if parameters:
+        body["parameters"] = parameters
+    return api.post(f"/api/v1/projects/{allocation.project_id}/app-instances", body, format="json")
+
+
 def test_a_secret_is_written_listed_by_name_replaced_and_deleted(
     admin_api, project, secrets_backend, django_capture_on_commit_callbacks
 ):
@@ -75,15 +83,7 @@ def test_the_agent_gets_the_named_secret_never_the_task(
     admin_api, api, project, vllm, active_allocation, secrets_backend
 ):
     assert _put(admin_api, project).status_code == 201
-    launch = admin_api.post(
-        f"/api/v1/projects/{project.pk}/app-instances",
-        {
-            "app": "vllm-openai",
-            "allocation_id": str(active_allocation.pk),
-            "parameters": {"hf_token": "hf-token"},
-        },
-        format="json",
-    )
+    launch = _launch_vllm(admin_api, active_allocation, hf_token="hf-token")
     assert launch.status_code == 202, launch.content
     task = AgentTask.objects.get(action="start")
     assert HF_TOKEN not in json.dumps(task.spec)
@@ -101,31 +101,17 @@ def test_the_agent_gets_the_named_secret_never_the_task(
     assert fetched.json() == {"hf_token": HF_TOKEN}
 
 
-def test_launch_naming_a_secret_the_project_lacks_is_refused(admin_api, project, vllm, active_allocation):
-    response = admin_api.post(
-        f"/api/v1/projects/{project.pk}/app-instances",
-        {
-            "app": "vllm-openai",
-            "allocation_id": str(active_allocation.pk),
-            "parameters": {"hf_token": "nope"},
-        },
-        format="json",
-    )
+def test_launch_naming_a_secret_the_project_lacks_is_refused(admin_api, vllm, active_allocation):
+    response = _launch_vllm(admin_api, active_allocation, hf_token="nope")
     assert response.status_code == 400
     assert "hf_token" in response.json()["error"]["details"]["parameters"]
     assert not AgentTask.objects.exists()
 
 
-def test_without_the_secret_parameter_the_agent_gets_an_empty_value(
-    admin_api, project, vllm, active_allocation
-):
+def test_without_the_secret_parameter_the_agent_gets_an_empty_value(admin_api, vllm, active_allocation):
     from apps.runtime import agents
 
-    launch = admin_api.post(
-        f"/api/v1/projects/{project.pk}/app-instances",
-        {"app": "vllm-openai", "allocation_id": str(active_allocation.pk)},
-        format="json",
-    )
+    launch = _launch_vllm(admin_api, active_allocation)
     assert launch.status_code == 202
     node = active_allocation.node
     [task] = agents.claim_tasks(node)

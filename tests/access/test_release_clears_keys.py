@@ -11,8 +11,7 @@ from apps.allocations.models import Allocation, AllocationStep
 from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
 from tests.support.agent import running_agent
-from tests.support.processes import wait_for
-from tests.support.ssh import access_urls, key_pair, reported_access, ssh, wait_applied
+from tests.support.ssh import access_urls, key_pair, ssh, wait_applied, wait_reported
 
 
 def _release_steps(allocation) -> list[tuple[str, str]]:
@@ -33,9 +32,7 @@ def test_release_removes_the_keys_from_the_node_before_giving_it_back(
     api.force_login(allocator)
     access_url, keys_url = access_urls(project, active_allocation)
     with running_agent(portal.url, active_allocation.node, tmp_path, ssh="own") as agent:
-        access = wait_for(
-            lambda: reported_access(api, access_url), timeout=30, what="the node's sshd reported"
-        )
+        access = wait_reported(api, access_url)
         key = key_pair(tmp_path, "alice")
         added = api.post(keys_url, {"public_key": key.public_key}, format="json").json()
         wait_applied(api, keys_url, added["id"])

@@ -19,9 +19,9 @@ from tests.support.ssh import (
     access_urls,
     key_pair,
     key_state,
-    reported_access,
     ssh,
     wait_applied,
+    wait_reported,
 )
 
 # Real agents call a live server: SQLite locks its tables under them (the embedded
@@ -41,7 +41,7 @@ def test_a_key_added_through_the_api_logs_in_and_a_removed_one_is_refused(
 ):
     api.force_login(allocator)
     access_url, keys_url = access_urls(project, active_allocation)
-    access = wait_for(lambda: reported_access(api, access_url), timeout=30, what="the node's sshd reported")
+    access = wait_reported(api, access_url)
     # What the platform reports is what the node's sshd presents (ssh-keygen reads its key files).
     on_disk = sorted(
         subprocess.run(
@@ -89,7 +89,7 @@ def test_a_host_key_other_than_the_reported_one_is_refused(
     """The known_hosts the user builds from the answer really pins the host: a wrong key fails."""
     api.force_login(allocator)
     access_url, keys_url = access_urls(project, active_allocation)
-    access = wait_for(lambda: reported_access(api, access_url), timeout=30, what="the node's sshd reported")
+    access = wait_reported(api, access_url)
     key = key_pair(tmp_path, "alice")
     added = api.post(keys_url, {"public_key": key.public_key}, format="json").json()
     wait_applied(api, keys_url, added["id"])
@@ -107,7 +107,7 @@ def test_keys_an_operator_put_outside_the_managed_block_are_left_alone(
 ):
     api.force_login(allocator)
     access_url, keys_url = access_urls(project, active_allocation)
-    access = wait_for(lambda: reported_access(api, access_url), timeout=30, what="the node's sshd reported")
+    access = wait_reported(api, access_url)
     operator = key_pair(tmp_path, "operator")
     authorized_keys = ssh_agent.state_dir / "ssh" / "authorized_keys"
     authorized_keys.write_text(f"# the operator's own\n{operator.public_key}\n")
@@ -140,9 +140,7 @@ def test_an_app_controller_logs_in_with_a_delivered_access_credential(
     )
     assert delivered.status_code == 200, delivered.content
     access_url, keys_url = access_urls(project, active_allocation)
-    access = wait_for(
-        lambda: reported_access(controller, access_url), timeout=30, what="the node's sshd reported"
-    )
+    access = wait_reported(controller, access_url)
     added = controller.post(
         keys_url, {"public_key": delivered.json()["public_key"], "purpose": "bootstrap"}, format="json"
     )

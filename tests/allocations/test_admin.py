@@ -20,17 +20,15 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.allocations import nodes as node_service
-from apps.allocations import services
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.core import audit, crypto
 from apps.core.models import AuditEvent, SimulatedFault, SimulatedResource
 from apps.networking.models import Vlan, Vrf
 from apps.storage.models import TenantStorage
-from apps.tenancy import principal as principals
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
 from tests.factories import UserFactory
-from tests.support.fleet import fault, make_nodes
+from tests.support.fleet import allocated, failed_release, fault, make_nodes
 
 pytestmark = pytest.mark.django_db
 SECRET = "ccp-shared-secret-never-shown"
@@ -87,15 +85,6 @@ def result_rows(response) -> list[list[str]]:
     return [[re.sub(r"<[^>]+>", "", cell).strip() for cell in row][1:] for row in cells]
 
 
-def allocate(allocator, project, capture, *, execute: bool = True) -> Allocation:
-    with capture(execute=execute):
-        [allocation] = services.allocate(
-            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
-        )
-    allocation.refresh_from_db()
-    return allocation
-
-
 def events(action: str, actor) -> list[AuditEvent]:
     return list(AuditEvent.objects.filter(action=action, actor=actor.username, outcome="success"))
 
@@ -106,7 +95,7 @@ def world(allocator, project, nodes, django_capture_on_commit_callbacks, setting
     simulated hardware), a node with a pending bootstrap token, an enrolled node,
     a dead letter, a fault."""
     settings.CCP_WEBHOOK_SECRET = SECRET
-    allocation = allocate(allocator, project, django_capture_on_commit_callbacks)
+    allocation = allocated(allocator, project, django_capture_on_commit_callbacks)
     pending, enrolled = nodes[2], nodes[3]
     node_service.issue_bootstrap_token(pending)
     node_service.enroll(enrolled.hostname, node_service.issue_bootstrap_token(enrolled), address="10.0.0.4")
@@ -222,7 +211,7 @@ def test_allocations_are_searched_by_id_and_node_hostname(
     operator, world, allocator, project, flavor, django_capture_on_commit_callbacks
 ):
     allocation = world["allocation"]
-    other = allocate(allocator, project, django_capture_on_commit_callbacks)
+    other = allocated(allocator, project, django_capture_on_commit_callbacks)
     for term in (str(allocation.pk)[:8], str(allocation.pk), allocation.node.hostname):
         body = text(operator.get(url("allocations.allocation") + f"?q={term}"))
         assert url("allocations.allocation", "change", allocation.pk) in body, term
@@ -390,11 +379,7 @@ def test_bootstrap_token_is_shown_once_and_enrolls_the_agent(operator, platform_
 def test_retry_failed_release_step(
     operator, platform_admin, allocator, project, nodes, django_capture_on_commit_callbacks
 ):
-    allocation = allocate(allocator, project, django_capture_on_commit_callbacks)
-    fault("ndfc", "detach", message="switch unreachable")
-    with django_capture_on_commit_callbacks(execute=True):
-        services.release(principals.for_user(allocator), allocation)
-    allocation.refresh_from_db()
+    allocation = failed_release(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.FAILED
     assert allocation.steps.filter(phase="release", status=AllocationStep.Status.FAILED).exists()
     assert Node.objects.get(pk=allocation.node_id).state == Node.State.FAILED
@@ -419,7 +404,7 @@ def test_retry_failed_release_step(
 def test_fail_allocation_with_a_reason(
     operator, platform_admin, allocator, project, nodes, django_capture_on_commit_callbacks
 ):
-    allocation = allocate(allocator, project, django_capture_on_commit_callbacks, execute=False)  # PENDING
+    allocation = allocated(allocator, project, django_capture_on_commit_callbacks, execute=False)  # PENDING
     assert allocation.state == Allocation.State.PENDING
     page = act(operator, "allocations.allocation", "fail_allocation", [allocation])
     assert 'name="reason"' in text(page)
@@ -476,7 +461,7 @@ def test_releasing_a_failed_allocation_is_a_warning_not_an_error_page(
     operator, allocator, project, nodes, django_capture_on_commit_callbacks
 ):
     fault("ndfc", "attach", message="no route to leaf")
-    allocation = allocate(allocator, project, django_capture_on_commit_callbacks)
+    allocation = allocated(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.FAILED
     response = act(operator, "allocations.allocation", "release", [allocation])
     assert response.status_code == 200

@@ -9,7 +9,7 @@ from apps.allocations import services
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.core import simulation
 from apps.tenancy import principal as principals
-from tests.support.fleet import fault
+from tests.support.fleet import allocated, failed_release, fault
 
 pytestmark = pytest.mark.django_db
 
@@ -18,15 +18,6 @@ pytestmark = pytest.mark.django_db
 def _fast_retries(settings):
     settings.PIPELINE_BACKOFF_SECONDS = (0.0, 0.0)
     settings.PIPELINE_POLL_SECONDS = 0.01
-
-
-def run_allocation(allocator, project, capture, **kwargs):
-    with capture(execute=True):
-        [allocation] = services.allocate(
-            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04", **kwargs
-        )
-    allocation.refresh_from_db()
-    return allocation
 
 
 def taken(node) -> dict:
@@ -57,7 +48,7 @@ def test_step_failing_for_good_fails_allocation_and_gives_back(
     allocator, project, nodes, django_capture_on_commit_callbacks, system, operation, failed_step, left_behind
 ):
     fault(system, operation, message=f"{operation} exploded")
-    allocation = run_allocation(allocator, project, django_capture_on_commit_callbacks)
+    allocation = allocated(allocator, project, django_capture_on_commit_callbacks)
 
     assert allocation.state == Allocation.State.FAILED
     assert allocation.failure_reason.startswith(f"{failed_step} failed after 4 attempt(s)")
@@ -78,7 +69,7 @@ def test_agent_that_never_registers_fails_on_its_time_budget(
     nodes[0].credential_hash = "x" * 64  # a real agent is expected, and it stays silent
     nodes[0].save()
     settings.PIPELINE_STEP_BUDGETS = {**settings.PIPELINE_STEP_BUDGETS, "agent": 0.3}
-    allocation = run_allocation(allocator, project, django_capture_on_commit_callbacks)
+    allocation = allocated(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.FAILED
     assert "step agent took" in allocation.failure_reason
     assert "0.3 s budget" in allocation.failure_reason
@@ -90,7 +81,7 @@ def test_hung_deploy_fails_on_budget_and_releases_machine(
 ):
     settings.PIPELINE_STEP_BUDGETS = {**settings.PIPELINE_STEP_BUDGETS, "os_deploy": 0.3}
     fault("maas", "deploy", mode="hang")
-    allocation = run_allocation(allocator, project, django_capture_on_commit_callbacks)
+    allocation = allocated(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.FAILED
     assert "step os_deploy took" in allocation.failure_reason
     assert taken(allocation.node)["machine"] == "Ready"
@@ -101,7 +92,7 @@ def test_transient_failure_is_retried_and_leaves_no_stale_error(
     allocator, project, nodes, django_capture_on_commit_callbacks
 ):
     fault("maas", "deploy", remaining=2, message="BMC timeout")
-    allocation = run_allocation(allocator, project, django_capture_on_commit_callbacks)
+    allocation = allocated(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.ACTIVE
     assert allocation.failure_reason == ""
     step = allocation.steps.get(phase="provision", name="os_deploy")
@@ -114,7 +105,7 @@ def test_hardware_fault_parks_node_for_an_operator(
     allocator, project, nodes, django_capture_on_commit_callbacks
 ):
     fault("maas", "deploy", hardware=True, message="PXE boot failed: no link")
-    allocation = run_allocation(allocator, project, django_capture_on_commit_callbacks)
+    allocation = allocated(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.FAILED
     node = allocation.node
     node.refresh_from_db()
@@ -126,11 +117,7 @@ def test_hardware_fault_parks_node_for_an_operator(
 def test_failed_release_step_parks_node_and_operator_retry_completes(
     allocator, project, nodes, platform_admin, django_capture_on_commit_callbacks
 ):
-    allocation = run_allocation(allocator, project, django_capture_on_commit_callbacks)
-    fault("ndfc", "detach", message="switch unreachable")
-    with django_capture_on_commit_callbacks(execute=True):
-        services.release(principals.for_user(allocator), allocation)
-    allocation.refresh_from_db()
+    allocation = failed_release(allocator, project, django_capture_on_commit_callbacks)
     assert allocation.state == Allocation.State.FAILED
     assert "network_detach failed" in allocation.failure_reason
     allocation.node.refresh_from_db()

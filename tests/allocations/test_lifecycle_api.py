@@ -6,7 +6,7 @@ import pytest
 
 from apps.allocations.models import Allocation, Node
 from apps.core import simulation
-from tests.support.fleet import ccp_allocate
+from tests.support.fleet import ccp_allocate, ccp_release
 
 pytestmark = pytest.mark.django_db
 
@@ -36,12 +36,7 @@ def test_allocate_provisions_to_active_and_release_returns_node(
     assert node.hostname in simulation.get("ddn", "nodemap", "nm-acme").state["nodes"]
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = api.post(
-            f"/api/baremetal-manager/{node_id}/release",
-            {"drain": True},
-            format="json",
-            HTTP_AUTHORIZATION=f"Bearer {token}",
-        )
+        response = ccp_release(api, token, node_id)
     assert response.status_code == 202
     assert response.json()["state"] == "RELEASING"
     status = api.get(f"/api/baremetal-manager/{node_id}/status", HTTP_AUTHORIZATION=f"Bearer {token}").json()

@@ -11,7 +11,7 @@ from apps.networking import services as networking
 from apps.networking.models import Vrf
 from apps.storage import services as storage
 from apps.tenancy import quotas
-from tests.support.fleet import ccp_allocate, make_nodes
+from tests.support.fleet import ccp_allocate, ccp_release, make_nodes
 
 pytestmark = pytest.mark.django_db
 
@@ -32,12 +32,7 @@ def create_vpc(api, integration, tenant_id: str, vpc_id: str) -> str:
 
 def release(api, token, node_id, capture):
     with capture(execute=True):
-        response = api.post(
-            f"/api/baremetal-manager/{node_id}/release",
-            {"drain": True},
-            format="json",
-            HTTP_AUTHORIZATION=f"Bearer {token}",
-        )
+        response = ccp_release(api, token, node_id)
     assert response.status_code == 202, response.content
 
 

@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
 
 from tests.support.members import member
-from tests.support.pages import session_cookie
+from tests.support.pages import handshake, session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,15 +19,7 @@ def outcome(portal, project, origin: str | None) -> int | str:
     headers = {"Cookie": session_cookie(member("tenant_admin", tenant=project.tenant))}
     if origin is not None:
         headers["Origin"] = origin
-
-    async def scenario():
-        try:
-            async with connect(url, additional_headers=headers, open_timeout=10):
-                return "open"
-        except InvalidStatus as exc:
-            return exc.response.status_code
-
-    return asyncio.run(scenario())
+    return asyncio.run(handshake(url, headers))
 
 
 @pytest.fixture

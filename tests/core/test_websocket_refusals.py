@@ -8,9 +8,8 @@ import asyncio
 
 import pytest
 from channels.layers import channel_layers
-from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
 
+from tests.support.pages import handshake
 from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,15 +20,8 @@ REFUSALS = 10
 def refuse(portal, project, headers: dict) -> list:
     url = f"ws://127.0.0.1:{portal.port}/ws/projects/{project.pk}/allocations/"
 
-    async def one():
-        try:
-            async with connect(url, additional_headers=headers, open_timeout=10):
-                return "open"
-        except InvalidStatus as exc:
-            return exc.response.status_code
-
     async def scenario():
-        return [await one() for _ in range(REFUSALS)]
+        return [await handshake(url, headers) for _ in range(REFUSALS)]
 
     return asyncio.run(scenario())
 

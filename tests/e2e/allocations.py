@@ -4,7 +4,8 @@ pipeline would broadcast from the test thread, where Playwright's event loop for
 from __future__ import annotations
 
 from apps.allocations.models import Allocation, Node
-from tests.factories import AllocationFactory, FlavorFactory, NodeFactory
+from tests.factories import AllocationFactory, FlavorFactory, NodeFactory, ProjectFactory, TenantFactory
+from tests.support.members import member
 
 
 def active_allocation_on(project, hostname: str, requested_by: str, *, enrolled: bool) -> Allocation:
@@ -15,3 +16,12 @@ def active_allocation_on(project, hostname: str, requested_by: str, *, enrolled:
         hostname=hostname, flavor=FlavorFactory(name="h100-8x"), state=Node.State.ALLOCATED, **agent
     )
     return AllocationFactory(node=node, project=project, requested_by=requested_by)
+
+
+def alices_allocation(*, enrolled: bool):
+    """Alice, project admin of Acme's project Training, and its ACTIVE allocation of
+    gpu-000 (``enrolled`` as for ``active_allocation_on``): the allocation and Alice."""
+    tenant = TenantFactory(tenant_id="acme", name="Acme")
+    project = ProjectFactory(tenant=tenant, project_id="training", name="Training")
+    allocation = active_allocation_on(project, "gpu-000", "alice", enrolled=enrolled)
+    return allocation, member("project_admin", project=project, username="alice")

@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
 from apps.tenancy.auth import oidc
+from tests.support.processes import terminate
 
 PROVIDER_DIR = Path(__file__).parent / "oidc_provider"
 CLIENT_ID = "gpuaas-portal"
@@ -102,15 +103,10 @@ class OpenIDProvider:
         pytest.fail(f"the OpenID provider did not start:\n{self.stderr_file.read_text()}")
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process and self.process.stdout:
-            self.process.stdout.close()
+        if self.process:
+            terminate(self.process, timeout=5)
+            if self.process.stdout:
+                self.process.stdout.close()
 
 
 def use_provider(settings, provider: OpenIDProvider) -> None:

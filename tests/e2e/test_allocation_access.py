@@ -11,10 +11,8 @@ import subprocess
 import pytest
 
 from apps.access import services as host_access
-from apps.tenancy.models import Membership
-from tests.e2e.allocations import active_allocation_on
+from tests.e2e.allocations import alices_allocation
 from tests.e2e.pages import sign_in
-from tests.factories import ProjectFactory, TenantFactory, UserFactory
 from tests.support.agent import running_agent
 from tests.support.processes import wait_for
 from tests.support.ssh import key_pair
@@ -24,11 +22,7 @@ KEY_STATE = "#allocation-access [data-key] [data-field=state]"
 
 @pytest.fixture
 def world(db):
-    tenant = TenantFactory(tenant_id="acme", name="Acme")
-    project = ProjectFactory(tenant=tenant, project_id="training", name="Training")
-    allocation = active_allocation_on(project, "gpu-000", "alice", enrolled=False)
-    alice = UserFactory(username="alice")
-    Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
+    allocation, _ = alices_allocation(enrolled=False)
     return allocation
 
 

@@ -25,8 +25,9 @@ from apps.tenancy import principal as principals
 from apps.tenancy import quotas
 from apps.tenancy.models import Membership
 from tests.e2e.pages import SCREENSHOTS, shot, sign_in
-from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory, UserFactory
+from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory
 from tests.support.concurrency import in_own_thread
+from tests.support.members import member
 
 # Samples the detail page's live fields every 50 ms (through DevTools, not subject to the CSP).
 RECORD_LIVE_FIELDS = """() => {
@@ -54,8 +55,7 @@ def world(db):
     flavor = FlavorFactory(name="h100-8x")
     for i in range(3):
         NodeFactory(hostname=f"gpu-{i:03d}", flavor=flavor)
-    alice = UserFactory(username="alice")
-    Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
+    member("project_admin", project=project, username="alice")
     return project
 
 

@@ -20,10 +20,9 @@ import pytest
 from apps.allocations.models import Node
 from apps.runtime import agents
 from apps.runtime.models import AppInstance
-from apps.tenancy.models import Membership
-from tests.e2e.allocations import active_allocation_on
+from tests.e2e.allocations import alices_allocation
 from tests.e2e.pages import shot, sign_in
-from tests.factories import ProjectFactory, TenantFactory, UserFactory, shipped_manifest
+from tests.factories import shipped_manifest
 from tests.support.catalog import publish
 from tests.support.concurrency import in_own_thread
 
@@ -45,14 +44,10 @@ RECORD_STATES = """() => {
 
 @pytest.fixture
 def world(db):
-    tenant = TenantFactory(tenant_id="acme", name="Acme")
-    project = ProjectFactory(tenant=tenant, project_id="training", name="Training")
-    active_allocation_on(project, "gpu-000", "alice", enrolled=True)
+    allocation, _ = alices_allocation(enrolled=True)
     for slug, name in (("jupyterlab", "JupyterLab"), ("vllm-openai", "vLLM OpenAI server")):
         publish(slug, name=name, summary=shipped_manifest(slug)["summary"])
-    alice = UserFactory(username="alice")
-    Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
-    return project
+    return allocation.project
 
 
 def _claim(node):

@@ -28,6 +28,7 @@ from tests.e2e.pages import sign_in
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.concurrency import in_own_thread
 from tests.support.fleet import made_allocation, make_nodes
+from tests.support.members import member
 
 SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 
@@ -35,8 +36,7 @@ SCREENSHOTS = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
 def test_the_allocation_page_charts_its_gpus(portal, page, settings):
     settings.METRICS_URL = ""
     project = ProjectFactory(tenant=TenantFactory(tenant_id="acme", name="Acme"), project_id="cell-1")
-    alice = UserFactory(username="alice")
-    Membership.objects.create(user=alice, tenant=project.tenant, project=project, role="viewer")
+    member("viewer", project=project, username="alice")
     allocation = active_allocation_on(project, "gpu-chart-001", "alice", enrolled=True)
     Allocation.objects.filter(pk=allocation.pk).update(
         state=Allocation.State.ACTIVE, activated_at=timezone.now() - timedelta(hours=3)
@@ -94,9 +94,7 @@ def reading(gpu: int, moment: float, utilization: float) -> dict:
 def test_new_telemetry_reaches_the_open_allocation_page(portal, page, settings):
     settings.METRICS_URL = ""
     project = ProjectFactory(tenant=TenantFactory(tenant_id="acme", name="Acme"), project_id="cell-1")
-    Membership.objects.create(
-        user=UserFactory(username="alice"), tenant=project.tenant, project=project, role="viewer"
-    )
+    member("viewer", project=project, username="alice")
     allocation = active_allocation_on(project, "gpu-live-001", "alice", enrolled=True)
     Allocation.objects.filter(pk=allocation.pk).update(activated_at=timezone.now() - timedelta(hours=2))
     # Readings up to ten minutes ago, stored as the agent's reports were (this is the page's past).

@@ -13,10 +13,8 @@ from apps.allocations.models import Node
 from apps.runtime import services as runtime
 from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
-from apps.tenancy.models import Membership
-from tests.e2e.allocations import active_allocation_on
+from tests.e2e.allocations import alices_allocation
 from tests.e2e.pages import sign_in
-from tests.factories import ProjectFactory, TenantFactory, UserFactory
 from tests.support.agent import running_agent
 from tests.support.chatty import publish_chatty
 from tests.support.concurrency import in_own_thread
@@ -29,11 +27,7 @@ LINES = "[data-logs-view] .log-line"
 
 @pytest.fixture
 def world(db):
-    tenant = TenantFactory(tenant_id="acme", name="Acme")
-    project = ProjectFactory(tenant=tenant, project_id="training", name="Training")
-    allocation = active_allocation_on(project, "gpu-000", "alice", enrolled=False)
-    alice = UserFactory(username="alice")
-    Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
+    allocation, alice = alices_allocation(enrolled=False)
     publish_chatty()
     return allocation, alice
 

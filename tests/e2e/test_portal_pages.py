@@ -9,12 +9,12 @@ import re
 from apps.core import crypto
 from apps.tenancy.models import Membership, Project, ServiceAccount
 from tests.factories import TenantFactory, UserFactory
+from tests.support.members import member
 
 
 def test_tenant_admin_manages_a_project(portal, page):
     tenant = TenantFactory(tenant_id="acme", name="Acme")
-    alice = UserFactory(username="alice")
-    Membership.objects.create(user=alice, tenant=tenant, role="tenant_admin")
+    member("tenant_admin", tenant=tenant, username="alice")
     UserFactory(username="bob")
     page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm asks before removing or revoking
 

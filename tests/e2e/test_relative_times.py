@@ -5,17 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from apps.tenancy.models import Membership
-from tests.e2e.allocations import active_allocation_on
-from tests.factories import ProjectFactory, TenantFactory, UserFactory
+from tests.e2e.allocations import alices_allocation
 
 
 def test_relative_times_age_on_an_open_page(portal, page):
-    tenant = TenantFactory(tenant_id="acme", name="Acme")
-    project = ProjectFactory(tenant=tenant, project_id="training", name="Training")
-    allocation = active_allocation_on(project, "gpu-000", "alice", enrolled=True)
-    alice = UserFactory(username="alice")
-    Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
+    allocation, _ = alices_allocation(enrolled=True)
 
     page.clock.install(time=datetime.now(UTC))
     page.goto(f"{portal.url}/accounts/login/")
@@ -23,7 +17,7 @@ def test_relative_times_age_on_an_open_page(portal, page):
     page.fill("input[name=password]", "pw")
     page.click("button[type=submit]")
     page.wait_for_url(f"{portal.url}/")
-    page.goto(f"{portal.url}/projects/{project.pk}/allocations/{allocation.pk}/")
+    page.goto(f"{portal.url}/projects/{allocation.project_id}/allocations/{allocation.pk}/")
     created = page.locator(".page-header time[data-ago]")
     assert created.inner_text() == "just now"
 

@@ -31,11 +31,12 @@ from apps.storage import services as storage
 from apps.tenancy import principal as principals
 from apps.tenancy import quotas
 from apps.tenancy.models import Membership
-from tests.e2e.allocations import active_allocation_on
+from tests.e2e.allocations import alices_allocation
 from tests.e2e.pages import shot, sign_in
-from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory, UserFactory
+from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory
 from tests.support.catalog import publish
 from tests.support.concurrency import in_own_thread
+from tests.support.members import member
 
 # Records, on every change of the detail, the badge and whether an Abort button shows
 # beside it (through DevTools, not subject to the CSP).
@@ -92,8 +93,7 @@ def fleet(db):
     quotas.set_quota(tenant, {"gpus": 16, "nodes": 8})
     NodeFactory(hostname="gpu-000", flavor=FlavorFactory(name="h100-8x"))
     publish("jupyterlab", name="JupyterLab")
-    alice = UserFactory(username="alice")
-    Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
+    member("project_admin", project=project, username="alice")
     return project
 
 
@@ -173,13 +173,9 @@ def test_release_confirm_listing_apps(fleet, worker, portal, page):
 
 @pytest.fixture
 def full_node(db):
-    tenant = TenantFactory(tenant_id="acme", name="Acme")
-    project = ProjectFactory(tenant=tenant, project_id="training", name="Training")
-    allocation = active_allocation_on(project, "gpu-000", "alice", enrolled=True)
+    allocation, alice = alices_allocation(enrolled=True)
     publish("vllm-openai", name="vLLM OpenAI server")
-    alice = UserFactory(username="alice")
-    Membership.objects.create(user=alice, tenant=tenant, project=project, role="project_admin")
-    return project, allocation, alice
+    return allocation.project, allocation, alice
 
 
 def test_launch_form_refusing_full_nodes(full_node, portal, page):

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from apps.allocations import nodes as fleet
+from apps.allocations import nodes as node_service
 from apps.monitoring.metrics import METRICS
+from tests.monitoring.alerting import Rounds, held_fleet
+from tests.support.agent import enroll
+from tests.support.fleet import make_nodes
 from tests.support.processes import wait_for
 from tests.support.telemetry import AGENT_TELEMETRY
 from tests.support.victoria import VictoriaMetrics
@@ -21,6 +24,30 @@ def victoria(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture
+def agent(api, flavor):
+    """A node's agent, enrolled, posting a body to the telemetry API: ``agent(body)``
+    answers the response, and ``agent.node`` is its node."""
+    [node] = make_nodes(flavor, 1, prefix="agent")
+    credential = enroll(api, node, "127.0.0.1")
+
+    def report(body: dict):
+        return api.post(AGENT_TELEMETRY, body, format="json", HTTP_AUTHORIZATION=f"Node {credential}")
+
+    report.node = node
+    return report
+
+
+@pytest.fixture
+def fleet(project, other_tenant_project, flavor):
+    return held_fleet(project, other_tenant_project, flavor)
+
+
+@pytest.fixture
+def rounds(django_capture_on_commit_callbacks):
+    return Rounds(django_capture_on_commit_callbacks)
+
+
 class EmbeddedFeed:
     name = "embedded"
 
@@ -30,8 +57,8 @@ class EmbeddedFeed:
     def feed(self, node, readings: list[dict]) -> None:
         credential = self.credentials.get(node.pk)
         if credential is None:
-            token = fleet.issue_bootstrap_token(node)
-            _, credential = fleet.enroll(node.hostname, token, address="127.0.0.1")
+            token = node_service.issue_bootstrap_token(node)
+            _, credential = node_service.enroll(node.hostname, token, address="127.0.0.1")
             self.credentials[node.pk] = credential
         for first in range(0, len(readings), 512):
             response = self.client.post(

@@ -17,22 +17,12 @@ from apps.tenancy import principal as principals
 from apps.tenancy.principal import OPERATOR_CLI
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
-from tests.monitoring.alerting import Rounds, held_fleet, received
+from tests.monitoring.alerting import held_fleet, received
 from tests.support.concurrency import at_once
 from tests.support.receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_alert_rules")]
 HOT = 95.0  # CPU utilization past both thresholds
-
-
-@pytest.fixture
-def fleet(project, other_tenant_project, flavor):
-    return held_fleet(project, other_tenant_project, flavor)
-
-
-@pytest.fixture
-def rounds(django_capture_on_commit_callbacks):
-    return Rounds(django_capture_on_commit_callbacks)
 
 
 @pytest.fixture

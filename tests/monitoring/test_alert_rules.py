@@ -16,7 +16,7 @@ from apps.monitoring.alerts import services
 from apps.monitoring.metrics import METRICS
 from apps.monitoring.models import Alert, AlertRule
 from apps.tenancy.principal import OPERATOR_CLI
-from tests.monitoring.alerting import Rounds, held_fleet, received, states
+from tests.monitoring.alerting import received, states
 from tests.support.processes import wait_for
 from tests.support.telemetry import readings
 
@@ -49,16 +49,6 @@ def cool() -> tuple[float, float]:
     instant query (at the whole second) includes it."""
     moment = time.time() - 5
     return moment, moment
-
-
-@pytest.fixture
-def fleet(project, other_tenant_project, flavor):
-    return held_fleet(project, other_tenant_project, flavor)
-
-
-@pytest.fixture
-def rounds(django_capture_on_commit_callbacks):
-    return Rounds(django_capture_on_commit_callbacks)
 
 
 def test_the_seed_thresholds_ship_one_rule_per_metric_and_severity():

@@ -7,24 +7,9 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from apps.allocations import nodes as fleet
 from apps.monitoring.models import Measurement
-from tests.support.fleet import make_nodes
 
 pytestmark = pytest.mark.django_db
-TELEMETRY = "/api/agent/v1/telemetry"
-
-
-@pytest.fixture
-def agent(api, flavor):
-    [node] = make_nodes(flavor, 1, prefix="usage")
-    _, credential = fleet.enroll(node.hostname, fleet.issue_bootstrap_token(node), address="127.0.0.1")
-
-    def report(body: dict):
-        return api.post(TELEMETRY, body, format="json", HTTP_AUTHORIZATION=f"Node {credential}")
-
-    report.node = node
-    return report
 
 
 def measured(node) -> dict:

@@ -11,31 +11,16 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-from apps.allocations import nodes as fleet
 from apps.core.models import AuditEvent
 from apps.monitoring.models import XidEvent
 from tests.factories import UserFactory
-from tests.support.fleet import make_nodes
 
 pytestmark = pytest.mark.django_db
-TELEMETRY = "/api/agent/v1/telemetry"
 
 
-@pytest.fixture
-def agent(api, flavor):
-    """An enrolled node's agent, speaking the agent API."""
-    [node] = make_nodes(flavor, 1, prefix="xid")
-    _, credential = fleet.enroll(node.hostname, fleet.issue_bootstrap_token(node), address="127.0.0.1")
-
-    def report(*xids):
-        response = api.post(
-            TELEMETRY, {"xids": list(xids)}, format="json", HTTP_AUTHORIZATION=f"Node {credential}"
-        )
-        assert response.status_code == 200, response.content
-        return response.json()
-
-    report.node = node
-    return report
+def report_xids(agent, *xids) -> None:
+    response = agent({"xids": list(xids)})
+    assert response.status_code == 200, response.content
 
 
 def operator_resolves(user, events, note="GPU reset"):
@@ -50,20 +35,20 @@ def operator_resolves(user, events, note="GPU reset"):
 
 def test_repeats_are_one_event_and_retries_count_once(agent):
     now = time.time()
-    agent({"gpu": 1, "code": 79, "at": now - 20}, {"gpu": 1, "code": 13, "at": now - 20})
-    agent({"gpu": 1, "code": 79, "at": now - 10})
-    agent({"gpu": 1, "code": 79, "at": now - 10})  # the same report again, retried
+    report_xids(agent, {"gpu": 1, "code": 79, "at": now - 20}, {"gpu": 1, "code": 13, "at": now - 20})
+    report_xids(agent, {"gpu": 1, "code": 79, "at": now - 10})
+    report_xids(agent, {"gpu": 1, "code": 79, "at": now - 10})  # the same report again, retried
     fallen = XidEvent.objects.get(node=agent.node, code=79)
     assert (fallen.occurrences, fallen.severity) == (2, "critical")
     assert "fallen off the bus" in fallen.description
     assert XidEvent.objects.get(node=agent.node, code=13).severity == "warning"
-    agent({"gpu": 1, "code": 4242, "at": now})
+    report_xids(agent, {"gpu": 1, "code": 4242, "at": now})
     assert XidEvent.objects.get(code=4242).severity == "warning"  # not in the catalogue
 
 
 def test_an_operator_resolves_an_event_and_the_next_occurrence_opens_another(agent, platform_admin):
     now = time.time()
-    agent({"gpu": 0, "code": 48, "at": now - 60})
+    report_xids(agent, {"gpu": 0, "code": 48, "at": now - 60})
     event = XidEvent.objects.get(node=agent.node)
     response = operator_resolves(platform_admin, [event], note="GPU reset, ECC clean")
     assert "Resolved 1" in response.content.decode()
@@ -76,13 +61,13 @@ def test_an_operator_resolves_an_event_and_the_next_occurrence_opens_another(age
     assert AuditEvent.objects.filter(
         action="xid_event.resolve", actor=platform_admin.username, target_id=str(event.pk), outcome="success"
     ).exists()
-    agent({"gpu": 0, "code": 48, "at": now})
+    report_xids(agent, {"gpu": 0, "code": 48, "at": now})
     assert XidEvent.objects.filter(node=agent.node, code=48).count() == 2
     assert XidEvent.objects.filter(node=agent.node, code=48, resolved_at__isnull=True).count() == 1
 
 
 def test_staff_without_a_platform_role_cannot_resolve(agent):
-    agent({"gpu": 0, "code": 95, "at": time.time()})
+    report_xids(agent, {"gpu": 0, "code": 95, "at": time.time()})
     event = XidEvent.objects.get(node=agent.node)
     staff = UserFactory(is_staff=True)
     staff.user_permissions.add(*Permission.objects.filter(codename__in=["view_xidevent", "change_xidevent"]))

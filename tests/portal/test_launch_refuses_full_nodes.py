@@ -10,10 +10,11 @@ import pytest
 from django.urls import reverse
 
 from apps.allocations.models import Allocation
-from apps.runtime import agents, services
+from apps.runtime import services
 from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
 from tests.factories import AllocationFactory
+from tests.support.instances import agent_finishes
 
 pytestmark = pytest.mark.django_db
 
@@ -37,17 +38,8 @@ def fill(user, allocation, name: str) -> AppInstance:
         parameters={"tensor_parallel": 8},
         name=name,
     ).instance
-    agent_done(instance)
+    agent_finishes(instance, endpoint="api")
     return instance
-
-
-def agent_done(instance: AppInstance) -> None:
-    node = instance.allocation.node
-    [task] = agents.claim_tasks(node)
-    agents.report_task(
-        node, task.pk, succeeded=True, endpoints=[{"name": "api", "host": "127.0.0.1", "port": 9}]
-    )
-    instance.refresh_from_db()
 
 
 def launch_page(client, project) -> str:
@@ -122,7 +114,7 @@ def test_a_stopped_instance_says_its_gpus_are_free_and_cannot_start_without_them
 ):
     first = fill(allocator, active_allocation, "big-1")
     services.change(principals.for_user(allocator), first, "stop")
-    agent_done(first)
+    agent_finishes(first, endpoint="api")
     assert first.state == AppInstance.State.STOPPED
     client.force_login(allocator)
     page = client.get(reverse("instance_detail", args=[project.pk, first.pk])).content.decode()

@@ -39,18 +39,22 @@ CHARGES_CHART_BUDGET = 6 + 31 * 4
 OPERATIONS_BUDGET = 11
 
 
+def _viewer_and_account(project, n: int) -> None:
+    """A viewer and a viewer service account (the ``n``th) on ``project``: a row of each list."""
+    Membership.objects.create(user=UserFactory(), tenant=project.tenant, project=project, role="viewer")
+    ServiceAccount.objects.create(
+        name=f"sa-{n}",
+        client_id=f"sa-{project.pk}-{n}",
+        secret_hash="x",
+        tenant=project.tenant,
+        project=project,
+        role="viewer",
+    )
+
+
 def _fill_tenant(tenant, projects: int):
     for n in range(projects):
-        project = ProjectFactory(tenant=tenant)
-        Membership.objects.create(user=UserFactory(), tenant=tenant, project=project, role="viewer")
-        ServiceAccount.objects.create(
-            name=f"sa-{n}",
-            client_id=f"sa-{project.pk}",
-            secret_hash="x",
-            tenant=tenant,
-            project=project,
-            role="viewer",
-        )
+        _viewer_and_account(ProjectFactory(tenant=tenant), n)
 
 
 def _fill_trail(project, events: int):
@@ -92,17 +96,9 @@ def test_audit_page(tenant_admin, as_user, tenant, project, other_project, djang
     assert response.status_code == 200
 
 
-def test_project_page(tenant_admin, as_user, tenant, project, django_assert_max_num_queries):
+def test_project_page(tenant_admin, as_user, project, django_assert_max_num_queries):
     for n in range(20):
-        Membership.objects.create(user=UserFactory(), tenant=tenant, project=project, role="viewer")
-        ServiceAccount.objects.create(
-            name=f"sa-{n}",
-            client_id=f"sa-{n}",
-            secret_hash="x",
-            tenant=tenant,
-            project=project,
-            role="viewer",
-        )
+        _viewer_and_account(project, n)
     client = as_user(tenant_admin)
     with django_assert_max_num_queries(PROJECT_PAGE_BUDGET):
         members = client.get(reverse("project_members", args=[project.pk]))

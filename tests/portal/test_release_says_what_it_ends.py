@@ -10,9 +10,11 @@ import pytest
 from django.urls import reverse
 
 from apps.allocations.models import Allocation, Node
-from apps.runtime import agents, services
+from apps.runtime import services
 from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
+from tests.support.fleet import ccp_release
+from tests.support.instances import agent_finishes
 from tests.support.members import member
 
 pytestmark = pytest.mark.django_db
@@ -31,17 +33,6 @@ def launched(user, allocation, name: str, *, private: bool = False) -> AppInstan
     return instance
 
 
-def agent_done(instance: AppInstance) -> AppInstance:
-    """The node's agent does the instance's pending task and reports success."""
-    node = instance.allocation.node
-    [task] = agents.claim_tasks(node)
-    agents.report_task(
-        node, task.pk, succeeded=True, endpoints=[{"name": "web", "host": "127.0.0.1", "port": 4}]
-    )
-    instance.refresh_from_db()
-    return instance
-
-
 def release_url(allocation) -> str:
     return reverse("allocation_release", args=[allocation.project_id, allocation.pk])
 
@@ -54,10 +45,10 @@ def test_the_confirm_page_lists_what_is_deleted_and_asks_for_the_hostname(
     client, allocator, project, active_allocation, jupyterlab, django_capture_on_commit_callbacks
 ):
     hostname = active_allocation.node.hostname
-    notebook = agent_done(launched(allocator, active_allocation, "nb-1"))
-    stopped = agent_done(launched(allocator, active_allocation, "nb-2"))
+    notebook = agent_finishes(launched(allocator, active_allocation, "nb-1"))
+    stopped = agent_finishes(launched(allocator, active_allocation, "nb-2"))
     services.change(principals.for_user(allocator), stopped, "stop")
-    agent_done(stopped)
+    agent_finishes(stopped)
     # A colleague's private instance goes too, and project admins see every instance.
     launched(member("project_admin", project=project), active_allocation, "nb-3", private=True)
     client.force_login(allocator)
@@ -114,7 +105,7 @@ def test_no_apps_no_typing(client, allocator, active_allocation, django_capture_
 def test_a_node_without_agent_deletes_its_instances_at_once_and_says_why(
     client, allocator, active_allocation, jupyterlab, django_capture_on_commit_callbacks
 ):
-    notebook = agent_done(launched(allocator, active_allocation, "nb-1"))
+    notebook = agent_finishes(launched(allocator, active_allocation, "nb-1"))
     Node.objects.filter(pk=active_allocation.node_id).update(credential_hash="")
     client.force_login(allocator)
     hostname = active_allocation.node.hostname
@@ -136,7 +127,7 @@ def test_a_node_without_agent_deletes_its_instances_at_once_and_says_why(
 def test_the_api_releases_without_a_typed_hostname(
     api, ccp_issuer, allocator, project, active_allocation, jupyterlab, django_capture_on_commit_callbacks
 ):
-    agent_done(launched(allocator, active_allocation, "nb-1"))
+    agent_finishes(launched(allocator, active_allocation, "nb-1"))
     token = ccp_issuer.token(
         {
             "domain_id": project.tenant.tenant_id,
@@ -145,12 +136,7 @@ def test_the_api_releases_without_a_typed_hostname(
         }
     )
     with django_capture_on_commit_callbacks(execute=False):
-        response = api.post(
-            f"/api/baremetal-manager/{active_allocation.node_id}/release",
-            {"drain": True},
-            format="json",
-            HTTP_AUTHORIZATION=f"Bearer {token}",
-        )
+        response = ccp_release(api, token, active_allocation.node_id)
     assert response.status_code == 202
     assert response.json()["state"] == "RELEASING"
     active_allocation.refresh_from_db()

@@ -265,46 +265,48 @@ def test_an_answer_with_too_many_or_too_large_headers_is_a_502(data_plane, launc
     assert growth[0] < 32 * MEGABYTE
 
 
+def closed_after(data_plane, owner, instance, provoke) -> tuple[int, int]:
+    """``provoke(ws)`` on a socket to the instance's ``ws`` endpoint, then the proxy's
+    close: its close code, and how far the data plane's memory rose meanwhile."""
+    cookie = open_session(data_plane, owner, instance)
+    url = ws_url(instance, "ws")
+
+    async def scenario():
+        async with connect(url, max_size=None, **handshake(data_plane, cookie)) as ws:
+            await provoke(ws)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), timeout=30)
+            return ws.close_code
+
+    with memory_growth(data_plane) as growth:
+        code = asyncio.run(scenario())
+    return code, growth[0]
+
+
 def test_a_websocket_message_from_the_app_is_bounded(data_plane, launch, owner):
     """The proxy does not gather a message larger than its limit: the socket closes
     with 1009 (message too big) and the browser gets nothing of it."""
-    instance = launch()
-    cookie = open_session(data_plane, owner, instance)
-    url = ws_url(instance, "ws")
 
-    async def scenario():
-        async with connect(url, max_size=None, **handshake(data_plane, cookie)) as ws:
-            await ws.send(f"big:{128 * MEGABYTE}")
-            with pytest.raises(ConnectionClosed):
-                await asyncio.wait_for(ws.recv(), timeout=30)
-            return ws.close_code
+    async def ask_for_a_big_message(ws):
+        await ws.send(f"big:{128 * MEGABYTE}")
 
-    with memory_growth(data_plane) as growth:
-        code = asyncio.run(scenario())
+    code, growth = closed_after(data_plane, owner, launch(), ask_for_a_big_message)
     assert code == 1009
-    assert growth[0] < 64 * MEGABYTE
+    assert growth < 64 * MEGABYTE
 
 
 def test_a_websocket_message_from_the_browser_is_bounded(data_plane, launch, owner, upstream):
-    instance = launch()
-    cookie = open_session(data_plane, owner, instance)
-    url = ws_url(instance, "ws")
     message = bytes(24 * MEGABYTE)
 
-    async def scenario():
-        async with connect(url, max_size=None, **handshake(data_plane, cookie)) as ws:
-            await ws.send("still here")
-            assert await ws.recv() == "still here"
-            await ws.send(message)
-            with pytest.raises(ConnectionClosed):
-                await asyncio.wait_for(ws.recv(), timeout=30)
-            return ws.close_code
+    async def send_a_big_message(ws):
+        await ws.send("still here")
+        assert await ws.recv() == "still here"
+        await ws.send(message)
 
-    with memory_growth(data_plane) as growth:
-        code = asyncio.run(scenario())
+    code, growth = closed_after(data_plane, owner, launch(), send_a_big_message)
     assert code == 1009
     # The client's own masked copy of the message is in this process too.
-    assert growth[0] < 64 * MEGABYTE
+    assert growth < 64 * MEGABYTE
 
 
 # --- bad input ----------------------------------------------------------------------------

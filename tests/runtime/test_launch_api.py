@@ -10,6 +10,7 @@ from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Operation, RuntimeSecret
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Grant, Principal
+from tests.support.instances import agent_finishes
 from tests.support.members import member
 from tests.support.processes import free_port
 
@@ -19,16 +20,6 @@ pytestmark = pytest.mark.django_db
 def launch(api, project, allocation, **body):
     payload = {"app": "jupyterlab", "allocation_id": str(allocation.pk), **body}
     return api.post(f"/api/v1/projects/{project.pk}/app-instances", payload, format="json")
-
-
-def agent_finishes(instance, *, succeeded=True, error="", port=41234):
-    """What the node agent does, through the same services its API calls."""
-    node = instance.allocation.node
-    [task] = agents.claim_tasks(node)
-    endpoints = [{"name": "web", "host": "127.0.0.1", "port": port}] if succeeded else []
-    agents.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
-    instance.refresh_from_db()
-    return task
 
 
 def test_launch_returns_an_operation_and_the_agent_brings_it_to_running(

@@ -8,12 +8,37 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from apps.allocations import services as allocations
 from apps.allocations.models import Allocation, Node
 from apps.core.models import SimulatedFault
 from apps.monitoring.metrics import embedded
 from apps.monitoring.models import Alert, AlertRule, XidEvent
+from apps.tenancy import principal as principals
 from apps.webhooks.models import Delivery
 from tests.factories import AllocationFactory, NodeFactory
+
+
+def allocated(allocator, project, capture, *, execute: bool = True) -> Allocation:
+    """One h100-8x node with Ubuntu 22.04 that ``allocator`` asks the service for in
+    ``project``; ``capture`` (django_capture_on_commit_callbacks) runs its pipeline at
+    commit, or with ``execute=False`` leaves it PENDING. Read back once that is done."""
+    with capture(execute=execute):
+        [allocation] = allocations.allocate(
+            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
+        )
+    allocation.refresh_from_db()
+    return allocation
+
+
+def failed_release(allocator, project, capture) -> Allocation:
+    """An allocation of ``allocator``'s whose release failed at its network step (the
+    simulated switch unreachable until the test deletes the fault): FAILED, read back."""
+    allocation = allocated(allocator, project, capture)
+    fault("ndfc", "detach", message="switch unreachable")
+    with capture(execute=True):
+        allocations.release(principals.for_user(allocator), allocation)
+    allocation.refresh_from_db()
+    return allocation
 
 
 def ccp_allocate(api, token, project, **body):
@@ -28,6 +53,16 @@ def ccp_allocate(api, token, project, **body):
     }
     return api.post(
         "/api/baremetal-manager/allocate", payload, format="json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+
+
+def ccp_release(api, token, node_id):
+    """CCP's ``POST /api/baremetal-manager/{node_id}/release``, draining the node first."""
+    return api.post(
+        f"/api/baremetal-manager/{node_id}/release",
+        {"drain": True},
+        format="json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
     )
 
 

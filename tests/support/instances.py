@@ -4,7 +4,7 @@ them."""
 
 from __future__ import annotations
 
-from apps.runtime import services
+from apps.runtime import agents, services
 from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
 from tests.support.processes import wait_for
@@ -15,6 +15,17 @@ def launched(user, project, allocation, slug="jupyterlab", **parameters) -> AppI
         principals.for_user(user), project, app_slug=slug, allocation_id=allocation.pk, parameters=parameters
     )
     return operation.instance
+
+
+def agent_finishes(instance, *, succeeded=True, error="", endpoint="web") -> AppInstance:
+    """The node agent does the instance's pending task, through the services its API
+    calls, and reports how it went: on success, where ``endpoint`` listens."""
+    node = instance.allocation.node
+    [task] = agents.claim_tasks(node)
+    endpoints = [{"name": endpoint, "host": "127.0.0.1", "port": 41234}] if succeeded else []
+    agents.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
+    instance.refresh_from_db()
+    return instance
 
 
 START_TIMEOUT = 120.0  # JupyterLab is ready in ~3-5 s on an idle machine; CI machines are not idle

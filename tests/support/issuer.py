@@ -83,6 +83,20 @@ class FakeIssuer:
         """Publish a new key and stop publishing the old one."""
         self.keys = [_Key()]
 
+    def claims(self, *, lifetime: int = 300, **extra) -> dict:
+        """What a token of this issuer's portal client claims, for a new subject, valid
+        from now for ``lifetime`` seconds; ``extra`` adds claims or replaces them."""
+        now = int(time.time())
+        return {
+            "iss": self.issuer,
+            "sub": uuid.uuid4().hex,
+            "aud": self.audience,
+            "iat": now,
+            "exp": now + lifetime,
+            "azp": "ccp-portal",
+            **extra,
+        }
+
     def token(
         self,
         claims: dict | None = None,
@@ -92,16 +106,7 @@ class FakeIssuer:
         algorithm: str = "RS256",
         lifetime: int = 300,
     ) -> str:
-        now = int(time.time())
-        body = {
-            "iss": self.issuer,
-            "sub": uuid.uuid4().hex,
-            "aud": self.audience,
-            "iat": now,
-            "exp": now + lifetime,
-            "azp": "ccp-portal",
-        }
-        body.update(claims or {})
+        body = self.claims(lifetime=lifetime, **(claims or {}))
         key = key or self.keys[0]
         header = {"kid": key.kid}
         header.update(headers or {})

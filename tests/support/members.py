@@ -10,9 +10,10 @@ from apps.tenancy.models import Membership
 from tests.factories import UserFactory
 
 
-def member(role: str, *, tenant=None, project=None, limit: str = ""):
-    """A new user holding ``role`` on ``project`` (and its tenant), or on ``tenant``."""
-    user = UserFactory()
+def member(role: str, *, tenant=None, project=None, limit: str = "", username: str | None = None):
+    """A new user (named ``username`` if given) holding ``role`` on ``project`` (and its
+    tenant), or on ``tenant``."""
+    user = UserFactory(username=username) if username else UserFactory()
     Membership.objects.create(
         user=user,
         tenant=tenant or (project.tenant if project else None),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.processes import free_port
+from tests.support.processes import free_port, terminate
 
 
 def bao_binary() -> str:
@@ -58,11 +58,6 @@ class OpenBao:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process:
+            terminate(self.process, timeout=10)
         self.log.close()

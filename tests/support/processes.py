@@ -60,6 +60,18 @@ def free_port() -> int:
 FIRST_PICKED_PORT = 20000
 
 
+def terminate(process: subprocess.Popen, timeout: float) -> None:
+    """Asks ``process`` to end (SIGTERM) if it still runs, and kills it if it has not
+    within ``timeout`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def wait_for(predicate, *, timeout: float = 60.0, what: str = "condition", interval: float = 0.2):
     """``predicate()``'s first true value, asked every ``interval`` seconds."""
     deadline = time.monotonic() + timeout

@@ -77,10 +77,14 @@ def access_urls(project, allocation) -> tuple[str, str]:
     return f"{base}/access", f"{base}/authorized-keys"
 
 
-def reported_access(api, access_url) -> dict | None:
-    """The access answer once the node's sshd has reported its host."""
-    body = api.get(access_url).json()
-    return body if body["host"] else None
+def wait_reported(api, access_url) -> dict:
+    """The access answer, once the node's sshd has reported its host."""
+
+    def reported():
+        body = api.get(access_url).json()
+        return body if body["host"] else None
+
+    return wait_for(reported, timeout=30, what="the node's sshd reported")
 
 
 def key_state(api, keys_url, key_id) -> str | None:

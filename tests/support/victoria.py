@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.processes import free_port
+from tests.support.processes import free_port, terminate
 
 BINARY = "victoria-metrics"
 SCRAPE_CONFIG = """\
@@ -90,9 +90,4 @@ class VictoriaMetrics:
 
     def stop(self) -> None:
         self.http.close()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
+        terminate(self.process, timeout=15)

@@ -81,20 +81,7 @@ def public_pem(public_key) -> bytes:
 
 
 def ccp_claims(issuer: FakeIssuer, **extra) -> dict:
-    now = int(time.time())
-    claims = {
-        "iss": issuer.issuer,
-        "sub": uuid.uuid4().hex,
-        "aud": issuer.audience,
-        "iat": now,
-        "exp": now + 300,
-        "azp": "ccp-portal",
-        "domain_id": "acme",
-        "project_id": "cell-1",
-        "roles": ["Cell Viewer"],
-    }
-    claims.update(extra)
-    return claims
+    return issuer.claims(**{"domain_id": "acme", "project_id": "cell-1", "roles": ["Cell Viewer"], **extra})
 
 
 def platform_claims(account, **extra) -> dict:

@@ -14,24 +14,17 @@ from apps.allocations import services
 from apps.tenancy import principal as principals
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
+from tests.support.fleet import allocated
 from tests.support.receiver import WEBHOOK_SECRET
 
 pytestmark = pytest.mark.django_db
 SECRET = WEBHOOK_SECRET
 
 
-def allocate(allocator, project, capture):
-    with capture(execute=True):
-        [allocation] = services.allocate(
-            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
-        )
-    return allocation
-
-
 def test_active_and_released_are_delivered_signed(
     receiver, allocator, project, nodes, django_capture_on_commit_callbacks
 ):
-    allocation = allocate(allocator, project, django_capture_on_commit_callbacks)
+    allocation = allocated(allocator, project, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
         services.release(principals.for_user(allocator), allocation)
     assert [r["path"] for r in receiver.requests] == ["/ccp/webhooks/baremetal/state-change"] * 2
@@ -64,7 +57,7 @@ def test_failed_state_carries_reason(
 
     settings.PIPELINE_BACKOFF_SECONDS = (0.0, 0.0)
     fault("ndfc", "attach", message="no route to leaf", remaining=None)
-    allocate(allocator, project, django_capture_on_commit_callbacks)
+    allocated(allocator, project, django_capture_on_commit_callbacks)
     [payload] = [json.loads(r["body"]) for r in receiver.requests]
     assert payload["state"] == "FAILED"
     assert "no route to leaf" in payload["failure_reason"]
@@ -74,7 +67,7 @@ def test_receiver_failing_then_succeeding_gets_it_with_the_same_event_id(
     receiver, allocator, project, nodes, django_capture_on_commit_callbacks
 ):
     receiver.fail_first = 2
-    allocate(allocator, project, django_capture_on_commit_callbacks)
+    allocated(allocator, project, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
     assert delivery.status == Delivery.Status.PENDING
     assert delivery.attempts == 1
@@ -96,7 +89,7 @@ def test_dead_letter_after_last_retry_and_operator_replay(
     receiver, allocator, project, nodes, platform_admin, django_capture_on_commit_callbacks
 ):
     receiver.fail_first = 100
-    allocate(allocator, project, django_capture_on_commit_callbacks)
+    allocated(allocator, project, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
     while delivery.status == Delivery.Status.PENDING:
         Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
@@ -117,7 +110,7 @@ def test_sweeper_picks_up_due_deliveries(
     receiver, allocator, project, nodes, django_capture_on_commit_callbacks
 ):
     receiver.fail_first = 1
-    allocate(allocator, project, django_capture_on_commit_callbacks)
+    allocated(allocator, project, django_capture_on_commit_callbacks)
     Delivery.objects.update(next_attempt_at=timezone.now())
     from apps.webhooks.tasks import sweep_due_deliveries
 
@@ -129,5 +122,5 @@ def test_no_webhook_url_means_no_outbox_rows(
     settings, allocator, project, nodes, django_capture_on_commit_callbacks
 ):
     settings.CCP_WEBHOOK_URL = ""
-    allocate(allocator, project, django_capture_on_commit_callbacks)
+    allocated(allocator, project, django_capture_on_commit_callbacks)
     assert not Delivery.objects.exists()

@@ -25,7 +25,7 @@ from apps.tenancy import principal as principals
 from tests.factories import shipped_manifest
 from tests.support.catalog import publish
 from tests.support.fleet import allocation_on
-from tests.support.instances import launched
+from tests.support.instances import agent_finishes, launched
 from tests.support.members import member
 from tests.support.pages import HTMX
 from tests.support.world import MATRIX_KEYS
@@ -95,14 +95,6 @@ def detail_url(instance):
 
 def action_url(instance, action):
     return reverse("instance_action", args=[instance.project_id, instance.pk, action])
-
-
-def agent_finishes(instance, *, succeeded=True, port=41234, error=""):
-    node = instance.allocation.node
-    [task] = agents.claim_tasks(node)
-    endpoints = [{"name": "web", "host": "127.0.0.1", "port": port}] if succeeded else []
-    agents.report_task(node, task.pk, succeeded=succeeded, error=error, endpoints=endpoints)
-    instance.refresh_from_db()
 
 
 def field_html(body: str, name: str) -> str:
