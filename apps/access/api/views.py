@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
 from apps.access import services
@@ -18,12 +18,9 @@ class AllocationAccessView(BaseAPIView):
         return Response(s.AccessSerializer(services.access_info(allocation)).data)
 
 
+@extend_schema_view(get=extend_schema(summary="Keys on the allocation's runtime user, with owner and state"))
 class AuthorizedKeyListView(BaseListAPIView):
     serializer_class = s.AuthorizedKeySerializer
-
-    @extend_schema(summary="Keys on the allocation's runtime user, with owner and state")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         allocation = services.get_allocation(self.principal, self.kwargs["project_pk"], self.kwargs["pk"])
@@ -61,12 +58,11 @@ def _person(principal: Principal) -> Principal:
     return principal
 
 
+@extend_schema_view(
+    get=extend_schema(summary="The SSH public keys in your profile (put on each new allocation)")
+)
 class ProfileKeyListView(BaseListAPIView):
     serializer_class = s.ProfileKeySerializer
-
-    @extend_schema(summary="The SSH public keys in your profile (put on each new allocation)")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         return services.profile_keys(_person(self.principal).user)

@@ -3,8 +3,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from django.db.models import Count, Q
-from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
 from apps.allocations import services
@@ -15,7 +14,7 @@ from apps.catalog.models import Flavor
 from apps.core.idempotency import idempotent
 from apps.core.schema import QUOTA_EXCEEDED
 from apps.tenancy import policy
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, FilteredListAPIView
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.models import Project
 from apps.tenancy.roles import Perm
@@ -60,15 +59,13 @@ class AllocateView(BaseAPIView):
         return _allocate(self.principal, project, values)
 
 
-class ProjectAllocationListView(ProjectScopedMixin, BaseListAPIView):
+@extend_schema_view(
+    get=extend_schema(summary="The project's allocations (placement source of truth for apps)")
+)
+class ProjectAllocationListView(ProjectScopedMixin, FilteredListAPIView):
     serializer_class = s.AllocationSerializer
-    filter_backends = [DjangoFilterBackend]
     filterset_class = AllocationFilter
     queryset = Allocation.objects.none()  # the model, for the schema; get_queryset scopes it
-
-    @extend_schema(summary="The project's allocations (placement source of truth for apps)")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         project = self.project(Perm.ALLOCATION_VIEW)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -85,12 +85,9 @@ class SubscribeView(BaseAPIView):
         return Response(SubscriptionSerializer(subscription).data, status=201)
 
 
+@extend_schema_view(get=extend_schema(summary="The alert subscriptions you may manage"))
 class SubscriptionListView(BaseListAPIView):
     serializer_class = SubscriptionSerializer
-
-    @extend_schema(summary="The alert subscriptions you may manage")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         return subscriptions.visible(self.principal)
@@ -114,18 +111,17 @@ class SubscriptionTestView(BaseAPIView):
         return Response({"event_id": str(delivery.event_id), "url": delivery.url}, status=202)
 
 
-class AlertListView(BaseListAPIView):
-    serializer_class = AlertSerializer
-
-    @extend_schema(
+@extend_schema_view(
+    get=extend_schema(
         parameters=[
             OpenApiParameter("tenant_id", str, description="one tenant's alerts (CCP tenant id)"),
             OpenApiParameter("state", str, enum=["firing", "resolved"]),
         ],
         summary="Alerts that fired, newest first",
     )
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
+)
+class AlertListView(BaseListAPIView):
+    serializer_class = AlertSerializer
 
     def get_queryset(self):
         params = self.request.query_params

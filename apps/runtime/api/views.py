@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
@@ -10,7 +9,7 @@ from apps.runtime.api import serializers as s
 from apps.runtime.filters import AppInstanceFilter
 from apps.runtime.models import AppInstance, Operation
 from apps.tenancy import policy
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, FilteredListAPIView
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.roles import Perm
 
@@ -34,15 +33,11 @@ def _accepted(operation: Operation) -> Response:
     )
 
 
-class InstanceListView(ProjectScopedMixin, BaseListAPIView):
+@extend_schema_view(get=extend_schema(summary="The project's app instances you may see"))
+class InstanceListView(ProjectScopedMixin, FilteredListAPIView):
     serializer_class = s.AppInstanceSerializer
-    filter_backends = [DjangoFilterBackend]
     filterset_class = AppInstanceFilter
     queryset = AppInstance.objects.none()  # the model, for the schema; get_queryset scopes it
-
-    @extend_schema(summary="The project's app instances you may see")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         project = self.project(Perm.INSTANCE_VIEW)

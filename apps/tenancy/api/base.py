@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import generics
 from rest_framework.views import APIView
 
@@ -20,3 +21,11 @@ class BaseAPIView(PrincipalMixin, APIView):
 
 class BaseListAPIView(PrincipalMixin, generics.ListAPIView):
     pass
+
+
+# A list narrowed by the query parameters of its ``filterset_class``. Subclasses name their
+# model in ``queryset`` (``Model.objects.none()``) for the schema's filter parameters, as
+# their ``get_queryset`` needs a caller. Not a default filter backend: the schema would then
+# call every other list's ``get_queryset``. (No docstring: the schema would show it.)
+class FilteredListAPIView(BaseListAPIView):
+    filter_backends = [DjangoFilterBackend]

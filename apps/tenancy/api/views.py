@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 from django.db.models import Prefetch
-from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -12,7 +11,7 @@ from apps.core.idempotency import idempotent
 from apps.core.models import AuditEvent
 from apps.tenancy import policy, selectors, services
 from apps.tenancy.api import serializers as s
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, FilteredListAPIView
 from apps.tenancy.filters import AuditEventFilter
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
 from apps.tenancy.roles import Perm
@@ -251,15 +250,11 @@ class JwksView(BaseAPIView):
         return Response(platform_tokens.jwks(), headers={"Cache-Control": "public, max-age=300"})
 
 
-class AuditListView(BaseListAPIView):
+@extend_schema_view(get=extend_schema(summary="The audit trail of the caller's tenants"))
+class AuditListView(FilteredListAPIView):
     serializer_class = s.AuditEventSerializer
-    filter_backends = [DjangoFilterBackend]
     filterset_class = AuditEventFilter
     queryset = AuditEvent.objects.none()  # the model, for the schema; get_queryset scopes it
-
-    @extend_schema(summary="The audit trail of the caller's tenants")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         return services.list_audit_events(self.principal)
