@@ -7,7 +7,7 @@ from apps.access import services
 from apps.access.api import serializers as s
 from apps.allocations.api.agent_auth import AgentView
 from apps.core.idempotency import idempotent
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, validated
 from apps.tenancy.principal import Principal
 
 
@@ -33,10 +33,9 @@ class AuthorizedKeyListView(BaseListAPIView):
     )
     @idempotent
     def post(self, request, project_pk, pk):
-        data = s.AuthorizedKeyCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(s.AuthorizedKeyCreateSerializer, request.data)
         allocation = services.get_allocation(self.principal, project_pk, pk)
-        key = services.add_key(self.principal, allocation, **data.validated_data)
+        key = services.add_key(self.principal, allocation, **data)
         return Response(s.AuthorizedKeySerializer(key).data, status=201)
 
 
@@ -70,9 +69,8 @@ class ProfileKeyListView(BaseListAPIView):
     @extend_schema(request=s.ProfileKeyCreateSerializer, responses={201: s.ProfileKeySerializer})
     @idempotent
     def post(self, request):
-        data = s.ProfileKeyCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        key = services.add_profile_key(self.principal, **data.validated_data)
+        data = validated(s.ProfileKeyCreateSerializer, request.data)
+        key = services.add_profile_key(self.principal, **data)
         return Response(s.ProfileKeySerializer(key).data, status=201)
 
 
@@ -94,7 +92,6 @@ class AgentAccessView(AgentView):
         summary="The node's SSH server and applied keys",
     )
     def post(self, request):
-        data = s.AgentReportSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        services.agent_report(request.user.node, **data.validated_data)
+        data = validated(s.AgentReportSerializer, request.data)
+        services.agent_report(request.user.node, **data)
         return Response(status=204)

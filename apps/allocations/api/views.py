@@ -14,7 +14,7 @@ from apps.catalog.models import Flavor
 from apps.core.idempotency import idempotent
 from apps.core.schema import QUOTA_EXCEEDED
 from apps.tenancy import policy
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, FilteredListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, FilteredListAPIView, validated
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.models import Project
 from apps.tenancy.roles import Perm
@@ -46,9 +46,7 @@ class AllocateView(BaseAPIView):
     )
     @idempotent
     def post(self, request):
-        data = s.AllocateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated(s.AllocateSerializer, request.data)
         project = policy.get_object(
             Project.objects.select_related("tenant"),
             self.principal,
@@ -78,9 +76,8 @@ class ProjectAllocationListView(ProjectScopedMixin, FilteredListAPIView):
     )
     @idempotent
     def post(self, request, project_pk):
-        data = s.ProjectAllocateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        return _allocate(self.principal, self.project(), data.validated_data)
+        data = validated(s.ProjectAllocateSerializer, request.data)
+        return _allocate(self.principal, self.project(), data)
 
 
 def _allocate(principal, project, values) -> Response:
@@ -128,9 +125,8 @@ class NodeReleaseView(BaseAPIView):
     )
     @idempotent
     def post(self, request, node_id):
-        data = s.ReleaseSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(s.ReleaseSerializer, request.data)
         allocation = services.for_node(self.principal, node_id)
-        allocation = services.release(self.principal, allocation, **data.validated_data)
+        allocation = services.release(self.principal, allocation, **data)
         allocation = Allocation.objects.select_related("tenant", "project", "flavor").get(pk=allocation.pk)
         return Response(s.AllocationStatusSerializer(allocation).data, status=202)

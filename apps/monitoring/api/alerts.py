@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from apps.core.idempotency import idempotent
 from apps.monitoring.alerts import services, subscriptions
 from apps.monitoring.models import Alert
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, validated
 
 SEVERITIES = subscriptions.SEVERITIES
 
@@ -79,9 +79,8 @@ class SubscribeView(BaseAPIView):
     )
     @idempotent
     def post(self, request):
-        data = SubscribeSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        subscription = subscriptions.subscribe(self.principal, **data.validated_data)
+        data = validated(SubscribeSerializer, request.data)
+        subscription = subscriptions.subscribe(self.principal, **data)
         return Response(SubscriptionSerializer(subscription).data, status=201)
 
 

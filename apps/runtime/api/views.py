@@ -9,7 +9,7 @@ from apps.runtime.api import serializers as s
 from apps.runtime.filters import AppInstanceFilter
 from apps.runtime.models import AppInstance, Operation
 from apps.tenancy import policy
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, FilteredListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, FilteredListAPIView, validated
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.roles import Perm
 
@@ -55,9 +55,7 @@ class InstanceListView(ProjectScopedMixin, FilteredListAPIView):
     )
     @idempotent
     def post(self, request, project_pk):
-        data = s.LaunchSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated(s.LaunchSerializer, request.data)
         operation = services.launch(
             self.principal,
             self.project(),
@@ -101,10 +99,9 @@ class InstanceShareView(BaseAPIView):
     )
     @idempotent
     def post(self, request, project_pk, pk):
-        data = s.ShareSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(s.ShareSerializer, request.data)
         instance = services.get_instance(self.principal, project_pk, pk)
-        services.share(self.principal, instance, **data.validated_data)
+        services.share(self.principal, instance, **data)
         return Response(s.AppInstanceSerializer(_instance_detail(instance.pk)).data)
 
 
@@ -127,9 +124,8 @@ class InstanceLogListView(BaseListAPIView):
 
     def get_queryset(self):
         instance = services.get_instance(self.principal, self.kwargs["project_pk"], self.kwargs["pk"])
-        query = s.LogQuerySerializer(data=self.request.query_params)
-        query.is_valid(raise_exception=True)
-        return services.instance_logs(instance, **query.validated_data)
+        query = validated(s.LogQuerySerializer, self.request.query_params)
+        return services.instance_logs(instance, **query)
 
 
 class OperationDetailView(BaseAPIView):

@@ -1,4 +1,5 @@
-"""Base DRF views: every view reads the caller as ``self.principal``."""
+"""Base DRF views: every view reads the caller as ``self.principal``, and what it was sent
+as a serializer validates it (``validated``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,14 @@ from rest_framework import generics
 from rest_framework.views import APIView
 
 from apps.tenancy.principal import Principal
+
+
+def validated(serializer_class, data) -> dict:
+    """``data`` (a request's body or query) as ``serializer_class`` validates it; anything
+    else is a 400 in the error envelope, naming each field."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
 
 
 class PrincipalMixin:
