@@ -82,6 +82,22 @@ class ReadOnlyInline(_NoWrites, admin.TabularInline):
     extra = 0
 
 
+class IsNullFilter(admin.SimpleListFilter):
+    """Splits the rows on whether ``field`` is null. Subclasses name ``field`` and the
+    two choices, each ``(value, label)``: ``when_null`` and ``when_set``."""
+
+    field: str
+    when_null: tuple[str, str]
+    when_set: tuple[str, str]
+
+    def lookups(self, request, model_admin):
+        return (self.when_null, self.when_set)
+
+    def queryset(self, request, queryset):
+        isnull = {self.when_null[0]: True, self.when_set[0]: False}.get(self.value())
+        return queryset if isnull is None else queryset.filter(**{f"{self.field}__isnull": isnull})
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyModelAdmin):
     list_display = (

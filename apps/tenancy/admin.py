@@ -13,6 +13,7 @@ from django.db.models import Count
 
 from apps.core.admin import (
     AuditedModelAdmin,
+    IsNullFilter,
     ReadOnlyInline,
     ReadOnlyModelAdmin,
     apply_each,
@@ -181,19 +182,12 @@ class MembershipAdmin(AuditedModelAdmin):
     readonly_fields = ("source", "created_at", "updated_at")
 
 
-class ActiveFilter(admin.SimpleListFilter):
+class ActiveFilter(IsNullFilter):
     title = "status"
     parameter_name = "status"
-
-    def lookups(self, request, model_admin):
-        return (("active", "Active"), ("revoked", "Revoked"))
-
-    def queryset(self, request, queryset):
-        if self.value() == "active":
-            return queryset.filter(revoked_at__isnull=True)
-        if self.value() == "revoked":
-            return queryset.filter(revoked_at__isnull=False)
-        return queryset
+    field = "revoked_at"
+    when_null = ("active", "Active")
+    when_set = ("revoked", "Revoked")
 
 
 @admin.register(ServiceAccount)
