@@ -19,8 +19,8 @@ from apps.access.models import (
     TerminalSession,
     UserSshKey,
 )
-from apps.core.admin import ReadOnlyModelAdmin, apply_each
-from apps.tenancy import principal as principals
+from apps.core.admin import ReadOnlyModelAdmin
+from apps.tenancy.admin import apply_as_operator
 
 # --- Secrets custody ------------------------------------------------------------------
 
@@ -84,17 +84,13 @@ class AuthorizedKeyAdmin(ReadOnlyModelAdmin):
     def node(self, key):
         return key.allocation.node.hostname
 
-    def has_operate_permission(self, request):
-        return request.user.has_perm("access.change_authorizedkey")
-
     @admin.action(description="Take the selected keys off their nodes", permissions=["operate"])
     def remove_keys(self, request, queryset):
-        operator = principals.for_user(request.user)
-        apply_each(
+        apply_as_operator(
             self,
             request,
             queryset.select_related("allocation__node"),
-            lambda key: services.remove_key(operator, key.allocation, key.pk),
+            lambda operator, key: services.remove_key(operator, key.allocation, key.pk),
             done="Removing",
         )
 
@@ -162,17 +158,13 @@ class TerminalSessionAdmin(ReadOnlyModelAdmin):
     readonly_fields = fields
     actions = ["end_sessions"]
 
-    def has_operate_permission(self, request):
-        return request.user.has_perm("access.change_terminalsession")
-
     @admin.action(description="End the selected terminal sessions", permissions=["operate"])
     def end_sessions(self, request, queryset):
-        operator = principals.for_user(request.user)
-        apply_each(
+        apply_as_operator(
             self,
             request,
             queryset,
-            lambda session: terminals.end_by_operator(operator, session),
+            terminals.end_by_operator,
             done="Ended",
             already=(lambda session: not session.is_live, "Already ended"),
         )

@@ -25,15 +25,8 @@ from django.utils.timesince import timesince
 from apps.allocations import nodes, selectors, services
 from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.catalog.models import Flavor
-from apps.core.admin import (
-    AuditedModelAdmin,
-    ReadOnlyInline,
-    ReadOnlyModelAdmin,
-    apply_each,
-    apply_each_with_reason,
-    confirmation_page,
-)
-from apps.tenancy import principal as principals
+from apps.core.admin import AuditedModelAdmin, ReadOnlyInline, ReadOnlyModelAdmin, confirmation_page
+from apps.tenancy.admin import apply_as_operator, apply_as_operator_with_reason
 
 # --- Flavors ------------------------------------------------------------------------------------
 
@@ -231,24 +224,19 @@ class NodeAdmin(AuditedModelAdmin):
 
     @admin.action(description="Approve selected nodes", permissions=["change"])
     def approve(self, request, queryset):
-        operator = principals.for_user(request.user)
         pending = [node for node in queryset if not node.approved]
         already = len(queryset) - len(pending)
         if already:
             self.message_user(request, f"{already} selected node(s) were already approved.", messages.INFO)
-        apply_each(self, request, pending, lambda node: nodes.approve(operator, node), done="Approved")
+        apply_as_operator(self, request, pending, nodes.approve, done="Approved")
 
     @admin.action(description="Put selected nodes in maintenance", permissions=["change"])
     def put_in_maintenance(self, request, queryset):
-        def operation_for(reason):
-            operator = principals.for_user(request.user)
-            return lambda node: nodes.set_maintenance(operator, node, reason)
-
-        return apply_each_with_reason(
+        return apply_as_operator_with_reason(
             self,
             request,
             queryset,
-            operation_for,
+            nodes.set_maintenance,
             action="put_in_maintenance",
             title="Put nodes in maintenance",
             intro="These nodes leave the scheduling pool until an operator returns them to service. "
@@ -259,14 +247,7 @@ class NodeAdmin(AuditedModelAdmin):
 
     @admin.action(description="Return selected nodes to service", permissions=["change"])
     def return_to_service(self, request, queryset):
-        operator = principals.for_user(request.user)
-        apply_each(
-            self,
-            request,
-            queryset,
-            lambda node: nodes.return_to_service(operator, node),
-            done="Returned to service",
-        )
+        apply_as_operator(self, request, queryset, nodes.return_to_service, done="Returned to service")
 
     @admin.action(description="Issue a bootstrap token for selected nodes", permissions=["change"])
     def issue_bootstrap_token(self, request, queryset):
@@ -281,13 +262,12 @@ class NodeAdmin(AuditedModelAdmin):
                 "it is not stored in clear and cannot be shown again.",
                 submit="Issue tokens",
             )
-        operator = principals.for_user(request.user)
         issued = []
 
-        def issue(node):
+        def issue(operator, node):
             issued.append((node, nodes.issue_bootstrap_token(node, principal=operator)))
 
-        apply_each(self, request, queryset, issue, done="Issued a bootstrap token for")
+        apply_as_operator(self, request, queryset, issue, done="Issued a bootstrap token for")
         if not issued:
             return None
         context = {
@@ -381,9 +361,6 @@ class AllocationAdmin(ReadOnlyModelAdmin):
     actions = ("retry_failed_step", "fail_allocation", "release")
     Media = FleetMedia
 
-    def has_operate_permission(self, request):
-        return request.user.has_perm("allocations.change_allocation")
-
     @admin.display(description="Allocation", ordering="id")
     def short_id(self, allocation):
         return str(allocation.pk)[:8]
@@ -404,27 +381,22 @@ class AllocationAdmin(ReadOnlyModelAdmin):
 
     @admin.action(description="Retry the failed step of selected allocations", permissions=["operate"])
     def retry_failed_step(self, request, queryset):
-        operator = principals.for_user(request.user)
-        apply_each(
+        apply_as_operator(
             self,
             request,
             queryset.select_related("node"),
-            lambda allocation: services.retry_failed_step(operator, allocation),
+            services.retry_failed_step,
             done="Retrying the failed step of",
             label=_allocation_label,
         )
 
     @admin.action(description="Fail selected allocations (stop provisioning)", permissions=["operate"])
     def fail_allocation(self, request, queryset):
-        def operation_for(reason):
-            operator = principals.for_user(request.user)
-            return lambda allocation: services.fail_allocation(operator, allocation, reason)
-
-        return apply_each_with_reason(
+        return apply_as_operator_with_reason(
             self,
             request,
             queryset.select_related("node"),
-            operation_for,
+            services.fail_allocation,
             action="fail_allocation",
             title="Fail allocations",
             intro="Provisioning stops and what the allocation took is given back. "
@@ -436,13 +408,12 @@ class AllocationAdmin(ReadOnlyModelAdmin):
 
     @admin.action(description="Release selected allocations", permissions=["operate"])
     def release(self, request, queryset):
-        operator = principals.for_user(request.user)
         released = (Allocation.State.RELEASING, Allocation.State.RELEASED)
-        apply_each(
+        apply_as_operator(
             self,
             request,
             queryset.select_related("node"),
-            lambda allocation: services.release(operator, allocation),
+            services.release,
             done="Release requested for",
             label=_allocation_label,
             already=(lambda allocation: allocation.state in released, "Already released or releasing"),

@@ -71,6 +71,11 @@ class _NoWrites:
 class ReadOnlyModelAdmin(_NoWrites, admin.ModelAdmin):
     """Viewable by operators with the view permission; never added, changed or deleted here."""
 
+    def has_operate_permission(self, request):
+        # Actions with ``permissions=["operate"]`` change the objects through their services:
+        # they take the model's change permission, which no form here uses.
+        return admin.ModelAdmin.has_change_permission(self, request)
+
 
 class ReadOnlyInline(_NoWrites, admin.TabularInline):
     """Related rows shown on their parent's page, as the system left them."""
@@ -85,6 +90,22 @@ class CachedValuesFilter(admin.AllValuesFieldListFilter):
     def __init__(self, field, request, params, model, model_admin, field_path):
         super().__init__(field, request, params, model, model_admin, field_path)
         self.lookup_choices = cached_choices(self.lookup_choices)
+
+
+class IsNullFilter(admin.SimpleListFilter):
+    """Splits the rows on whether ``field`` is null. Subclasses name ``field`` and the
+    two choices, each ``(value, label)``: ``when_null`` and ``when_set``."""
+
+    field: str
+    when_null: tuple[str, str]
+    when_set: tuple[str, str]
+
+    def lookups(self, request, model_admin):
+        return (self.when_null, self.when_set)
+
+    def queryset(self, request, queryset):
+        isnull = {self.when_null[0]: True, self.when_set[0]: False}.get(self.value())
+        return queryset if isnull is None else queryset.filter(**{f"{self.field}__isnull": isnull})
 
 
 @admin.register(AuditEvent)

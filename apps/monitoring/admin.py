@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from apps.core.admin import ReadOnlyModelAdmin, apply_each_with_reason
+from apps.core.admin import ReadOnlyModelAdmin
 from apps.monitoring import services
 from apps.monitoring.alerts import admin as alerts_admin  # noqa: F401 (registers the alerting models)
 from apps.monitoring.models import XidEvent
-from apps.tenancy import principal as principals
+from apps.tenancy.admin import apply_as_operator_with_reason
 
 
 def _label(event: XidEvent) -> str:
@@ -33,20 +33,13 @@ class XidEventAdmin(ReadOnlyModelAdmin):
     list_select_related = ("node",)
     actions = ("resolve",)
 
-    def has_operate_permission(self, request):
-        return request.user.has_perm("monitoring.change_xidevent")
-
     @admin.action(description="Resolve selected XID events", permissions=["operate"])
     def resolve(self, request, queryset):
-        def operation_for(note):
-            operator = principals.for_user(request.user)
-            return lambda event: services.resolve_xid(operator, event, note)
-
-        return apply_each_with_reason(
+        return apply_as_operator_with_reason(
             self,
             request,
             queryset.select_related("node"),
-            operation_for,
+            services.resolve_xid,
             action="resolve",
             title="Resolve XID events",
             intro="Say what was done (GPU reset, node drained, RMA...). A later occurrence of the same "

@@ -15,7 +15,7 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from apps.core.admin import ReadOnlyInline, ReadOnlyModelAdmin
+from apps.core.admin import IsNullFilter, ReadOnlyInline, ReadOnlyModelAdmin
 from apps.core.errors import ApiError
 from apps.networking import services
 from apps.networking.models import Vlan, Vrf
@@ -32,19 +32,12 @@ class VlanInline(ReadOnlyInline):
     readonly_fields = fields
 
 
-class AssignedFilter(admin.SimpleListFilter):
+class AssignedFilter(IsNullFilter):
     title = "assignment"
     parameter_name = "assigned"
-
-    def lookups(self, request, model_admin):
-        return (("free", "Free (in the pool)"), ("assigned", "Assigned to a tenant"))
-
-    def queryset(self, request, queryset):
-        if self.value() == "free":
-            return queryset.filter(tenant__isnull=True)
-        if self.value() == "assigned":
-            return queryset.filter(tenant__isnull=False)
-        return queryset
+    field = "tenant"
+    when_null = ("free", "Free (in the pool)")
+    when_set = ("assigned", "Assigned to a tenant")
 
 
 class LoadPoolForm(forms.Form):

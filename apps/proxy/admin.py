@@ -8,6 +8,7 @@ from apps.proxy import services
 from apps.proxy.models import ProxyPool, ProxyRoute
 from apps.runtime.admin import AppInstanceAdmin
 from apps.runtime.models import AppInstance
+from apps.tenancy.admin import apply_as_operator
 
 
 class RouteInline(ReadOnlyInline):
@@ -63,7 +64,9 @@ class ProxiedAppInstanceAdmin(AppInstanceAdmin):
 
     def _ui_mode(self, request, queryset, override: str, done: str):
         queryset = queryset.select_related("app_version")
-        self._as_operator(request, queryset, lambda op, i: services.set_ui_mode(op, i, override), done)
+        apply_as_operator(
+            self, request, queryset, lambda op, i: services.set_ui_mode(op, i, override), done=done
+        )
 
     @admin.action(
         description="App UI: embed in the workload shell (when the app allows it)", permissions=["operate"]

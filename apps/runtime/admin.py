@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from apps.core.admin import ReadOnlyInline, ReadOnlyModelAdmin, apply_each
+from apps.core.admin import ReadOnlyInline, ReadOnlyModelAdmin
 from apps.runtime import services
 from apps.runtime.models import AgentTask, AppInstance, InstanceEvent, Operation
-from apps.tenancy import principal as principals
+from apps.tenancy.admin import apply_as_operator
 
 
 class EventInline(ReadOnlyInline):
@@ -71,28 +71,14 @@ class AppInstanceAdmin(ReadOnlyModelAdmin):
     def node(self, instance):
         return instance.allocation.node.hostname
 
-    def has_operate_permission(self, request):
-        return request.user.has_perm("runtime.change_appinstance")
-
-    def _as_operator(self, request, queryset, operation, done: str, already=None):
-        """``operation(operator, instance)``, a service call, for each selected instance."""
-        operator = principals.for_user(request.user)
-        apply_each(
+    def _change(self, request, queryset, action: str, done: str, already: str):
+        """``services.change`` for each selected instance; those already there are named, not counted."""
+        apply_as_operator(
             self,
             request,
             queryset,
-            lambda instance: operation(operator, instance),
-            done=done,
-            already=already,
-        )
-
-    def _change(self, request, queryset, action: str, done: str, already: str):
-        """``services.change`` for each selected instance; those already there are named, not counted."""
-        self._as_operator(
-            request,
-            queryset,
             lambda op, i: services.change(op, i, action),
-            done,
+            done=done,
             already=(lambda instance: services.already(instance, action), already),
         )
 

@@ -11,7 +11,14 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.db.models import Count
 
-from apps.core.admin import AuditedModelAdmin, ReadOnlyInline, ReadOnlyModelAdmin, apply_each
+from apps.core.admin import (
+    AuditedModelAdmin,
+    IsNullFilter,
+    ReadOnlyInline,
+    ReadOnlyModelAdmin,
+    apply_each,
+    apply_each_with_reason,
+)
 from apps.tenancy import principal as principals
 from apps.tenancy import services
 from apps.tenancy.auth.passwords import AdminSignInForm
@@ -24,6 +31,26 @@ from apps.tenancy.models import (
     SigningKey,
     Tenant,
 )
+
+
+def apply_as_operator(modeladmin, request, objects, operation, **options) -> list:
+    """``apply_each`` of ``operation(operator, obj)``: the signed-in operator acts with their
+    own grants, and the service writes the audit event (or the denial) exactly as for the
+    API and the portal. ``options`` are ``apply_each``'s."""
+    operator = principals.for_user(request.user)
+    return apply_each(modeladmin, request, objects, lambda obj: operation(operator, obj), **options)
+
+
+def apply_as_operator_with_reason(modeladmin, request, queryset, operation, **options):
+    """``apply_each_with_reason`` of ``operation(operator, obj, reason)``; the operator is
+    worked out once a reason is posted. ``options`` are ``apply_each_with_reason``'s."""
+
+    def operation_for(reason):
+        operator = principals.for_user(request.user)
+        return lambda obj: operation(operator, obj, reason)
+
+    return apply_each_with_reason(modeladmin, request, queryset, operation_for, **options)
+
 
 # /admin/login/ counts and limits failed sign-ins like the portal's login page.
 admin.site.login_form = AdminSignInForm
@@ -39,20 +66,13 @@ admin.site.unregister(Group)
 class AuditedUserAdmin(AuditedModelAdmin, UserAdmin):
     actions = ("lift_sign_in_lockout",)
 
-    def has_lift_sign_in_lockout_permission(self, request):
-        return request.user.has_perm("auth.change_user")
-
-    @admin.action(
-        description="Let selected users sign in again (lift the lockout)",
-        permissions=["lift_sign_in_lockout"],
-    )
+    @admin.action(description="Let selected users sign in again (lift the lockout)", permissions=["change"])
     def lift_sign_in_lockout(self, request, queryset):
-        operator = principals.for_user(request.user)
-        apply_each(
+        apply_as_operator(
             self,
             request,
             queryset,
-            lambda user: services.lift_sign_in_lockout(operator, user),
+            services.lift_sign_in_lockout,
             done="Lifted the sign-in lockout of",
             label=lambda user: user.get_username(),
             already=(lambda user: not services.sign_in_locked(user.get_username()), "Not locked out"),
@@ -162,19 +182,12 @@ class MembershipAdmin(AuditedModelAdmin):
     readonly_fields = ("source", "created_at", "updated_at")
 
 
-class ActiveFilter(admin.SimpleListFilter):
+class ActiveFilter(IsNullFilter):
     title = "status"
     parameter_name = "status"
-
-    def lookups(self, request, model_admin):
-        return (("active", "Active"), ("revoked", "Revoked"))
-
-    def queryset(self, request, queryset):
-        if self.value() == "active":
-            return queryset.filter(revoked_at__isnull=True)
-        if self.value() == "revoked":
-            return queryset.filter(revoked_at__isnull=False)
-        return queryset
+    field = "revoked_at"
+    when_null = ("active", "Active")
+    when_set = ("revoked", "Revoked")
 
 
 @admin.register(ServiceAccount)
@@ -218,19 +231,13 @@ class ServiceAccountAdmin(ReadOnlyModelAdmin):
     def active(self, account):
         return account.is_active
 
-    def has_revoke_permission(self, request):
-        return request.user.has_perm("tenancy.change_serviceaccount")
-
-    @admin.action(description="Revoke selected service accounts", permissions=["revoke"])
+    @admin.action(description="Revoke selected service accounts", permissions=["operate"])
     def revoke(self, request, queryset):
-        # The operator acts with their own grants, and the service writes the audit
-        # event (or the denial) exactly as for the API and the portal.
-        operator = principals.for_user(request.user)
-        apply_each(
+        apply_as_operator(
             self,
             request,
             queryset,
-            lambda account: services.revoke_service_account(operator, account),
+            services.revoke_service_account,
             done="Revoked",
             label=lambda account: account.name,
             already=(lambda account: not account.is_active, "Already revoked"),

@@ -12,8 +12,8 @@ import json
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from apps.core.admin import ReadOnlyModelAdmin, apply_each
-from apps.tenancy import principal as principals
+from apps.core.admin import ReadOnlyModelAdmin
+from apps.tenancy.admin import apply_as_operator
 from apps.webhooks import services
 from apps.webhooks.models import Delivery
 
@@ -77,9 +77,6 @@ class DeliveryAdmin(ReadOnlyModelAdmin):
     readonly_fields = fields
     actions = ("replay",)
 
-    def has_replay_permission(self, request):
-        return request.user.has_perm("webhooks.change_delivery")
-
     @admin.display(description="Last error")
     def short_error(self, delivery):
         error = delivery.last_error
@@ -93,9 +90,8 @@ class DeliveryAdmin(ReadOnlyModelAdmin):
             text = delivery.body
         return format_html("<pre>{}</pre>", text)
 
-    @admin.action(description="Replay selected dead letters", permissions=["replay"])
+    @admin.action(description="Replay selected dead letters", permissions=["operate"])
     def replay(self, request, queryset):
-        operator = principals.for_user(request.user)
         selected = list(queryset)
         dead = [d for d in selected if d.status == Delivery.Status.DEAD]
         skipped = len(selected) - len(dead)
@@ -103,11 +99,11 @@ class DeliveryAdmin(ReadOnlyModelAdmin):
             self.message_user(
                 request, f"{skipped} selected delivery(ies) are not dead letters; left alone.", messages.INFO
             )
-        apply_each(
+        apply_as_operator(
             self,
             request,
             dead,
-            lambda delivery: services.replay(operator, delivery),
+            services.replay,
             done="Replayed",
             label=_label,
         )

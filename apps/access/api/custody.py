@@ -15,7 +15,7 @@ from apps.access.models import AccessCredential, ProjectSecret
 from apps.catalog.manifests import SECRET_NAME
 from apps.core.errors import NotFound
 from apps.core.idempotency import idempotent
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, validated
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.roles import Perm
 
@@ -72,9 +72,8 @@ class AccessCredentialListView(ProjectScopedMixin, BaseListAPIView):
     @idempotent
     def post(self, request, project_pk):
         project = self.project(Perm.ACCESS_CREDENTIAL_MANAGE)
-        data = NameSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        issued = services.create_credential(self.principal, project, name=data.validated_data["name"])
+        data = validated(NameSerializer, request.data)
+        issued = services.create_credential(self.principal, project, name=data["name"])
         body = {**AccessCredentialSerializer(issued.credential).data, "private_key": issued.private_key}
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
 
@@ -102,11 +101,8 @@ class AccessCredentialDeliverView(CredentialMixin, BaseAPIView):
     )
     def post(self, request, project_pk, pk):
         credential = self.credential(pk)
-        data = DeliverSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        pair = services.deliver_credential(
-            self.principal, credential, purpose=data.validated_data.get("purpose", "")
-        )
+        data = validated(DeliverSerializer, request.data)
+        pair = services.deliver_credential(self.principal, credential, purpose=data.get("purpose", ""))
         return Response(pair, headers={"Cache-Control": "no-store"})
 
 
@@ -124,9 +120,8 @@ class ProjectSecretListView(ProjectScopedMixin, BaseListAPIView):
     @idempotent
     def post(self, request, project_pk):
         project = self.project(Perm.SECRET_MANAGE)
-        data = ProjectSecretWriteSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        secret, created = services.put_secret(self.principal, project, **data.validated_data)
+        data = validated(ProjectSecretWriteSerializer, request.data)
+        secret, created = services.put_secret(self.principal, project, **data)
         return Response(ProjectSecretSerializer(secret).data, status=201 if created else 200)
 
 

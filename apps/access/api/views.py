@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
 from apps.access import services
 from apps.access.api import serializers as s
 from apps.allocations.api.agent_auth import AgentView
 from apps.core.idempotency import idempotent
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, validated
 from apps.tenancy.principal import Principal
 
 
@@ -18,12 +18,9 @@ class AllocationAccessView(BaseAPIView):
         return Response(s.AccessSerializer(services.access_info(allocation)).data)
 
 
+@extend_schema_view(get=extend_schema(summary="Keys on the allocation's runtime user, with owner and state"))
 class AuthorizedKeyListView(BaseListAPIView):
     serializer_class = s.AuthorizedKeySerializer
-
-    @extend_schema(summary="Keys on the allocation's runtime user, with owner and state")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         allocation = services.get_allocation(self.principal, self.kwargs["project_pk"], self.kwargs["pk"])
@@ -36,10 +33,9 @@ class AuthorizedKeyListView(BaseListAPIView):
     )
     @idempotent
     def post(self, request, project_pk, pk):
-        data = s.AuthorizedKeyCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(s.AuthorizedKeyCreateSerializer, request.data)
         allocation = services.get_allocation(self.principal, project_pk, pk)
-        key = services.add_key(self.principal, allocation, **data.validated_data)
+        key = services.add_key(self.principal, allocation, **data)
         return Response(s.AuthorizedKeySerializer(key).data, status=201)
 
 
@@ -61,12 +57,11 @@ def _person(principal: Principal) -> Principal:
     return principal
 
 
+@extend_schema_view(
+    get=extend_schema(summary="The SSH public keys in your profile (put on each new allocation)")
+)
 class ProfileKeyListView(BaseListAPIView):
     serializer_class = s.ProfileKeySerializer
-
-    @extend_schema(summary="The SSH public keys in your profile (put on each new allocation)")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         return services.profile_keys(_person(self.principal).user)
@@ -74,9 +69,8 @@ class ProfileKeyListView(BaseListAPIView):
     @extend_schema(request=s.ProfileKeyCreateSerializer, responses={201: s.ProfileKeySerializer})
     @idempotent
     def post(self, request):
-        data = s.ProfileKeyCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        key = services.add_profile_key(self.principal, **data.validated_data)
+        data = validated(s.ProfileKeyCreateSerializer, request.data)
+        key = services.add_profile_key(self.principal, **data)
         return Response(s.ProfileKeySerializer(key).data, status=201)
 
 
@@ -98,7 +92,6 @@ class AgentAccessView(AgentView):
         summary="The node's SSH server and applied keys",
     )
     def post(self, request):
-        data = s.AgentReportSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        services.agent_report(request.user.node, **data.validated_data)
+        data = validated(s.AgentReportSerializer, request.data)
+        services.agent_report(request.user.node, **data)
         return Response(status=204)

@@ -3,8 +3,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from django.db.models import Count, Q
-from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
 from apps.allocations import services
@@ -15,7 +14,7 @@ from apps.catalog.models import Flavor
 from apps.core.idempotency import idempotent
 from apps.core.schema import QUOTA_EXCEEDED
 from apps.tenancy import policy
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, FilteredListAPIView, validated
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.models import Project
 from apps.tenancy.roles import Perm
@@ -47,9 +46,7 @@ class AllocateView(BaseAPIView):
     )
     @idempotent
     def post(self, request):
-        data = s.AllocateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated(s.AllocateSerializer, request.data)
         project = policy.get_object(
             Project.objects.select_related("tenant"),
             self.principal,
@@ -60,15 +57,13 @@ class AllocateView(BaseAPIView):
         return _allocate(self.principal, project, values)
 
 
-class ProjectAllocationListView(ProjectScopedMixin, BaseListAPIView):
+@extend_schema_view(
+    get=extend_schema(summary="The project's allocations (placement source of truth for apps)")
+)
+class ProjectAllocationListView(ProjectScopedMixin, FilteredListAPIView):
     serializer_class = s.AllocationSerializer
-    filter_backends = [DjangoFilterBackend]
     filterset_class = AllocationFilter
     queryset = Allocation.objects.none()  # the model, for the schema; get_queryset scopes it
-
-    @extend_schema(summary="The project's allocations (placement source of truth for apps)")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         project = self.project(Perm.ALLOCATION_VIEW)
@@ -81,9 +76,8 @@ class ProjectAllocationListView(ProjectScopedMixin, BaseListAPIView):
     )
     @idempotent
     def post(self, request, project_pk):
-        data = s.ProjectAllocateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        return _allocate(self.principal, self.project(), data.validated_data)
+        data = validated(s.ProjectAllocateSerializer, request.data)
+        return _allocate(self.principal, self.project(), data)
 
 
 def _allocate(principal, project, values) -> Response:
@@ -131,9 +125,8 @@ class NodeReleaseView(BaseAPIView):
     )
     @idempotent
     def post(self, request, node_id):
-        data = s.ReleaseSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(s.ReleaseSerializer, request.data)
         allocation = services.for_node(self.principal, node_id)
-        allocation = services.release(self.principal, allocation, **data.validated_data)
+        allocation = services.release(self.principal, allocation, **data)
         allocation = Allocation.objects.select_related("tenant", "project", "flavor").get(pk=allocation.pk)
         return Response(s.AllocationStatusSerializer(allocation).data, status=202)

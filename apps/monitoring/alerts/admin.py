@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from apps.core.admin import AuditedModelAdmin, ReadOnlyModelAdmin, apply_each
+from apps.core.admin import AuditedModelAdmin, ReadOnlyModelAdmin
 from apps.monitoring.alerts import subscriptions
 from apps.monitoring.models import Alert, AlertRule, AlertSubscription
-from apps.tenancy import principal as principals
+from apps.tenancy.admin import apply_as_operator
 
 
 @admin.register(AlertRule)
@@ -74,12 +74,11 @@ class AlertSubscriptionAdmin(ReadOnlyModelAdmin):
 
     @admin.action(description="Send a test alert to the selected subscriptions", permissions=["test_send"])
     def test_send(self, request, queryset):
-        operator = principals.for_user(request.user)
-        apply_each(
+        apply_as_operator(
             self,
             request,
             list(queryset),
-            lambda subscription: subscriptions.test_send(operator, subscription.pk),
+            lambda operator, subscription: subscriptions.test_send(operator, subscription.pk),
             done="Sent a test alert to",
             label=lambda subscription: subscription.url,
         )

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.core.idempotency import idempotent
 from apps.monitoring.alerts import services, subscriptions
 from apps.monitoring.models import Alert
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, validated
 
 SEVERITIES = subscriptions.SEVERITIES
 
@@ -79,18 +79,14 @@ class SubscribeView(BaseAPIView):
     )
     @idempotent
     def post(self, request):
-        data = SubscribeSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        subscription = subscriptions.subscribe(self.principal, **data.validated_data)
+        data = validated(SubscribeSerializer, request.data)
+        subscription = subscriptions.subscribe(self.principal, **data)
         return Response(SubscriptionSerializer(subscription).data, status=201)
 
 
+@extend_schema_view(get=extend_schema(summary="The alert subscriptions you may manage"))
 class SubscriptionListView(BaseListAPIView):
     serializer_class = SubscriptionSerializer
-
-    @extend_schema(summary="The alert subscriptions you may manage")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         return subscriptions.visible(self.principal)
@@ -114,18 +110,17 @@ class SubscriptionTestView(BaseAPIView):
         return Response({"event_id": str(delivery.event_id), "url": delivery.url}, status=202)
 
 
-class AlertListView(BaseListAPIView):
-    serializer_class = AlertSerializer
-
-    @extend_schema(
+@extend_schema_view(
+    get=extend_schema(
         parameters=[
             OpenApiParameter("tenant_id", str, description="one tenant's alerts (CCP tenant id)"),
             OpenApiParameter("state", str, enum=["firing", "resolved"]),
         ],
         summary="Alerts that fired, newest first",
     )
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
+)
+class AlertListView(BaseListAPIView):
+    serializer_class = AlertSerializer
 
     def get_queryset(self):
         params = self.request.query_params

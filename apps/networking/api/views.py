@@ -9,7 +9,7 @@ from apps.core.schema import UNAVAILABLE
 from apps.networking import services
 from apps.networking.models import Vlan, Vrf
 from apps.tenancy import selectors as tenancy
-from apps.tenancy.api.base import BaseAPIView
+from apps.tenancy.api.base import BaseAPIView, validated
 from apps.tenancy.models import ccp_identifier
 from apps.tenancy.roles import Perm
 
@@ -43,9 +43,8 @@ class VpcView(BaseAPIView):
     )
     @idempotent
     def post(self, request):
-        data = VpcRequestSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        tenant = tenancy.tenant_for(self.principal, data.validated_data["tenant_id"], Perm.NETWORK_MANAGE)
-        vrf, created = services.create_vpc(self.principal, tenant, vpc_id=data.validated_data["vpc_id"])
+        data = validated(VpcRequestSerializer, request.data)
+        tenant = tenancy.tenant_for(self.principal, data["tenant_id"], Perm.NETWORK_MANAGE)
+        vrf, created = services.create_vpc(self.principal, tenant, vpc_id=data["vpc_id"])
         vrf = Vrf.objects.select_related("tenant").prefetch_related("vlans").get(pk=vrf.pk)
         return Response(VrfSerializer(vrf).data, status=201 if created else 200)

@@ -23,6 +23,7 @@ from apps.core.errors import Unauthenticated, error_json
 from apps.monitoring import services as monitoring
 from apps.runtime import agents, events
 from apps.runtime.models import AgentTask
+from apps.tenancy.api.base import validated
 
 
 class EnrollSerializer(serializers.Serializer):
@@ -42,12 +43,11 @@ class EnrollView(APIView):
 
     @extend_schema(request=EnrollSerializer, responses={201: EnrolledSerializer}, summary="Agent enrollment")
     def post(self, request):
-        data = EnrollSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(EnrollSerializer, request.data)
         # REMOTE_ADDR is the peer's address, or the one a trusted proxy (FORWARDED_ALLOW_IPS) saw.
         node, credential = nodes.enroll(
-            data.validated_data["hostname"],
-            data.validated_data["bootstrap_token"],
+            data["hostname"],
+            data["bootstrap_token"],
             address=request.META.get("REMOTE_ADDR"),
         )
         return Response(
@@ -64,9 +64,8 @@ class HeartbeatSerializer(serializers.Serializer):
 class HeartbeatView(AgentView):
     @extend_schema(request=HeartbeatSerializer, responses={204: None}, summary="Agent heartbeat")
     def post(self, request):
-        data = HeartbeatSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        running = data.validated_data.get("running")
+        data = validated(HeartbeatSerializer, request.data)
+        running = data.get("running")
         agents.heartbeat(request.user.node, [str(i) for i in running] if running is not None else None)
         return Response(status=204)
 
@@ -90,9 +89,7 @@ class TaskReportSerializer(serializers.Serializer):
 class TaskReportView(AgentView):
     @extend_schema(request=TaskReportSerializer, responses={204: None}, summary="Result of a task")
     def post(self, request, task_id):
-        data = TaskReportSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated(TaskReportSerializer, request.data)
         agents.report_task(
             request.user.node,
             task_id,
@@ -141,9 +138,7 @@ class InstanceLogsView(AgentView):
         summary="New output of a workload on this node",
     )
     def post(self, request, instance_id):
-        data = LogBatchSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated(LogBatchSerializer, request.data)
         newest = agents.append_logs(
             request.user.node, instance_id, values["lines"], dropped=values["dropped"]
         )
@@ -210,9 +205,7 @@ class TelemetryView(AgentView):
         summary="GPU readings and XID errors",
     )
     def post(self, request):
-        data = TelemetrySerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated(TelemetrySerializer, request.data)
         return Response(
             monitoring.record_telemetry(
                 request.user.node,

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
@@ -10,7 +9,7 @@ from apps.runtime.api import serializers as s
 from apps.runtime.filters import AppInstanceFilter
 from apps.runtime.models import AppInstance, Operation
 from apps.tenancy import policy
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, FilteredListAPIView, validated
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.roles import Perm
 
@@ -34,15 +33,11 @@ def _accepted(operation: Operation) -> Response:
     )
 
 
-class InstanceListView(ProjectScopedMixin, BaseListAPIView):
+@extend_schema_view(get=extend_schema(summary="The project's app instances you may see"))
+class InstanceListView(ProjectScopedMixin, FilteredListAPIView):
     serializer_class = s.AppInstanceSerializer
-    filter_backends = [DjangoFilterBackend]
     filterset_class = AppInstanceFilter
     queryset = AppInstance.objects.none()  # the model, for the schema; get_queryset scopes it
-
-    @extend_schema(summary="The project's app instances you may see")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         project = self.project(Perm.INSTANCE_VIEW)
@@ -60,9 +55,7 @@ class InstanceListView(ProjectScopedMixin, BaseListAPIView):
     )
     @idempotent
     def post(self, request, project_pk):
-        data = s.LaunchSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated(s.LaunchSerializer, request.data)
         operation = services.launch(
             self.principal,
             self.project(),
@@ -106,10 +99,9 @@ class InstanceShareView(BaseAPIView):
     )
     @idempotent
     def post(self, request, project_pk, pk):
-        data = s.ShareSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(s.ShareSerializer, request.data)
         instance = services.get_instance(self.principal, project_pk, pk)
-        services.share(self.principal, instance, **data.validated_data)
+        services.share(self.principal, instance, **data)
         return Response(s.AppInstanceSerializer(_instance_detail(instance.pk)).data)
 
 
@@ -132,9 +124,8 @@ class InstanceLogListView(BaseListAPIView):
 
     def get_queryset(self):
         instance = services.get_instance(self.principal, self.kwargs["project_pk"], self.kwargs["pk"])
-        query = s.LogQuerySerializer(data=self.request.query_params)
-        query.is_valid(raise_exception=True)
-        return services.instance_logs(instance, **query.validated_data)
+        query = validated(s.LogQuerySerializer, self.request.query_params)
+        return services.instance_logs(instance, **query)
 
 
 class OperationDetailView(BaseAPIView):

@@ -9,7 +9,7 @@ from apps.core.schema import QUOTA_EXCEEDED, UNAVAILABLE
 from apps.storage import services
 from apps.storage.models import TenantStorage
 from apps.tenancy import selectors as tenancy
-from apps.tenancy.api.base import BaseAPIView
+from apps.tenancy.api.base import BaseAPIView, validated
 from apps.tenancy.models import ccp_identifier
 from apps.tenancy.roles import Perm
 
@@ -46,13 +46,12 @@ class TenantStorageView(BaseAPIView):
     )
     @idempotent
     def post(self, request):
-        data = TenantStorageRequestSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        tenant = tenancy.tenant_for(self.principal, data.validated_data["tenant_id"], Perm.STORAGE_MANAGE)
+        data = validated(TenantStorageRequestSerializer, request.data)
+        tenant = tenancy.tenant_for(self.principal, data["tenant_id"], Perm.STORAGE_MANAGE)
         storage, created = services.create_tenant_storage(
             self.principal,
             tenant,
-            tier=data.validated_data.get("tier"),
-            quota_gb=data.validated_data.get("quota_gb"),
+            tier=data.get("tier"),
+            quota_gb=data.get("quota_gb"),
         )
         return Response(TenantStorageSerializer(storage).data, status=201 if created else 200)

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 from django.db.models import Prefetch
-from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -12,7 +11,7 @@ from apps.core.idempotency import idempotent
 from apps.core.models import AuditEvent
 from apps.tenancy import policy, selectors, services
 from apps.tenancy.api import serializers as s
-from apps.tenancy.api.base import BaseAPIView, BaseListAPIView
+from apps.tenancy.api.base import BaseAPIView, BaseListAPIView, FilteredListAPIView, validated
 from apps.tenancy.filters import AuditEventFilter
 from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
 from apps.tenancy.roles import Perm
@@ -42,9 +41,8 @@ class CcpTenantListView(BaseAPIView):
     def post(self, request):
         # Refused before validation: the body's errors are no business of other callers.
         policy.require_scope(self.principal, Perm.TENANT_ONBOARD)
-        data = s.OnboardTenantSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        result = services.onboard_tenant(self.principal, **data.validated_data)
+        data = validated(s.OnboardTenantSerializer, request.data)
+        result = services.onboard_tenant(self.principal, **data)
         tenant = _tenants(self.principal).get(pk=result.obj.pk)
         return Response(s.TenantSerializer(tenant).data, status=201 if result.created else 200)
 
@@ -67,9 +65,8 @@ class CcpTenantProjectsView(BaseAPIView):
     @idempotent
     def post(self, request, tenant_id):
         tenant = selectors.tenant_for(self.principal, tenant_id, Perm.PROJECT_CREATE)
-        data = s.OnboardProjectSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        result = services.create_project(self.principal, tenant, **data.validated_data)
+        data = validated(s.OnboardProjectSerializer, request.data)
+        result = services.create_project(self.principal, tenant, **data)
         return Response(s.ProjectSerializer(result.obj).data, status=201 if result.created else 200)
 
 
@@ -96,14 +93,13 @@ class ProjectListView(BaseListAPIView):
     )
     @idempotent
     def post(self, request):
-        data = s.ProjectCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        tenant = self._tenant(data.validated_data.get("tenant"))
+        data = validated(s.ProjectCreateSerializer, request.data)
+        tenant = self._tenant(data.get("tenant"))
         result = services.create_project(
             self.principal,
             tenant,
-            project_id=data.validated_data["project_id"],
-            name=data.validated_data["name"],
+            project_id=data["project_id"],
+            name=data["name"],
         )
         return Response(s.ProjectSerializer(result.obj).data, status=201 if result.created else 200)
 
@@ -156,9 +152,8 @@ class MemberListView(ProjectScopedMixin, BaseListAPIView):
     @idempotent
     def post(self, request, project_pk):
         project = self.project(Perm.MEMBER_MANAGE)
-        data = s.MembershipCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        membership = services.add_member(self.principal, project, **data.validated_data)
+        data = validated(s.MembershipCreateSerializer, request.data)
+        membership = services.add_member(self.principal, project, **data)
         return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
 
@@ -188,9 +183,8 @@ class ServiceAccountListView(ProjectScopedMixin, BaseListAPIView):
     @idempotent
     def post(self, request, project_pk):
         project = self.project(Perm.SERVICE_ACCOUNT_MANAGE)
-        data = s.ServiceAccountCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        issued = services.create_service_account(self.principal, project, **data.validated_data)
+        data = validated(s.ServiceAccountCreateSerializer, request.data)
+        issued = services.create_service_account(self.principal, project, **data)
         body = s.ServiceAccountSerializer(issued.account).data
         body["client_secret"] = issued.client_secret
         return Response(body, status=status.HTTP_201_CREATED)
@@ -228,11 +222,8 @@ class TokenView(BaseAPIView):
         summary="Service-account token (client credentials)",
     )
     def post(self, request):
-        data = s.TokenRequestSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        token, lifetime = services.issue_token(
-            data.validated_data["client_id"], data.validated_data["client_secret"]
-        )
+        data = validated(s.TokenRequestSerializer, request.data)
+        token, lifetime = services.issue_token(data["client_id"], data["client_secret"])
         return Response(
             {"access_token": token, "token_type": "Bearer", "expires_in": lifetime},
             headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
@@ -251,15 +242,11 @@ class JwksView(BaseAPIView):
         return Response(platform_tokens.jwks(), headers={"Cache-Control": "public, max-age=300"})
 
 
-class AuditListView(BaseListAPIView):
+@extend_schema_view(get=extend_schema(summary="The audit trail of the caller's tenants"))
+class AuditListView(FilteredListAPIView):
     serializer_class = s.AuditEventSerializer
-    filter_backends = [DjangoFilterBackend]
     filterset_class = AuditEventFilter
     queryset = AuditEvent.objects.none()  # the model, for the schema; get_queryset scopes it
-
-    @extend_schema(summary="The audit trail of the caller's tenants")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         return services.list_audit_events(self.principal)
