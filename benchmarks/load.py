@@ -485,9 +485,10 @@ def hot_lists() -> list[tuple[str, str, str]]:
     ]
 
 
-def explain_hot_lists() -> list[tuple[str, int, list[str]]]:
-    """For each hot list: its status and the sequential scans over the watched tables in
-    the plans of the queries it ran (the plan lines printed)."""
+def explain_hot_lists() -> list[tuple[str, int, float, list[str]]]:
+    """For each hot list: its status, how long its second request took (the first fills
+    the caches an operator's next page finds) and the sequential scans over the watched
+    tables in the plans of the queries it ran (the plan lines printed)."""
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client
@@ -503,8 +504,11 @@ def explain_hot_lists() -> list[tuple[str, int, list[str]]]:
         clients[who].force_login(user)
     found = []
     for what, who, path in hot_lists():
+        clients[who].get(path)
         with CaptureQueriesContext(connection) as queries:
+            started = time.perf_counter()
             status = clients[who].get(path).status_code
+            elapsed_ms = (time.perf_counter() - started) * 1000
         scans = []
         with connection.cursor() as cursor:
             for query in queries.captured_queries:
@@ -518,7 +522,7 @@ def explain_hot_lists() -> list[tuple[str, int, list[str]]]:
                 scans += [
                     line.strip() for line in lines if "Seq Scan" in line and any(t in line for t in tables)
                 ]
-        found.append((what, status, scans))
+        found.append((what, status, elapsed_ms, scans))
     return found
 
 
@@ -583,15 +587,15 @@ def report(out: dict) -> bool:
     return met
 
 
-def report_plans(found: list[tuple[str, int, list[str]]], at_scale: bool) -> bool:
+def report_plans(found: list[tuple[str, int, float, list[str]]], at_scale: bool) -> bool:
     print(
         "\nQuery plans of the hot lists (EXPLAIN of every query each ran on allocations, instances, "
         "audit, and projects but for a count):"
     )
     clean = True
-    for what, status, scans in found:
+    for what, status, elapsed_ms, scans in found:
         verdict = "no sequential scan" if not scans else f"SEQUENTIAL SCAN: {'; '.join(scans)}"
-        print(f"  {what}: {status}, {verdict}")
+        print(f"  {what}: {status} in {elapsed_ms:.0f} ms, {verdict}")
         clean = clean and not scans and status == 200
     if at_scale:
         verdict = "PASS" if clean else "FAIL"
