@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from apps.allocations.models import Allocation, Node
 from apps.catalog.models import App, AppVersion, Flavor
 from apps.runtime.models import AppInstance
-from apps.tenancy.models import Membership, Project, Quota, Tenant
+from apps.tenancy.models import Membership, Project, Quota, ServiceAccount, Tenant
 
 SHIPPED = Path(__file__).resolve().parents[1] / "apps" / "catalog" / "shipped"
 
@@ -61,6 +61,21 @@ class MembershipFactory(factory.django.DjangoModelFactory):
         model = Membership
 
     user = factory.SubFactory(UserFactory)
+    role = "viewer"
+
+
+class ServiceAccountFactory(factory.django.DjangoModelFactory):
+    """A project's viewer account; its secret is never used (tests that sign in with one
+    create it through ``tenancy.services``)."""
+
+    class Meta:
+        model = ServiceAccount
+
+    project = factory.SubFactory(ProjectFactory)
+    tenant = factory.SelfAttribute("project.tenant")
+    name = factory.Sequence(lambda n: f"sa-{n}")
+    client_id = factory.Sequence(lambda n: f"sa-client-{n}")
+    secret_hash = "x"
     role = "viewer"
 
 

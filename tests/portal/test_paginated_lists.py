@@ -12,9 +12,9 @@ from django.urls import reverse
 
 from apps.runtime import services as runtime
 from apps.runtime.models import InstanceEvent
-from apps.tenancy.models import Membership, ServiceAccount
+from apps.tenancy.models import Membership
 from apps.tenancy.principal import for_user
-from tests.factories import UserFactory
+from tests.factories import ServiceAccountFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -100,23 +100,8 @@ def test_removing_a_member_keeps_the_page_shown(as_user, tenant_admin, project):
 
 def test_service_accounts_are_paged_active_first(as_user, project_admin, project):
     for n in range(ROWS):
-        ServiceAccount.objects.create(
-            name=f"old-{n:02d}",
-            client_id=f"old-{n}",
-            secret_hash="x",
-            tenant=project.tenant,
-            project=project,
-            role="viewer",
-            revoked_at="2026-01-01T00:00:00Z",
-        )
-    active = ServiceAccount.objects.create(
-        name="zz-active",
-        client_id="active",
-        secret_hash="x",
-        tenant=project.tenant,
-        project=project,
-        role="viewer",
-    )
+        ServiceAccountFactory(project=project, name=f"old-{n:02d}", revoked_at="2026-01-01T00:00:00Z")
+    active = ServiceAccountFactory(project=project, name="zz-active")
     client = as_user(project_admin)
     url = reverse("project_service_accounts", args=[project.pk])
     first = client.get(url).content.decode()

@@ -11,11 +11,32 @@ from django.utils import timezone
 from apps.allocations.models import Allocation
 from apps.core.models import AuditEvent
 from apps.proxy.models import ProxyPool, ProxyRoute
-from apps.tenancy.models import Membership, ServiceAccount
-from tests.factories import AppInstanceFactory, FlavorFactory, ProjectFactory, UserFactory, shipped_manifest
+from apps.runtime.models import AppInstance
+from apps.tenancy import policy
+from apps.tenancy import principal as principals
+from apps.tenancy.models import Membership
+from apps.tenancy.roles import Perm
+from tests.factories import (
+    AppInstanceFactory,
+    FlavorFactory,
+    ProjectFactory,
+    ServiceAccountFactory,
+    UserFactory,
+    shipped_manifest,
+)
 from tests.support.catalog import publish
 from tests.support.fleet import made_allocation, make_nodes, troubled_fleet
 from tests.support.pages import client_for
+
+
+@pytest.fixture(autouse=True)
+def _process_caches_warm(tenant_admin):
+    """A web process answers many requests, and its first fills the per-process caches
+    (content types, django-guardian's permission lookups) that the budgets leave out:
+    warmed here, a budget does not depend on which test its worker ran first."""
+    scope = policy.restrict(AppInstance.objects.all(), principals.for_user(tenant_admin), Perm.INSTANCE_VIEW)
+    list(scope[:1])
+
 
 # Session, user, the caller's memberships and the switcher's projects, then the page's own
 # queries; the fixtures fill each page with dozens of rows, so an N+1 blows these at once.
@@ -42,14 +63,7 @@ OPERATIONS_BUDGET = 11
 def _viewer_and_account(project, n: int) -> None:
     """A viewer and a viewer service account (the ``n``th) on ``project``: a row of each list."""
     Membership.objects.create(user=UserFactory(), tenant=project.tenant, project=project, role="viewer")
-    ServiceAccount.objects.create(
-        name=f"sa-{n}",
-        client_id=f"sa-{project.pk}-{n}",
-        secret_hash="x",
-        tenant=project.tenant,
-        project=project,
-        role="viewer",
-    )
+    ServiceAccountFactory(project=project, name=f"sa-{n}")
 
 
 def _fill_tenant(tenant, projects: int):
