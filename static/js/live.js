@@ -39,7 +39,7 @@
     var ID_ATTRIBUTE = "data-" + kind + "-id";
     var ID_FIELD = kind + "_id";
     var sockets = {}; // ws path -> {socket (socket.js), known: {id: last state}}
-    var refreshes = {}; // refresh target selector -> {timer, running, again}
+    var refreshes = {}; // refresh target selector -> {timer, running, again, during: {id: message}}
 
     function rootsFor(path) {
       return Array.prototype.filter.call(document.querySelectorAll(ROOTS), function (root) {
@@ -145,13 +145,13 @@
           update(view, message, tones(root));
         });
         if (on === "any" && views.length) {
-          scheduleRefresh(root, REFRESH_DELAY_MS);
+          scheduleRefresh(root, REFRESH_DELAY_MS, message);
         } else if (on === "state" && (stateChanged || (!views.length && previous !== message.state))) {
           // A state change may move the row out of the filter or change the counts; an
           // item not shown is new, on another page, filtered out or not visible to this
           // user: refresh when its state changes (the server decides what the table
           // shows), not for each step of its progress.
-          scheduleRefresh(root, REFRESH_DELAY_MS);
+          scheduleRefresh(root, REFRESH_DELAY_MS, message);
         }
       });
     }
@@ -189,12 +189,14 @@
 
     // --- re-rendering from the server ------------------------------------------
 
-    function scheduleRefresh(root, delay) {
+    function scheduleRefresh(root, delay, message) {
       var selector = root.getAttribute("data-refresh");
       if (!selector || !window.htmx) return;
-      var job = refreshes[selector] || (refreshes[selector] = { timer: null, running: false, again: false });
+      var job =
+        refreshes[selector] || (refreshes[selector] = { timer: null, running: false, again: false, during: {} });
       if (job.running) {
         job.again = true; // one more after the one in flight: its answer may predate this message
+        if (message) job.during[message[ID_FIELD]] = message;
         return;
       }
       if (job.timer) window.clearTimeout(job.timer);
@@ -212,6 +214,8 @@
       var before = nextStep(target);
       var done = function () {
         job.running = false;
+        if (document.body.contains(root)) reapplyProgress(root, job.during);
+        job.during = {};
         var after = nextStep(document.querySelector(selector));
         if (after && after.textContent !== (before && before.textContent)) turnMessages(after);
         if (job.again) {
@@ -222,6 +226,24 @@
       window.htmx
         .ajax("GET", source.getAttribute("data-refresh-url"), { target: selector, swap: "innerHTML" })
         .then(done, done);
+    }
+
+    // An answer read before a message's commit shows less progress than the bar had
+    // already reached: the messages that came during the request put it back at once
+    // (progress only grows within a state; a new state waits for the next answer).
+    function reapplyProgress(root, during) {
+      Object.keys(during).forEach(function (id) {
+        var message = during[id];
+        if (!("progress" in message)) return;
+        var views = Array.prototype.slice.call(root.querySelectorAll("[" + ID_ATTRIBUTE + '="' + id + '"]'));
+        if (root.getAttribute(ID_ATTRIBUTE) === id) views.unshift(root);
+        views.forEach(function (view) {
+          var bar = view.querySelector('[data-field="progress"]');
+          if (view.getAttribute("data-state") === message.state && bar && Number(bar.value) < Number(message.progress)) {
+            update(view, message, tones(root));
+          }
+        });
+      });
     }
 
     // --- success messages become the next step --------------------------------
