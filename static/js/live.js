@@ -117,6 +117,13 @@
       }
     }
 
+    // The views of item ``id`` in ``root``: the root itself (a detail page) and its rows or tiles.
+    function viewsOf(root, id) {
+      var views = Array.prototype.slice.call(root.querySelectorAll("[" + ID_ATTRIBUTE + '="' + id + '"]'));
+      if (root.getAttribute(ID_ATTRIBUTE) === id) views.unshift(root);
+      return views;
+    }
+
     function apply(path, message) {
       var entry = sockets[path];
       var known = entry ? entry.known : {};
@@ -124,10 +131,7 @@
       var previous = known[id];
       known[id] = message.state;
       rootsFor(path).forEach(function (root) {
-        var views = root.querySelectorAll("[" + ID_ATTRIBUTE + '="' + id + '"]');
-        if (root.getAttribute(ID_ATTRIBUTE) === id) {
-          views = [root].concat(Array.prototype.slice.call(views));
-        }
+        var views = viewsOf(root, id);
         var stateChanged = false;
         var on = root.getAttribute("data-refresh-on");
         var rerendered = root.hasAttribute("data-refresh") && (on === "any" || on === "state");
@@ -235,9 +239,7 @@
       Object.keys(during).forEach(function (id) {
         var message = during[id];
         if (!("progress" in message)) return;
-        var views = Array.prototype.slice.call(root.querySelectorAll("[" + ID_ATTRIBUTE + '="' + id + '"]'));
-        if (root.getAttribute(ID_ATTRIBUTE) === id) views.unshift(root);
-        views.forEach(function (view) {
+        viewsOf(root, id).forEach(function (view) {
           var bar = view.querySelector('[data-field="progress"]');
           if (view.getAttribute("data-state") === message.state && bar && Number(bar.value) < Number(message.progress)) {
             update(view, message, tones(root));
