@@ -17,13 +17,14 @@ import re
 
 import pytest
 
-from apps.allocations import services
+from apps.allocations import events, services
 from apps.allocations.models import Allocation, Node
 from apps.networking import services as networking
 from apps.storage import services as storage
 from apps.tenancy import principal as principals
 from apps.tenancy import quotas
 from apps.tenancy.models import Membership
+from tests.e2e.allocations import alices_allocation
 from tests.e2e.pages import SCREENSHOTS, shot, sign_in
 from tests.factories import FlavorFactory, NodeFactory, ProjectFactory, TenantFactory
 from tests.support.concurrency import in_own_thread
@@ -171,4 +172,51 @@ def test_list_shows_new_allocations_and_their_progress_live(world, worker, porta
     page.go_back()
     page.wait_for_selector(f"{row} [data-field=state]:text-is('ACTIVE')")
     page.wait_for_selector("#allocations [data-live-status][data-state=live]")
+    assert page.js_errors == []
+
+
+def test_an_answer_older_than_the_bar_does_not_move_it_back(portal, page):
+    """Progress that arrives while the detail's refresh is in flight stays on the bar when
+    that refresh's older answer is swapped in. The browser's refreshes are held
+    (``page.route``) and answered when the test says, so the race happens every time."""
+    allocation, _ = alices_allocation(enrolled=True)
+    Allocation.objects.filter(pk=allocation.pk).update(
+        state=Allocation.State.PROVISIONING, step="provision:os_deploy", progress=10
+    )
+    detail = f"{portal.url}/projects/{allocation.project_id}/allocations/{allocation.pk}/"
+    held = []  # the refreshes, each with the answer the server gave when it was asked
+
+    def hold_refreshes(route):
+        if route.request.headers.get("hx-request"):
+            held.append((route, route.fetch()))
+        else:
+            route.continue_()
+
+    def refreshes(count: int) -> None:
+        for _ in range(200):  # waiting in the browser lets the route handler run
+            if len(held) >= count:
+                return
+            page.wait_for_timeout(50)
+        raise AssertionError(f"{count} refreshes awaited; {len(held)} asked for")
+
+    def answer(refresh: int) -> None:
+        route, response = held[refresh]
+        route.fulfill(response=response)
+
+    page.route(re.compile(rf"^{re.escape(detail)}$"), hold_refreshes)
+    sign_in(page, portal.url, "alice")
+    page.goto(detail)
+    page.wait_for_selector("main [data-live-status][data-state=live]")
+    refreshes(1)  # the page asks on opening, as it is in flight: the answer says 10
+
+    Allocation.objects.filter(pk=allocation.pk).update(progress=30)
+    in_own_thread(events.allocation_changed, allocation.pk)
+    bar = "#allocation-detail progress[data-field=progress]"
+    page.wait_for_function(f"() => document.querySelector('{bar}').value === 30")
+    answer(0)
+    refreshes(2)  # one more, as a message came during the first: held too
+    assert page.locator(bar).evaluate("bar => bar.value") == 30
+    assert page.locator("#allocation-detail [data-field=progress-text]").inner_text() == "30%"
+    answer(1)
+    page.wait_for_selector(f"{bar}[value='30']")
     assert page.js_errors == []
