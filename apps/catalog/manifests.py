@@ -29,6 +29,8 @@ PLATFORM_SECRETS = {"token"}  # runtime secrets the platform generates per insta
 # form fields search, the manifest checks match whole).
 SECRET_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 RUNTIME_NAMESPACES = {"port", "secret", "node"}  # the agent resolves these
+# An app's endpoints, and so what its node's agent may report (the agent API refuses more).
+MAX_ENDPOINTS = 64
 
 
 @cache
@@ -61,6 +63,8 @@ def _semantic_errors(manifest: dict) -> list[str]:
     errors += _execution_errors(manifest, params, artifacts, endpoints)
     if isinstance(manifest["resources"]["gpus"], str):
         errors += _gpu_parameter_errors("resources/gpus", manifest["resources"]["gpus"], params)
+    if len(manifest["endpoints"]) > MAX_ENDPOINTS:
+        errors.append(f"endpoints: at most {MAX_ENDPOINTS}")
     cluster = manifest.get("cluster")
     if cluster and cluster["min_members"] > cluster["max_members"]:
         errors.append("cluster: min_members is more than max_members")

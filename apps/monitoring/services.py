@@ -60,12 +60,13 @@ def record_telemetry(
     now = timezone.now()
     if exporter_port:
         _note_exporter(node, exporter_port, now)
+    readings = _own_time(node, readings, now)
     if readings and not settings.METRICS_URL:
         embedded.write(node.pk, readings)
     for metric, value in (("cpu_utilization", cpu_utilization), ("memory_utilization", memory_utilization)):
         if value is not None:
             record_measurement(metric, str(node.pk), value, node=node, label=node.hostname[:100])
-    for event in xids:
+    for event in _own_time(node, xids, now):
         record_xid(node, event["gpu"], event.get("uuid", ""), event["code"], _at(event["at"]))
     # With a metrics database the scraper stores the readings, on its own clock: an
     # agent's report is still the sign that the node's series moved on.
@@ -102,8 +103,18 @@ def _announce_points(node: Node) -> None:
     )
 
 
+def _own_time(node: Node, reported: list[dict], now: datetime) -> list[dict]:
+    """What an agent reported, dated within its own time: readings belong to whichever
+    allocation held the node when they were taken, and the node keeps its identity from
+    one tenant to the next, so nothing before its agent enrolled (its credential is revoked
+    at every release: an earlier tenant's time) is kept. A time ahead of now becomes now:
+    the store would never age such a row out."""
+    since, until = node.enrolled_at.timestamp(), now.timestamp()
+    return [{**item, "at": min(item["at"], until)} for item in reported if item["at"] >= since]
+
+
 def _at(seconds: float) -> datetime:
-    return min(datetime.fromtimestamp(seconds, UTC), timezone.now())
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def record_xid(node: Node, gpu: int, uuid: str, code: int, at: datetime) -> XidEvent:

@@ -90,6 +90,15 @@ class Target:
             return None
         return self.public_prefix + ("?" + query if query else "")
 
+    def foreign(self, origin: str | None) -> bool:
+        """Whether a browser's ``Origin`` says the request was made by a page elsewhere.
+        Apps' origins are siblings under the apps domain (and path_prefix routes share
+        the portal's), one site to the browser: it sends this route's SameSite=Lax
+        cookie with what script on another route asks for, the bridge signs that in,
+        and the app's own origin check sees its own origin (the proxy gives it that).
+        ``null`` (an opaque origin) is foreign too; none at all is not a browser's script."""
+        return bool(origin) and origin != self.origin
+
     def public_path(self, upstream_path: str) -> str:
         """The browser path for a path the app emitted (redirects, cookie paths)."""
         if self.mode == "path_prefix" and self.upstream_prefix == "/":

@@ -1,13 +1,14 @@
 """``GET /_gpuaas/auth``: the decision nginx asks for before it moves a byte
 (docker/nginx.conf and docker/nginx/gpuaas.lua, decisions 0016 and 0018).
 
-nginx sends the browser request's host, raw URI and (for a WebSocket) Origin in
-``X-Original-*`` headers, with the route cookie. The answer is 204 with what
-nginx needs to proxy the request itself: the upstream and its IP addresses, the
-route's prefixes, the bridge header, the frame-ancestors, the secret to mask
-from pages, and the connection limits with what they count (instance, user).
-Every value depends only on the route and the cookie, never on the rest of the
-URI, so nginx may keep it for a few seconds per cookie and route. The portal
+nginx sends the browser request's host, raw URI and Origin in ``X-Original-*``
+headers, with the route cookie. The answer is 204 with what nginx needs to proxy
+the request itself: the upstream and its IP addresses, the route's prefixes, the
+bridge header, the frame-ancestors, the secret to mask from pages, and the
+connection limits with what they count (instance, user). Every value depends only
+on the route, the cookie and the Origin (a foreign one is refused), never on the
+rest of the URI, so nginx may keep it for a few seconds per cookie, route and
+Origin. The portal
 says how long, in ``Cache-Control``: ``max-age`` for as long as an answer
 holds, ``stale-while-revalidate`` for how much longer nginx may use it while it
 asks again (decision 0017). Refusals are not kept, and remove the grant they answer.
@@ -88,9 +89,9 @@ async def _decide(target: Target | None, uri: str, headers: dict) -> Answer:
         location = target.slash_location(path, query)
         return Answer(308, location=location) if location else Answer(404, pages.NOT_FOUND)
     websocket = bool(headers.get("x-original-upgrade"))
-    origin = headers.get("x-original-origin")
-    if websocket and origin and origin != target.origin:
-        return Answer(403, pages.DENIED, "This WebSocket was opened from another site.")
+    if target.foreign(headers.get("x-original-origin")):
+        what = "WebSocket was opened" if websocket else "request was sent"
+        return Answer(403, pages.DENIED, f"This {what} from another site.")
     cookie = _route_cookie(headers.get("cookie", ""))
     decision, target = await access.authorize(target, cookie, "websocket" if websocket else "http")
     if not decision.allowed:

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from apps.access import selectors as access
 from apps.allocations import nodes
-from apps.allocations.models import Node
+from apps.allocations.models import Allocation, Node
 from apps.catalog import manifests
 from apps.core import audit, secrets
 from apps.core.errors import Conflict, Forbidden, NotFound
@@ -323,9 +323,17 @@ def append_logs(node: Node, instance_id, lines: list[str], *, dropped: int = 0) 
     ``dropped``: lines it had to skip before them (a marker line says so). Only the
     newest ``LOG_LINES_KEPT`` of the instance stay. Returns the id of the newest line.
 
-    Only a member node's agent may write an instance's log (404 for any other); the
-    API bounds the lines and the batch."""
-    instance = AppInstance.objects.filter(pk=instance_id, members__node=node).only("pk").first()
+    Only a member node's agent may write an instance's log, and only while that member's
+    allocation lives (404 otherwise): the node keeps its identity from one tenant to the
+    next, and its next tenant, root on it, must not write into the logs its earlier
+    tenants still read. The API bounds the lines and the batch."""
+    instance = (
+        AppInstance.objects.filter(
+            pk=instance_id, members__node=node, members__allocation__state__in=Allocation.LIVE_STATES
+        )
+        .only("pk")
+        .first()
+    )
     if instance is None:
         raise NotFound("No such instance on this node.")
     rows = [InstanceLogLine(instance=instance, dropped=dropped)] if dropped else []

@@ -4,7 +4,7 @@
 -- authorize() (rewrite phase): the portal's grant for the request. A grant is the
 -- portal's 204 to /_gpuaas/auth (apps.proxy.authrequest): its x-gpuaas-* headers
 -- become the $g_* variables the configuration proxies with. Grants are kept per
--- route cookie, host and route path for the answer's max-age, in the shared
+-- route cookie, host, route path and Origin for the answer's max-age, in the shared
 -- dictionary and, parsed, in each worker (a bounded LRU cache); after max-age, for
 -- its stale-while-revalidate, one request asks again while the others still use
 -- the old grant. With no grant to use, a worker asks once for a key: a page's burst
@@ -455,8 +455,10 @@ function M.authorize()
 
     local uri = var.request_uri
     local route, app_cookie = cookies()
-    -- The key: route cookie, host and, on the portal's host, the route's path.
-    local key = route .. "|" .. var.host .. "|" .. route_path(uri)
+    -- The key: route cookie, host, on the portal's host the route's path, and the
+    -- browser's Origin, which the portal checks: a grant for the route's own pages is
+    -- not one for script on another route (apps.proxy.access.Target.foreign).
+    local key = route .. "|" .. var.host .. "|" .. route_path(uri) .. "|" .. (var.http_origin or "")
     local grant = fresh:get(key)
     if grant and grant.fresh_until > now() then
         return apply(grant, uri, app_cookie)

@@ -57,6 +57,12 @@ CASES = {
     ),
     "too many gpus": (lambda m: m["resources"].update(gpus=64), "resources/gpus"),
     "wrong schema version": (lambda m: m.update(schema_version="9"), "schema_version: unknown version '9'"),
+    "endpoints without end": (
+        lambda m: m["endpoints"].extend(
+            {**m["endpoints"][0], "name": f"web{n}", "exposure_modes": ["private"]} for n in range(64)
+        ),
+        "endpoints: at most 64",
+    ),
     "tcp through the proxy": (
         lambda m: m["endpoints"][0].update(protocol="tcp"),
         "only http endpoints can use platform_proxy",

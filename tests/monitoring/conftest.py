@@ -5,9 +5,14 @@ agents)."""
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from apps.allocations import nodes as node_service
+from apps.allocations.models import Node
 from apps.monitoring.metrics import METRICS
 from tests.monitoring.alerting import Rounds, held_fleet
 from tests.support.agent import enroll
@@ -15,6 +20,12 @@ from tests.support.fleet import make_nodes
 from tests.support.processes import wait_for
 from tests.support.telemetry import AGENT_TELEMETRY
 from tests.support.victoria import VictoriaMetrics
+
+
+def enrolled_before(node, seconds: float) -> None:
+    """The node's agent enrolled at least ``seconds`` ago (what it reports is kept from then on)."""
+    since = timezone.now() - timedelta(seconds=seconds + 60)
+    Node.objects.filter(pk=node.pk, enrolled_at__gt=since).update(enrolled_at=since)
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +41,7 @@ def agent(api, flavor):
     answers the response, and ``agent.node`` is its node."""
     [node] = make_nodes(flavor, 1, prefix="agent")
     credential = enroll(api, node, "127.0.0.1")
+    enrolled_before(node, 3600)  # its reports may carry readings taken a while ago
 
     def report(body: dict):
         return api.post(AGENT_TELEMETRY, body, format="json", HTTP_AUTHORIZATION=f"Node {credential}")
@@ -60,6 +72,8 @@ class EmbeddedFeed:
             token = node_service.issue_bootstrap_token(node)
             _, credential = node_service.enroll(node.hostname, token, address="127.0.0.1")
             self.credentials[node.pk] = credential
+        # An agent reporting this history was enrolled before it (nothing earlier is kept).
+        enrolled_before(node, time.time() - min(r["at"] for r in readings))
         for first in range(0, len(readings), 512):
             response = self.client.post(
                 AGENT_TELEMETRY,

@@ -10,9 +10,10 @@ import pytest
 
 from apps.monitoring import tasks
 from apps.monitoring.metrics import embedded, source
-from apps.monitoring.models import GpuSample
+from apps.monitoring.models import GpuSample, XidEvent
+from tests.support.agent import enroll
 from tests.support.fleet import make_nodes
-from tests.support.telemetry import readings
+from tests.support.telemetry import AGENT_TELEMETRY, readings
 
 pytestmark = pytest.mark.django_db
 NOW = 1_795_000_000 // 3600 * 3600  # an hour's start
@@ -76,3 +77,26 @@ def test_instant_readings_are_each_gpus_latest(node, settings):
     embedded.write(node.pk, readings(now - 120, now, 30, gpus=2, temperature=40.0))
     latest = {r.gpu: r.value for r in source().instant("temperature")}
     assert latest == {0: 40.0, 1: 41.0}
+
+
+def test_an_agent_writes_readings_only_between_its_enrollment_and_now(api, node, settings):
+    """The node keeps its identity from one tenant to the next, and readings belong to
+    whichever allocation held the node at their time: its next tenant's agent (root on it,
+    freshly enrolled) must not write into the time before it enrolled, an earlier tenant's.
+    Nor ahead of now: such rows would never age out of the store."""
+    settings.METRICS_URL = ""
+    now = time.time()
+    as_agent = {"format": "json", "HTTP_AUTHORIZATION": f"Node {enroll(api, node, '10.0.0.9')}"}
+
+    earlier_tenants = readings(now - 2 * 3600, now - 3600, 60, gpus=1, utilization=99.0)
+    ahead = readings(now + 86400, now + 365 * 86400, 86400, gpus=1, utilization=99.0)
+    own = readings(now, now, 60, gpus=1, utilization=10.0)
+    response = api.post(AGENT_TELEMETRY, {"readings": earlier_tenants + ahead + own}, **as_agent)
+
+    assert response.status_code == 200, response.content
+    stored = rows(node, 60)
+    assert stored, "the agent's own reading is kept"
+    assert all(now - 60 <= ts <= now for ts, _, _ in stored)
+    earlier_xid = {"xids": [{"gpu": 0, "code": 79, "at": now - 3600}]}
+    assert api.post(AGENT_TELEMETRY, earlier_xid, **as_agent).status_code == 200
+    assert not XidEvent.objects.filter(node=node).exists()

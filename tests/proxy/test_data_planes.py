@@ -588,6 +588,23 @@ def test_another_tenants_user_is_denied(data_plane, launch, other_tenant_project
     assert "Access denied" in page.text
 
 
+def test_a_refused_request_with_a_body_leaves_the_next_ones_alone(data_plane, launch, owner):
+    """A refusal's page is asked of the portal without the browser's body: nginx must not
+    say there is one, or the portal would read the next request on that kept-alive
+    connection (anyone's grant or page) as the rest of it and fail it."""
+    instance = launch()
+    body = {"content": '{"type": "notebook"}', "headers": {"Accept": "application/json"}}
+    statuses = []
+    with (
+        browser(data_plane) as anonymous,
+        browser(data_plane, open_session(data_plane, owner, instance)) as own,
+    ):
+        for _ in range(3):
+            statuses.append(anonymous.post(route_url(instance, "echo"), **body).status_code)
+            statuses.append(own.post(route_url(instance, "echo"), **body).status_code)
+    assert statuses == [401, 200] * 3
+
+
 def test_a_cookie_for_one_route_does_not_open_another(data_plane, launch, owner):
     first, second = launch(), launch()
     with browser(data_plane, open_session(data_plane, owner, first)) as client:

@@ -76,6 +76,40 @@ def test_headers_that_reach_past_the_route_or_carry_the_token_are_dropped(data_p
     assert secret not in everything_seen(response)
 
 
+# --- requests made by script elsewhere ---------------------------------------------------
+
+
+def test_script_on_another_route_cannot_send_requests_through_this_one(settings, data_plane, launch, owner):
+    """Apps' origins are siblings under the apps domain, one site to a browser: it sends a
+    route's SameSite=Lax cookie with a request that script on another route (an app the
+    same person opened) makes. The bridge would sign it in with the app's token, and the
+    app's own origin check (JupyterLab's) would see its own origin, which the proxy hands
+    it; so the proxy refuses a request whose Origin is not the route's before the app
+    sees it, after a request of the route's own (nginx keeps that grant) as before."""
+    settings.APPS_DOMAIN = APPS_DOMAIN
+    victim, other = launch(), launch()
+    host = f"{victim.proxy_routes.get().slug}.{APPS_DOMAIN}:{data_plane.port}"
+    sibling = f"http://{other.proxy_routes.get().slug}.{APPS_DOMAIN}:{data_plane.port}"
+    body = '{"type": "notebook"}'  # JupyterLab reads JSON whatever the content type says
+    with browser(
+        data_plane, open_session(data_plane, owner, victim, host=host), base_url=data_plane.url
+    ) as client:
+        own = client.post("/echo", headers={"Host": host, "Origin": f"http://{host}"}, content=body)
+        answers = {
+            origin: client.post(
+                "/api/contents/", headers={"Host": host, "Origin": origin, **JSON}, content=body
+            )
+            for origin in (sibling, data_plane.url, "null")
+        }
+    assert own.status_code == 200
+    assert own.json()["method"] == "POST"
+    assert dict(own.json()["headers"])["origin"] == f"http://{dict(own.json()['headers'])['host']}"
+    for origin, refused in answers.items():
+        assert refused.status_code == 403, origin
+        assert refused.json()["error"]["code"] == "forbidden"
+        assert "another site" in refused.json()["error"]["message"]
+
+
 # --- redirects ----------------------------------------------------------------------------
 
 

@@ -89,6 +89,32 @@ def test_a_report_naming_another_host_fails_the_launch_and_no_route_appears(
     assert instance.state == "failed"
 
 
+def test_a_report_naming_endpoints_without_end_is_refused_whole(
+    api, allocator, project, jupyterlab, active_allocation
+):
+    """Each refused endpoint went into the task's refusal, its audit record and its answer:
+    an agent (root on the node, so the tenant) could write megabytes with every start."""
+    credential = enroll(api, active_allocation.node, NODE_ADDRESS)
+    instance, task_id = launch_and_claim(api, allocator, project, active_allocation, credential)
+    flood = [{"name": f"web{n}", "host": "10.20.0.8", "port": 41234} for n in range(20_000)]
+
+    response = api.post(
+        f"/api/agent/v1/tasks/{task_id}/report",
+        {"status": "succeeded", "endpoints": flood},
+        format="json",
+        HTTP_AUTHORIZATION=f"Node {credential}",
+    )
+
+    assert response.status_code == 400, response.status_code
+    assert response.json()["error"]["code"] == "validation_error"
+    assert "endpoints" in response.json()["error"]["details"]
+    assert not AuditEvent.objects.filter(action="agent.endpoint_refused").exists()
+    assert AgentTask.objects.get(pk=task_id).status == "claimed"  # its real report still counts
+    assert report_started(api, credential, task_id, NODE_ADDRESS).status_code == 204
+    instance.refresh_from_db()
+    assert instance.state == "running"
+
+
 @pytest.mark.parametrize(
     ("enrolled_from", "reported"),
     [

@@ -7,9 +7,14 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from apps.allocations import pipeline
+from apps.allocations import services as allocations
+from apps.runtime import agents
 from apps.runtime.agents import LOG_LINES_KEPT
+from apps.tenancy import principal as principals
 from tests.factories import NodeFactory
 from tests.support.agent import enroll
+from tests.support.fleet import allocation_on
 from tests.support.members import member
 from tests.support.proxy import start_instance
 
@@ -129,6 +134,34 @@ def test_an_agent_writes_only_the_logs_of_its_own_nodes_instances(api, agent, in
         == 401
     )
     assert not instance.log_lines.exists()
+
+
+def test_the_nodes_next_tenant_cannot_write_into_the_logs_of_the_instances_it_ran_before(
+    api, agent, instance, allocator, other_tenant_project
+):
+    """The node keeps its identity from one allocation to the next: its next tenant, root
+    on it, holds a fresh credential of the same node, which must not reach the logs its
+    earlier tenants' instances left (their owners still read them)."""
+    ship(agent, instance, ["acme's last line"])
+    node, allocation = instance.allocation.node, instance.allocation
+    allocations.release(principals.for_user(allocator), allocation)
+    assert pipeline.advance(allocation.pk)  # draining: the node's agent is asked to remove the app
+    for task in agents.claim_tasks(node):
+        agents.report_task(node, task.pk, succeeded=True)
+    assert pipeline.advance(allocation.pk) is None
+    allocation.refresh_from_db()
+    instance.refresh_from_db()
+    assert (allocation.state, instance.state) == ("RELEASED", "deleted")
+
+    allocation_on(other_tenant_project, node)
+    globex_agent = APIClient()
+    globex_agent.credentials(HTTP_AUTHORIZATION=f"Node {enroll(api, node, '10.0.0.9')}")
+
+    response = ship(globex_agent, instance, ["Your instance was compromised: sign in again at evil.example"])
+
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+    assert list(instance.log_lines.values_list("text", flat=True)) == ["acme's last line"]
 
 
 @pytest.mark.parametrize(

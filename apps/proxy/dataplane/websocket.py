@@ -53,7 +53,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         if target is None or target.outside(raw_path):
             status = await _deny(scope, send, pages.NOT_FOUND)
             return
-        if inbound.origin is not None and inbound.origin != target.origin:
+        if target.foreign(inbound.origin):
             status = await _deny(scope, send, pages.DENIED, "This WebSocket was opened from another site.")
             return
         decision, count, target = await access.admit(target, inbound.route_cookie, "websocket")

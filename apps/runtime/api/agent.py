@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 
 from apps.allocations import nodes
 from apps.allocations.api.agent_auth import AgentView, NodeCredentialAuthentication
+from apps.catalog import manifests
 from apps.core.errors import Unauthenticated, error_json
 from apps.monitoring import services as monitoring
 from apps.runtime import agents, events
@@ -83,7 +84,8 @@ class EndpointReportSerializer(serializers.Serializer):
 class TaskReportSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["succeeded", "failed"])
     error = serializers.CharField(required=False, allow_blank=True, max_length=4000)
-    endpoints = EndpointReportSerializer(many=True, required=False)
+    # No more than an app declares: refused endpoints are audited whole.
+    endpoints = EndpointReportSerializer(many=True, required=False, max_length=manifests.MAX_ENDPOINTS)
 
 
 class TaskReportView(AgentView):
