@@ -190,6 +190,13 @@ def test_at_most_11000_points_a_series(api, ccp_issuer, reported):
 @pytest.mark.parametrize(
     ("query", "field"),
     [
+        # ISO 8601 in form, not a moment: no 30th of February, no hour 25, no 99 h zone.
+        ({"from": "2026-02-30T00:00:00Z"}, "from"),
+        ({"to": "2026-01-01T25:00:00+00:00"}, "to"),
+        ({"from": "2026-01-01T00:00:00+99:00"}, "from"),
+        # Moments no date can hold in UTC: year 0 and year 10000.
+        ({"from": "0001-01-01T00:00:00+14:00", "step": "100000000000"}, "from"),
+        ({"from": "9999-12-31T23:00:00-14:00", "to": "9999-12-31T23:59:59-14:00", "step": "3600"}, "to"),
         ({"from": "yesterday"}, "from"),
         ({"to": "2026-11-01T00:00:00"}, "to"),
         ({"step": "0"}, "step"),
