@@ -6,7 +6,11 @@ and one tenant's node cannot stop the rounds that alert every other tenant."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -69,3 +73,40 @@ def test_the_fleet_and_the_metrics_api_pass_over_forged_gpu_labels(api, ccp_issu
     assert response.status_code == 200, response.content
     gpus = {(s["node_id"], s["gpu"]) for s in response.json()["series"] if s["metric"] == "temperature"}
     assert gpus == {(str(ours.pk), 0)}
+
+
+@pytest.fixture
+def flooding_exporter():
+    """A node's metrics endpoint serving far more series than a node has GPUs: a new
+    label value each, as a tenant flooding the database with series would."""
+    body = "".join(f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-flood",job_id="{n}"}} 1\n' for n in range(5000))
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            payload = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_scraper_keeps_no_series_of_a_node_that_serves_too_many(victoria, flooding_exporter):
+    node_id = str(uuid.uuid4())
+    target = {"targets": [f"127.0.0.1:{flooding_exporter}"], "labels": {"node_id": node_id}}
+    victoria.targets.write_text(json.dumps([target]))
+    try:
+        [(_, up)] = wait_for(lambda: victoria.query(f'up{{node_id="{node_id}"}}'), what="the node scraped")
+        assert up == "0"  # the scrape was refused whole
+        assert victoria.series(f'DCGM_FI_DEV_GPU_UTIL{{node_id="{node_id}"}}') == []
+    finally:
+        victoria.targets.write_text("[]")
