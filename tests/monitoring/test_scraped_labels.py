@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_alert_rule
 INTEGRATION = {"roles": ["GPUaaS Platform Integration"]}
 # Labels no GPU has: not a number, past any node's GPUs, negative, past a database column.
 FORGED_GPUS = ["x", "64", "-1", "70000"]
+HOUR = 3600
 
 
 def forge(victoria, node) -> None:
@@ -76,37 +77,72 @@ def test_the_fleet_and_the_metrics_api_pass_over_forged_gpu_labels(api, ccp_issu
 
 
 @pytest.fixture
-def flooding_exporter():
-    """A node's metrics endpoint serving far more series than a node has GPUs: a new
-    label value each, as a tenant flooding the database with series would."""
-    body = "".join(f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-flood",job_id="{n}"}} 1\n' for n in range(5000))
+def exporter():
+    """A node's metrics endpoint serving what the test gives it: ``exporter(text)``
+    answers its port."""
+    servers = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            payload = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def serve(text: str) -> int:
+        payload = text.encode()
 
-        def log_message(self, *args):
-            pass
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server.server_address[1]
+
+    yield serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
 
 
-def test_the_scraper_keeps_no_series_of_a_node_that_serves_too_many(victoria, flooding_exporter):
-    node_id = str(uuid.uuid4())
-    target = {"targets": [f"127.0.0.1:{flooding_exporter}"], "labels": {"node_id": node_id}}
-    victoria.targets.write_text(json.dumps([target]))
-    try:
+@pytest.fixture
+def scrape(victoria):
+    """Point the scraper at a node's endpoint (``scrape(port)``) and wait for its first
+    scrape: answers the node id and the ``up`` it got (0: the scrape was refused)."""
+
+    def scraped(port: int) -> tuple[str, str]:
+        node_id = str(uuid.uuid4())
+        target = {"targets": [f"127.0.0.1:{port}"], "labels": {"node_id": node_id}}
+        victoria.targets.write_text(json.dumps([target]))
         [(_, up)] = wait_for(lambda: victoria.query(f'up{{node_id="{node_id}"}}'), what="the node scraped")
-        assert up == "0"  # the scrape was refused whole
-        assert victoria.series(f'DCGM_FI_DEV_GPU_UTIL{{node_id="{node_id}"}}') == []
-    finally:
-        victoria.targets.write_text("[]")
+        return node_id, up
+
+    yield scraped
+    victoria.targets.write_text("[]")
+
+
+def test_the_scraper_keeps_no_series_of_a_node_that_serves_too_many(victoria, exporter, scrape):
+    # A new label value each, as a tenant flooding the database with series would.
+    flood = "".join(f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-flood",job_id="{n}"}} 1\n' for n in range(5000))
+    node_id, up = scrape(exporter(flood))
+    assert up == "0"  # the scrape was refused whole
+    assert victoria.series(f'DCGM_FI_DEV_GPU_UTIL{{node_id="{node_id}"}}') == []
+
+
+def test_a_node_cannot_date_its_samples_into_another_holders_time(victoria, exporter, scrape):
+    # The node held by its tenant now serves a sample dated two hours back, when the node
+    # was another tenant's: the scraper keeps it at the time it scraped it.
+    back = time.time() - 2 * HOUR
+    name = METRICS["temperature"].name
+    node_id, up = scrape(exporter(f'{name}{{gpu="0",UUID="GPU-x"}} 99 {int(back * 1000)}\n'))
+    assert up == "1"
+    exported = {"match[]": f'{name}{{node_id="{node_id}"}}'}
+    stored = json.loads(
+        wait_for(
+            lambda: victoria.http.get("/api/v1/export", params=exported, timeout=10).text.strip(),
+            what="the sample stored",
+        )
+    )
+    assert min(stored["timestamps"]) / 1000 > back + HOUR
