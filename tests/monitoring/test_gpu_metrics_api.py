@@ -5,6 +5,7 @@ node's re-allocation to another tenant."""
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -244,3 +245,11 @@ def test_samples_belong_to_a_tenant_only_while_its_allocation_held_the_node(
     # Its own tenant admin sees the same: nothing of the time before its allocation.
     own = ccp_issuer.token({"domain_id": "initech", "roles": ["Tenant Administrator"]})
     assert get_metrics(api, own, tenant_id="initech", **window).json() == after
+
+
+@pytest.mark.parametrize("store", ["victoria"], indirect=True)
+def test_the_metrics_databases_password_is_in_no_log_line(api, ccp_issuer, settings, reported, caplog):
+    settings.METRICS_URL = settings.METRICS_URL.replace("http://", "http://gpuaas:metrics-db-password@")
+    caplog.set_level(logging.DEBUG)
+    assert get_metrics(api, ccp_issuer.token(INTEGRATION)).status_code == 200
+    assert "metrics-db-password" not in caplog.text
