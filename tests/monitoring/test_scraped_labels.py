@@ -146,3 +146,28 @@ def test_a_node_cannot_date_its_samples_into_another_holders_time(victoria, expo
         )
     )
     assert min(stored["timestamps"]) / 1000 > back + HOUR
+
+
+@pytest.mark.parametrize("store", ["victoria"], indirect=True)
+def test_a_reading_that_is_not_a_number_alerts_no_one(
+    api, ccp_issuer, victoria, store, fleet, receiver, rounds
+):
+    # Infinity breaches every threshold, and no JSON can carry it: the list every
+    # tenant's alerts are in (CCP's GET /api/alerts) would answer 500. (VictoriaMetrics
+    # answers no NaN.)
+    node, moment = fleet[0], int(time.time() - 5)
+    name = METRICS["temperature"].name
+    lines = [
+        f'{name}{{gpu="{gpu}",UUID="GPU-{gpu}",node_id="{node.pk}"}} {value} {moment * 1000}'
+        for gpu, value in enumerate(["+Inf", "-Inf"])
+    ]
+    victoria.import_prometheus("\n".join(lines) + "\n")
+    wait_for(
+        lambda: len(victoria.query(f'{name}{{node_id="{node.pk}"}}')) == len(lines),
+        what="the readings stored",
+    )
+    for second in (0, 120, 135):
+        rounds.at(second)
+    response = api.get("/api/alerts", HTTP_AUTHORIZATION=f"Bearer {ccp_issuer.token(INTEGRATION)}")
+    assert response.status_code == 200, response.content
+    assert received(receiver) == []

@@ -11,11 +11,14 @@ The ``node_id`` label is the target file's (the scraper keeps a target's labels 
 the ones a scrape carries), but every other label is what the node's exporter
 served, and a bare-metal tenant has root on its node (decision 0024). A series whose
 ``gpu`` is not a GPU index is passed over: read as a number it would stop the alert
-round every tenant's alerts come from, or fail to fit an alert's row.
+round every tenant's alerts come from, or fail to fit an alert's row. So is a latest
+reading that is not a finite number: an infinite one breaches every rule, and no JSON
+answer carries the alert it would open.
 """
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
 
@@ -68,7 +71,7 @@ class PrometheusSource:
                 float(r["value"][1]),
             )
             for r in self._query("query", _Vector, query=query)
-            if (gpu := _gpu(r["metric"])) is not None
+            if (gpu := _gpu(r["metric"])) is not None and math.isfinite(float(r["value"][1]))
         ]
 
     def _query(self, endpoint: str, data: type[_Matrix | _Vector], **form) -> list:
