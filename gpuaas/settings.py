@@ -509,6 +509,9 @@ LOGGING = {
         "django.server": {"level": "WARNING"},
         "celery": {"level": "WARNING"},
         "uvicorn.access": {"level": "WARNING"},
+        # Its INFO line for every request names the whole URL, a password in it included
+        # (GPUAAS_METRICS_URL, GPUAAS_CCP_WEBHOOK_URL) and a receiver's token in its path.
+        "httpx": {"level": "WARNING"},
         # Failures and refusals are gpuaas.auth lines already (decision 0039).
         "axes": {"level": "ERROR"},
     },

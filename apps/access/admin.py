@@ -19,7 +19,7 @@ from apps.access.models import (
     TerminalSession,
     UserSshKey,
 )
-from apps.core.admin import ReadOnlyModelAdmin
+from apps.core.admin import AuditedModelAdmin, ReadOnlyModelAdmin
 from apps.tenancy.admin import apply_as_operator
 
 # --- Secrets custody ------------------------------------------------------------------
@@ -171,7 +171,7 @@ class TerminalSessionAdmin(ReadOnlyModelAdmin):
 
 
 @admin.register(TerminalPolicy)
-class TerminalPolicyAdmin(admin.ModelAdmin):
+class TerminalPolicyAdmin(AuditedModelAdmin):  # retention decides when recordings are deleted
     list_display = ("project", "idle_timeout_seconds", "max_duration_seconds", "recording_retention_days")
     search_fields = ("project__name", "project__project_id")
     autocomplete_fields = ("project",)

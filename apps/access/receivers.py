@@ -2,7 +2,9 @@
 people who may manage it. A terminal ends at its user's logout, when its user may no
 longer manage the allocation (a membership or account change), and when its
 allocation leaves ACTIVE; each ends after the change commits, and both of the
-terminal's sockets are told through the channel layer at once."""
+terminal's sockets are told through the channel layer at once. A user's keys leave
+the allocations the user may no longer manage, and a revoked service account's keys
+leave every node, after the change commits."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from apps.access import services, terminals
 from apps.allocations import signals as allocations
 from apps.allocations.models import Allocation
 from apps.tenancy.models import Membership
+from apps.tenancy.services import service_account_revoked
 
 
 @receiver(post_save, sender=Allocation, dispatch_uid="access.seed_profile_keys")
@@ -30,16 +33,26 @@ def _logged_out(sender, request, user, **kwargs):
     transaction.on_commit(lambda: terminals.end_for_login(session_key))
 
 
+def _unauthorized(user) -> None:
+    terminals.end_unauthorized(user)
+    services.revoke_unauthorized_keys(user)
+
+
 @receiver([post_save, post_delete], sender=Membership)
 def _membership_changed(sender, instance, **kwargs):
     user = instance.user
-    transaction.on_commit(lambda: terminals.end_unauthorized(user))
+    transaction.on_commit(lambda: _unauthorized(user))
 
 
 @receiver(post_save, sender=get_user_model())
 def _user_changed(sender, instance, created, **kwargs):
     if not created:
-        transaction.on_commit(lambda: terminals.end_unauthorized(instance))
+        transaction.on_commit(lambda: _unauthorized(instance))
+
+
+@receiver(service_account_revoked, dispatch_uid="access.revoke_service_account_keys")
+def _service_account_revoked(sender, account, **kwargs):
+    transaction.on_commit(lambda: services.revoke_service_account_keys(account))
 
 
 @receiver(allocations.state_changed)

@@ -32,6 +32,7 @@ from apps.allocations.models import Allocation, Node
 from apps.core import audit, secrets
 from apps.core.errors import Conflict, Forbidden, InvalidState, NotFound, ValidationFailed
 from apps.tenancy import policy
+from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership, Project
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm, Role, permissions_of
@@ -344,13 +345,52 @@ def remove_key(principal: Principal, allocation: Allocation, key_id) -> Authoriz
         )
         raise Forbidden("This key belongs to another principal; only its owner may remove it.")
     with transaction.atomic():
-        if not _agent_holds_keys(allocation.node):
-            AuthorizedKey.objects.filter(pk=key.pk).delete()
-        else:
-            AuthorizedKey.objects.filter(pk=key.pk).update(state=KeyState.REMOVING, updated_at=timezone.now())
-            key.state = KeyState.REMOVING
+        _take_off(key, allocation.node)
         _audit_key(principal, "authorized_key.remove", key, allocation, owner=key.owner)
     return key
+
+
+def _take_off(key: AuthorizedKey, node: Node) -> None:
+    """The record goes at once where no agent applies keys, else once the agent reports it gone."""
+    if not _agent_holds_keys(node):
+        AuthorizedKey.objects.filter(pk=key.pk).delete()
+    else:
+        AuthorizedKey.objects.filter(pk=key.pk).update(state=KeyState.REMOVING, updated_at=timezone.now())
+        key.state = KeyState.REMOVING
+
+
+def revoke_unauthorized_keys(user) -> int:
+    """After a membership or account change: the user's keys leave the allocations the
+    user may no longer manage, as the user's terminals end (a leaver, or a member made
+    viewer, keeps no login on the nodes). How many."""
+    keys = _live_keys(owner_user=user)
+    if not keys:
+        return 0
+    caller = principals.for_user(user) if user.is_active else principals.ANONYMOUS
+    lost = [
+        key
+        for key in keys
+        if not caller.can(Perm.ALLOCATION_MANAGE, key.allocation.tenant_id, key.allocation.project_id)
+    ]
+    return _revoke(lost, "its owner may no longer manage the allocation")
+
+
+def revoke_service_account_keys(account) -> int:
+    """A revoked service account's keys (an app controller's way in) leave every node."""
+    return _revoke(_live_keys(owner_service_account=account), "its owner was revoked")
+
+
+def _live_keys(**owner) -> list[AuthorizedKey]:
+    live = AuthorizedKey.objects.filter(state__in=AuthorizedKey.LIVE_STATES, **owner)
+    return list(live.select_related("allocation__node"))
+
+
+def _revoke(keys: list[AuthorizedKey], reason: str) -> int:
+    for key in keys:
+        with transaction.atomic():
+            _take_off(key, key.allocation.node)
+            _audit_key(None, "authorized_key.revoke", key, key.allocation, owner=key.owner, reason=reason)
+    return len(keys)
 
 
 def _audit_key(

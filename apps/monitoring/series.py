@@ -80,13 +80,17 @@ def _moment(text: str, name: str, errors: dict) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        moment = parse_datetime(text)
+        try:
+            moment = parse_datetime(text)
+        except ValueError:  # the form of one, not a moment: February 30th, hour 25
+            moment = None
         if moment is None or moment.tzinfo is None:
             errors[name] = ["ISO 8601 with a time zone (2026-11-01T00:00:00Z) or unix seconds."]
             return None
-        return moment.timestamp()
+        # Bounded as unix seconds are: a zone can carry year 1 or 9999 past what a UTC date holds.
+        value = moment.timestamp()
     if not math.isfinite(value) or not 0 <= value < 1e11:
-        errors[name] = ["Unix seconds out of range."]
+        errors[name] = ["Out of range: from 1970 on, as unix seconds below 1e11."]
         return None
     return value
 

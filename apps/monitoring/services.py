@@ -38,6 +38,9 @@ NODE_READINGS = {"cpu": "cpu_utilization", "node_memory": "memory_utilization"}
 # A node whose agent has not reported for this long drops out of the scrape targets.
 TARGET_STALE_AFTER = timedelta(minutes=10)
 EXPORTER_REFRESH = timedelta(seconds=60)
+# A node's open XID events: far more than a node's GPUs ever have open at once, few
+# enough that a node reporting made-up codes cannot flood the alert rounds and CCP.
+MAX_OPEN_XIDS_PER_NODE = 128
 # At most one "new points" hint per allocation this often, however many agent reports
 # (or retries) arrive: each hint makes every open page fetch its chart window again.
 LIVE_POINTS_EVERY_SECONDS = 10
@@ -117,9 +120,10 @@ def _at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
-def record_xid(node: Node, gpu: int, uuid: str, code: int, at: datetime) -> XidEvent:
+def record_xid(node: Node, gpu: int, uuid: str, code: int, at: datetime) -> XidEvent | None:
     """The open event of this GPU and code, seen once more (a retried report, with
-    the same time, is not counted again), or a new one."""
+    the same time, is not counted again), or a new one; None when the node already
+    has ``MAX_OPEN_XIDS_PER_NODE`` open (what it has open already alerts)."""
     open_event = XidEvent.objects.filter(node=node, gpu=gpu, code=code, resolved_at__isnull=True)
     open_event.filter(last_seen_at__lt=at).update(last_seen_at=at, occurrences=F("occurrences") + 1)
     event = open_event.first()
@@ -128,6 +132,10 @@ def record_xid(node: Node, gpu: int, uuid: str, code: int, at: datetime) -> XidE
     known = xid.classify(code)
     try:
         with transaction.atomic():
+            # Locked: concurrent reports of one node open events in turn, within the bound.
+            Node.objects.select_for_update().filter(pk=node.pk).values_list("pk").first()
+            if XidEvent.objects.filter(node=node, resolved_at__isnull=True).count() >= MAX_OPEN_XIDS_PER_NODE:
+                return None  # not logged either: a node reporting made-up codes would flood the log
             return XidEvent.objects.create(
                 node=node,
                 gpu=gpu,

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet, Sum
+from django.dispatch import Signal
 from django.utils import timezone
 
 from apps.core import audit, crypto, wakeups
@@ -28,6 +29,9 @@ from apps.tenancy.principal import Principal
 from apps.tenancy.roles import PLATFORM_ROLES, PROJECT_ROLES, TENANT_ONLY_ROLES, Perm, Role, permissions_of
 
 DEFAULT_PROJECT_ID = "default"
+# Sent (with ``account``) once a service account is revoked, inside the revoking
+# transaction: apps above take away what it held (its SSH keys on nodes).
+service_account_revoked = Signal()
 
 
 @dataclass
@@ -296,11 +300,12 @@ def revoke_service_account(principal: Principal | None, account: ServiceAccount)
     updated = ServiceAccount.objects.filter(pk=account.pk, revoked_at__isnull=True).update(
         revoked_at=timezone.now(), updated_at=timezone.now()
     )
+    account.refresh_from_db()
     if updated:
         audit.record(
             principal, "service_account.revoke", target=account, details={"client_id": account.client_id}
         )
-    account.refresh_from_db()
+        service_account_revoked.send(sender=ServiceAccount, account=account)
     return account
 
 

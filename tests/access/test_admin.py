@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from apps.access import services
-from apps.access.models import AuthorizedKey
+from apps.access.models import AuthorizedKey, TerminalPolicy
 from apps.core.models import AuditEvent
 from tests.factories import AllocationFactory
 from tests.support.pages import client_for
@@ -54,3 +54,28 @@ def test_an_operator_takes_a_controllers_key_off_the_node(platform_admin, bootst
     assert bootstrap_key.state == AuthorizedKey.State.REMOVING  # the node's agent reports it gone
     event = AuditEvent.objects.get(action="authorized_key.remove")
     assert (event.actor, event.outcome) == (platform_admin.username, "success")
+
+
+def test_an_operators_change_to_a_terminal_policy_is_audited(platform_admin, project):
+    # Retention decides when session recordings are deleted: shortening it is an operator
+    # act the audit must show.
+    client = client_for(platform_admin)
+    form = {
+        "project": str(project.pk),
+        "idle_timeout_seconds": "600",
+        "max_duration_seconds": "3600",
+        "recording_retention_days": "30",
+    }
+    assert client.post(reverse("admin:access_terminalpolicy_add"), form).status_code == 302
+    policy = TerminalPolicy.objects.get(project=project)
+    changed = {**form, "recording_retention_days": "1"}
+    assert (
+        client.post(reverse("admin:access_terminalpolicy_change", args=[policy.pk]), changed).status_code
+        == 302
+    )
+    events = AuditEvent.objects.filter(target_id=str(policy.pk)).order_by("occurred_at", "id")
+    assert [(e.action, e.actor) for e in events] == [
+        ("admin.terminalpolicy.add", platform_admin.username),
+        ("admin.terminalpolicy.change", platform_admin.username),
+    ]
+    assert events[1].details == {"changes": [{"changed": {"fields": ["Recording retention days"]}}]}

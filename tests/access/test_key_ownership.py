@@ -10,10 +10,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from rest_framework.test import APIClient
 
+from apps.access import services
 from apps.access.models import AuthorizedKey
 from apps.allocations import services as allocations
 from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
+from apps.tenancy import services as tenancy
+from apps.tenancy.models import Membership, ServiceAccount
 from tests.support.members import member, service_account_client
 from tests.support.ssh import key_pair
 
@@ -129,3 +132,44 @@ def test_the_same_key_twice_and_keys_on_a_released_allocation_are_conflicts(
     late = client.post(keys_url, {"public_key": key_pair(tmp_path, "late").public_key}, format="json")
     assert late.status_code == 409
     assert late.json()["error"]["code"] == "invalid_state"
+
+
+def _on_node(allocation) -> set[str]:
+    """The ids of the keys the node's agent is told its runtime user holds."""
+    return {key["id"] for key in services.desired_for_node(allocation.node)["keys"]}
+
+
+def test_the_keys_of_a_member_who_may_no_longer_manage_come_off_the_nodes(
+    keys_url,
+    project,
+    active_allocation,
+    allocator,
+    tenant_admin,
+    tmp_path,
+    django_capture_on_commit_callbacks,
+):
+    leaver, demoted = member("project_admin", project=project), member("project_admin", project=project)
+    theirs = _add(_user_client(leaver), keys_url, key_pair(tmp_path, "leaver").public_key)
+    viewers = _add(_user_client(demoted), keys_url, key_pair(tmp_path, "demoted").public_key)
+    mine = _add(_user_client(allocator), keys_url, key_pair(tmp_path, "stays").public_key)
+    admin = principals.for_user(tenant_admin)
+    with django_capture_on_commit_callbacks(execute=True):
+        tenancy.remove_member(admin, Membership.objects.get(user=leaver))
+    with django_capture_on_commit_callbacks(execute=True):
+        membership = Membership.objects.get(user=demoted)
+        membership.role = "viewer"
+        membership.save()
+    assert _on_node(active_allocation) == {mine["id"]}
+    revoked = AuditEvent.objects.filter(action="authorized_key.revoke").values_list("target_id", flat=True)
+    assert set(revoked) == {theirs["id"], viewers["id"]}
+
+
+def test_the_keys_of_a_revoked_service_account_come_off_the_nodes(
+    keys_url, project, active_allocation, tmp_path, django_capture_on_commit_callbacks
+):
+    controller, _ = service_account_client(project, "jupyter-controller")
+    bootstrap = _add(controller, keys_url, key_pair(tmp_path, "controller").public_key, "bootstrap")
+    assert _on_node(active_allocation) == {bootstrap["id"]}
+    with django_capture_on_commit_callbacks(execute=True):
+        tenancy.revoke_service_account(None, ServiceAccount.objects.get(project=project))
+    assert _on_node(active_allocation) == set()

@@ -5,6 +5,7 @@ node's re-allocation to another tenant."""
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -190,6 +191,13 @@ def test_at_most_11000_points_a_series(api, ccp_issuer, reported):
 @pytest.mark.parametrize(
     ("query", "field"),
     [
+        # ISO 8601 in form, not a moment: no 30th of February, no hour 25, no 99 h zone.
+        ({"from": "2026-02-30T00:00:00Z"}, "from"),
+        ({"to": "2026-01-01T25:00:00+00:00"}, "to"),
+        ({"from": "2026-01-01T00:00:00+99:00"}, "from"),
+        # Moments no date can hold in UTC: year 0 and year 10000.
+        ({"from": "0001-01-01T00:00:00+14:00", "step": "100000000000"}, "from"),
+        ({"from": "9999-12-31T23:00:00-14:00", "to": "9999-12-31T23:59:59-14:00", "step": "3600"}, "to"),
         ({"from": "yesterday"}, "from"),
         ({"to": "2026-11-01T00:00:00"}, "to"),
         ({"step": "0"}, "step"),
@@ -237,3 +245,11 @@ def test_samples_belong_to_a_tenant_only_while_its_allocation_held_the_node(
     # Its own tenant admin sees the same: nothing of the time before its allocation.
     own = ccp_issuer.token({"domain_id": "initech", "roles": ["Tenant Administrator"]})
     assert get_metrics(api, own, tenant_id="initech", **window).json() == after
+
+
+@pytest.mark.parametrize("store", ["victoria"], indirect=True)
+def test_the_metrics_databases_password_is_in_no_log_line(api, ccp_issuer, settings, reported, caplog):
+    settings.METRICS_URL = settings.METRICS_URL.replace("http://", "http://gpuaas:metrics-db-password@")
+    caplog.set_level(logging.DEBUG)
+    assert get_metrics(api, ccp_issuer.token(INTEGRATION)).status_code == 200
+    assert "metrics-db-password" not in caplog.text

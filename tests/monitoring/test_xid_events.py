@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from apps.core.models import AuditEvent
 from apps.monitoring.models import XidEvent
+from apps.monitoring.services import MAX_OPEN_XIDS_PER_NODE
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -75,3 +76,17 @@ def test_staff_without_a_platform_role_cannot_resolve(agent):
     event.refresh_from_db()
     assert event.is_open
     assert AuditEvent.objects.filter(action="node.manage", outcome="denied").exists()
+
+
+def test_a_node_holds_a_bounded_number_of_open_events(agent):
+    # A bare-metal tenant has root on its node: its agent can report any codes, 64 at a
+    # time, each an open event, an alert and a webhook to CCP.
+    now = time.time()
+    for batch in range(4):
+        report_xids(agent, *({"gpu": n % 8, "code": 1000 + 64 * batch + n, "at": now} for n in range(64)))
+    open_events = XidEvent.objects.filter(node=agent.node, resolved_at__isnull=True)
+    assert open_events.count() == MAX_OPEN_XIDS_PER_NODE
+    first = open_events.get(gpu=0, code=1000)
+    report_xids(agent, {"gpu": 0, "code": 1000, "at": now + 1})  # one of them, again: still counted
+    first.refresh_from_db()
+    assert first.occurrences == 2

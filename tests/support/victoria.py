@@ -1,6 +1,7 @@
 """A real VictoriaMetrics (Debian's ``victoria-metrics``) for tests: its own data
 directory and port, scraping every second the targets of a file_sd file that the
-platform writes (``GPUAAS_METRICS_TARGETS_FILE``)."""
+platform writes (``GPUAAS_METRICS_TARGETS_FILE``), with the limits of the shipped
+scrape configuration (``docker/victoria-metrics/scrape.yml``)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,21 @@ import time
 from pathlib import Path
 
 import httpx
+import yaml
 
 from tests.support.processes import free_port, terminate
 
 BINARY = "victoria-metrics"
-SCRAPE_CONFIG = """\
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-scrape_configs:
-  - job_name: gpuaas-agents
-    file_sd_configs:
-      - files: ["{targets}"]
-"""
+SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "docker" / "victoria-metrics" / "scrape.yml"
+
+
+def scrape_config(targets: Path) -> str:
+    """The shipped configuration, scraping every second the targets in ``targets``."""
+    config = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    config["global"] = {"scrape_interval": "1s", "scrape_timeout": "1s"}
+    [job] = config["scrape_configs"]
+    job["file_sd_configs"] = [{"files": [str(targets)]}]
+    return yaml.safe_dump(config)
 
 
 class VictoriaMetrics:
@@ -33,7 +36,7 @@ class VictoriaMetrics:
         self.targets = root / "targets.json"
         self.targets.write_text("[]")
         config = root / "scrape.yml"
-        config.write_text(SCRAPE_CONFIG.format(targets=self.targets))
+        config.write_text(scrape_config(self.targets))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = root / "victoria-metrics.log"

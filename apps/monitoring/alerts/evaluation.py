@@ -7,6 +7,9 @@ For each rule, the subjects whose value is above its threshold (breaching):
 - a firing alert resolves (sent once) when its subject has not breached for
   ``GPUAAS_ALERT_RESOLVE_AFTER_SECONDS``: a value bouncing around the threshold does
   not fire and resolve over and over (flap damping).
+- an alert about a node ends (resolves now, or is dropped while pending) once another
+  allocation, or none, holds the node: it was its tenant's, and what the node does
+  next is the next holder's own alert.
 Inhibition: a warning does not fire while the critical rule of the same metric
 breaches on the same subject, and a GPU's alerts neither fire nor resolve while its
 node is down (the node's own alert says what happened; its GPUs report nothing).
@@ -161,7 +164,7 @@ def _tenant_of(holdings: dict[str, Holding], node_id) -> object:
 
 def _advance(rule, breaching, held_back, node_bound: bool, context: Context) -> None:
     now = context.now
-    open_alerts = {a.subject: a for a in Alert.objects.filter(rule=rule, state__in=Alert.OPEN)}
+    open_alerts = _still_open(rule, context)
     new = [_opened(rule, o, now, context.holdings) for s, o in breaching.items() if s not in open_alerts]
     if new:
         Alert.objects.bulk_create(new, ignore_conflicts=True)
@@ -199,6 +202,36 @@ def _advance(rule, breaching, held_back, node_bound: bool, context: Context) -> 
     ):
         if pks:
             Alert.objects.filter(pk__in=pks).update(**values)
+
+
+def _still_open(rule: AlertRule, context: Context) -> dict[str, Alert]:
+    """The rule's open alerts by subject, once those whose node changed hands are ended:
+    each was its tenant's, and what the node does now is the next holder's."""
+    open_alerts = {}
+    for alert in Alert.objects.filter(rule=rule, state__in=Alert.OPEN):
+        if _changed_hands(alert, context.holdings):
+            _end(alert, context)
+        else:
+            open_alerts[alert.subject] = alert
+    return open_alerts
+
+
+def _changed_hands(alert: Alert, holdings: dict[str, Holding]) -> bool:
+    """Whether the alert's node is held by another allocation (or none) than when it opened."""
+    if alert.node_id is None:
+        return False
+    holding = holdings.get(str(alert.node_id))
+    return holding is not None and holding.allocation_id != alert.allocation_id
+
+
+def _end(alert: Alert, context: Context) -> None:
+    """A pending alert is dropped (never sent); a firing one resolves now."""
+    if alert.state == State.PENDING:
+        Alert.objects.filter(pk=alert.pk, state=State.PENDING).delete()
+        return
+    alert.tenant, alert.project = context.tenants.get(alert.tenant_id), context.projects.get(alert.project_id)
+    if _resolve(alert, context):
+        context.result.resolved.append(alert)
 
 
 def _opened(rule: AlertRule, observation: Observation, now: datetime, holdings) -> Alert:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from apps.monitoring.metrics.base import METRICS, MetricsSource, Reading, Series
+from apps.monitoring.metrics.base import MAX_GPUS_PER_NODE, METRICS, MetricsSource, Reading, Series
 
-__all__ = ["METRICS", "MetricsSource", "Reading", "Series", "source"]
+__all__ = ["MAX_GPUS_PER_NODE", "METRICS", "MetricsSource", "Reading", "Series", "source"]
 
 
 def source() -> MetricsSource:

@@ -20,6 +20,8 @@ METRICS: dict[str, Metric] = {
     "temperature": Metric("DCGM_FI_DEV_GPU_TEMP", "C", "temperature"),
     "power": Metric("DCGM_FI_DEV_POWER_USAGE", "W", "power"),
 }
+# A node's GPUs are numbered from 0 below this, whichever store or agent reports them.
+MAX_GPUS_PER_NODE = 64
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,19 @@ Series are selected by the ``node_id`` label the platform's own target file puts
 on each agent it scrapes, and the caller clips them to its allocation records;
 the tenant labels the target file also carries are for people querying the
 database directly, not for attribution.
+
+The ``node_id`` label is the target file's (the scraper keeps a target's labels over
+the ones a scrape carries), but every other label is what the node's exporter
+served, and a bare-metal tenant has root on its node (decision 0024). A series whose
+``gpu`` is not a GPU index is passed over: read as a number it would stop the alert
+round every tenant's alerts come from, or fail to fit an alert's row. So is a latest
+reading that is not a finite number: an infinite one breaches every rule, and no JSON
+answer carries the alert it would open.
 """
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
 
@@ -18,7 +27,7 @@ import msgspec
 
 from apps.core import outbound
 from apps.core.errors import Unavailable
-from apps.monitoring.metrics.base import METRICS, Reading, Series
+from apps.monitoring.metrics.base import MAX_GPUS_PER_NODE, METRICS, Reading, Series
 
 TIMEOUT_SECONDS = 10.0
 RETRY_AFTER_SECONDS = 5
@@ -44,13 +53,10 @@ class PrometheusSource:
         query = f"round(avg_over_time({_selector(metric, node_ids)}[{step}s]), 0.001)"
         return [
             Series(
-                result.metric.get("node_id", ""),
-                int(result.metric["gpu"]),
-                result.metric.get("UUID", ""),
-                metric,
-                result.values,
+                result.metric.get("node_id", ""), gpu, result.metric.get("UUID", ""), metric, result.values
             )
             for result in self._query("query_range", _Matrix, query=query, start=start, end=end, step=step)
+            if (gpu := _gpu(result.metric)) is not None
         ]
 
     def instant(self, metric: str, node_ids: list[str] | None = None) -> list[Reading]:
@@ -58,14 +64,14 @@ class PrometheusSource:
         return [
             Reading(
                 r["metric"].get("node_id", ""),
-                int(r["metric"]["gpu"]),
+                gpu,
                 r["metric"].get("UUID", ""),
                 metric,
                 float(r["value"][0]),
                 float(r["value"][1]),
             )
             for r in self._query("query", _Vector, query=query)
-            if "gpu" in r["metric"]
+            if (gpu := _gpu(r["metric"])) is not None and math.isfinite(float(r["value"][1]))
         ]
 
     def _query(self, endpoint: str, data: type[_Matrix | _Vector], **form) -> list:
@@ -113,6 +119,14 @@ _Data = TypeVar("_Data", _Matrix, _Vector)
 class _Answer(msgspec.Struct, Generic[_Data]):
     status: str
     data: _Data | None = None
+
+
+def _gpu(labels: dict[str, str]) -> int | None:
+    """The series' GPU index, or None when its ``gpu`` label is not one."""
+    text = labels.get("gpu", "")
+    if len(text) > 3 or not (text.isascii() and text.isdigit()) or int(text) >= MAX_GPUS_PER_NODE:
+        return None
+    return int(text)
 
 
 def _selector(metric: str, node_ids: list[str] | None) -> str:

@@ -22,6 +22,7 @@ from apps.allocations.api.agent_auth import AgentView, NodeCredentialAuthenticat
 from apps.catalog import manifests
 from apps.core.errors import Unauthenticated, error_json
 from apps.monitoring import services as monitoring
+from apps.monitoring.metrics import MAX_GPUS_PER_NODE
 from apps.runtime import agents, events
 from apps.runtime.models import AgentTask
 from apps.tenancy.api.base import validated
@@ -152,7 +153,7 @@ LAST_UNIX_SECOND = 4_102_444_800  # 2100-01-01
 
 
 class GpuReadingSerializer(serializers.Serializer):
-    gpu = serializers.IntegerField(min_value=0, max_value=63)
+    gpu = serializers.IntegerField(min_value=0, max_value=MAX_GPUS_PER_NODE - 1)
     uuid = serializers.CharField(max_length=64)
     at = serializers.FloatField(min_value=0, max_value=LAST_UNIX_SECOND, help_text="unix seconds")
     utilization = serializers.FloatField(min_value=0, max_value=100, help_text="%")
@@ -163,7 +164,7 @@ class GpuReadingSerializer(serializers.Serializer):
 
 
 class XidReportSerializer(serializers.Serializer):
-    gpu = serializers.IntegerField(min_value=0, max_value=63)
+    gpu = serializers.IntegerField(min_value=0, max_value=MAX_GPUS_PER_NODE - 1)
     uuid = serializers.CharField(max_length=64, required=False, allow_blank=True)
     code = serializers.IntegerField(min_value=1, max_value=100000)
     at = serializers.FloatField(min_value=0, max_value=LAST_UNIX_SECOND, help_text="unix seconds")
@@ -171,8 +172,8 @@ class XidReportSerializer(serializers.Serializer):
 
 class TelemetrySerializer(serializers.Serializer):
     # Bounded: a node has at most a few dozen GPUs, and reports every few seconds.
-    readings = GpuReadingSerializer(many=True, required=False, max_length=64 * 8)
-    xids = XidReportSerializer(many=True, required=False, max_length=64)
+    readings = GpuReadingSerializer(many=True, required=False, max_length=MAX_GPUS_PER_NODE * 8)
+    xids = XidReportSerializer(many=True, required=False, max_length=MAX_GPUS_PER_NODE)
     exporter_port = serializers.IntegerField(
         min_value=1, max_value=65535, required=False, help_text="where the agent serves its DCGM-form metrics"
     )
