@@ -6,6 +6,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from apps.core.models import AuditEvent
 from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Operation, RuntimeSecret
 from apps.tenancy import services as tenancy
@@ -210,6 +211,18 @@ def test_instances_are_private_until_shared_and_never_across_projects(
     assert refused.status_code == 400  # never across tenants
     api.force_login(stranger)
     assert api.get(url).status_code == 404
+
+
+def test_a_share_revokes_a_bounded_number_of_users(api, allocator, project, jupyterlab, active_allocation):
+    """Revoked names are not looked up: 10,000 of them went whole into one audit event."""
+    api.force_login(allocator)
+    instance_id = launch(api, project, active_allocation).json()["instance_id"]
+    url = f"/api/v1/projects/{project.pk}/app-instances/{instance_id}/share"
+    names = [f"{i:0150d}" for i in range(10_000)]
+    refused = api.post(url, {"revoke_usernames": names}, format="json")
+    assert refused.status_code == 400
+    assert "revoke_usernames" in refused.json()["error"]["details"]
+    assert not AuditEvent.objects.filter(action="instance.share").exists()
 
 
 def test_no_secret_in_any_response(api, allocator, project, jupyterlab, active_allocation):
