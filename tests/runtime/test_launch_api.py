@@ -11,6 +11,8 @@ from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Operation, RuntimeSecret
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Grant, Principal
+from tests.factories import shipped_manifest
+from tests.support.catalog import publish
 from tests.support.instances import agent_finishes
 from tests.support.members import member
 from tests.support.processes import free_port
@@ -89,6 +91,35 @@ def test_parameters_are_validated_per_field(api, allocator, project, jupyterlab,
     assert response.json()["error"]["details"] == {
         "parameters": {"idle_minutes": ["Must be at least 5."], "bogus": ["Not a parameter of this app."]}
     }
+    assert not AppInstance.objects.exists()
+
+
+def test_a_whole_number_too_large_for_a_float_is_a_400(
+    api, allocator, project, jupyterlab, active_allocation
+):
+    """Its check turned it into a float, which overflowed (a 500)."""
+    api.force_login(allocator)
+    where = f'"app": "jupyterlab", "allocation_id": "{active_allocation.pk}"'
+    body = f'{{{where}, "parameters": {{"idle_minutes": 1{"0" * 400}}}}}'  # JSON reads an int
+    response = api.post(f"/api/v1/projects/{project.pk}/app-instances", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"parameters": {"idle_minutes": ["Must be at most 1440."]}}
+    assert not AppInstance.objects.exists()
+
+
+def test_a_number_too_large_for_a_float_is_a_400(api, allocator, project, active_allocation):
+    """JSON reads 1e400 as infinity: a number parameter without a maximum took it, and
+    PostgreSQL refused to keep it (a 500)."""
+    manifest = shipped_manifest("jupyterlab")
+    manifest["parameters"].append({"name": "ratio", "label": "Ratio", "type": "number"})
+    publish("ratio-lab", manifest)
+    api.force_login(allocator)
+    body = (
+        f'{{"app": "ratio-lab", "allocation_id": "{active_allocation.pk}", "parameters": {{"ratio": 1e400}}}}'
+    )
+    response = api.post(f"/api/v1/projects/{project.pk}/app-instances", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"parameters": {"ratio": ["Must be a number."]}}
     assert not AppInstance.objects.exists()
 
 
