@@ -22,8 +22,11 @@ from django.conf import settings
 
 from apps.core import outbound
 
-# NAT64's well-known prefix carries an IPv4 address a gateway would connect to.
+# These IPv6 addresses carry an IPv4 address a gateway or tunnel would connect to:
+# NAT64's well-known prefix and the deprecated IPv4-compatible ones (6to4's 2002::/16
+# has ``sixtofour``), which Python counts as global whatever they carry.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 _METADATA = ipaddress.ip_address("169.254.169.254")
 
 
@@ -49,7 +52,9 @@ def refusal(address: str) -> str | None:
     ip = ipaddress.ip_address(address.split("%")[0])
     if ip.version == 6 and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
-    elif ip in _NAT64:
+    elif ip.version == 6 and ip.sixtofour:
+        ip = ip.sixtofour
+    elif ip in _NAT64 or ip in _IPV4_COMPATIBLE:
         ip = ipaddress.ip_address(int(ip) & 0xFFFFFFFF)
     if any(ip in ipaddress.ip_network(network) for network in settings.WEBHOOK_ALLOWED_NETWORKS):
         return None
