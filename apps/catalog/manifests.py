@@ -240,6 +240,8 @@ def parameter_error(param: dict, value) -> str | None:
         return None
     if not isinstance(value, str):
         return "must be text"
+    if "\x00" in value:  # the database's JSON cannot keep one
+        return "has a NUL byte"
     if kind == "secret":
         return None if SECRET_NAME.fullmatch(value) else "must name one of the project's secrets"
     if len(value) > param.get("max_length", 500):

@@ -123,6 +123,26 @@ def test_a_number_too_large_for_a_float_is_a_400(api, allocator, project, active
     assert not AppInstance.objects.exists()
 
 
+def test_a_nul_byte_in_a_text_parameter_is_a_400(api, allocator, project, active_allocation):
+    """A text parameter without a pattern took it, and PostgreSQL refused to keep it (a 500)."""
+    manifest = shipped_manifest("jupyterlab")
+    manifest["parameters"].append({"name": "greeting", "label": "Greeting", "type": "string"})
+    publish("greeting-lab", manifest)
+    api.force_login(allocator)
+    response = api.post(
+        f"/api/v1/projects/{project.pk}/app-instances",
+        {
+            "app": "greeting-lab",
+            "allocation_id": str(active_allocation.pk),
+            "parameters": {"greeting": "hi\x00"},
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"parameters": {"greeting": ["Has a NUL byte."]}}
+    assert not AppInstance.objects.exists()
+
+
 def test_allocation_must_be_active_and_in_the_project(
     api, allocator, project, other_project, jupyterlab, active_allocation
 ):
