@@ -13,6 +13,7 @@ certificate is still verified against the name). Networks an operator lists in
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from collections.abc import Callable
@@ -99,14 +100,31 @@ def _resolved(host: str, port: int) -> list[str]:
 
 def post(url: str, *, content: bytes, headers: dict[str, str], timeout: float) -> httpx.Response:
     """POST to ``url`` on the address checked for it (the first one), never another.
-    Directly: an HTTP proxy from the environment would resolve the name again."""
+    Directly: an HTTP proxy from the environment would resolve the name again.
+
+    The answer's status and headers, its body unread, within ``timeout`` in all:
+    httpx's timeout bounds each read, and a receiver sending a byte now and then
+    would hold the worker (and each next one the sweeper gives the delivery to) for
+    as long as it liked."""
     target = httpx.URL(url)
     host = target.raw_host.decode("ascii")
     address = checked_addresses(host, target.port or (443 if target.scheme == "https" else 80))[0]
-    with httpx.Client(trust_env=False, timeout=timeout, verify=outbound.tls()) as client:
-        return client.post(
-            target.copy_with(host=address),
-            content=content,
-            headers={**headers, "Host": target.netloc.decode("ascii")},
-            extensions={"sni_hostname": host},
-        )
+    request = {
+        "url": target.copy_with(host=address),
+        "content": content,
+        "headers": {**headers, "Host": target.netloc.decode("ascii")},
+        "extensions": {"sni_hostname": host},
+    }
+    return asyncio.run(_post_within(timeout, request))
+
+
+async def _post_within(timeout: float, request: dict) -> httpx.Response:
+    try:
+        async with asyncio.timeout(timeout):
+            async with (
+                httpx.AsyncClient(trust_env=False, timeout=timeout, verify=outbound.tls()) as client,
+                client.stream("POST", **request) as response,
+            ):
+                return response
+    except TimeoutError:
+        raise httpx.TimeoutException(f"Timeout: no answer within {timeout:g} s") from None
