@@ -15,7 +15,9 @@ class ProjectAllocationsConsumer(ProjectGroupConsumer):
         return project_group(project_id)
 
     async def allocation_update(self, event):
-        await self.forward(event)
+        if await self.still_watching():
+            await self.forward(event)
 
     async def allocation_points(self, event):
-        await self.send_json({key: event[key] for key in ("allocation_id", "event")})
+        if await self.still_watching():
+            await self.send_json({key: event[key] for key in ("allocation_id", "event")})

@@ -16,6 +16,7 @@ secret's value as it gets the token.
 from __future__ import annotations
 
 import json
+import math
 import re
 from functools import cache
 from pathlib import Path
@@ -227,10 +228,13 @@ def parameter_error(param: dict, value) -> str | None:
             None if value in param["choices"] else f"must be one of {', '.join(map(str, param['choices']))}"
         )
     if kind in ("integer", "number"):
+        # An int is whole however large (float() of one would overflow); JSON reads 1e400 as
+        # infinity, which no range check refuses and the database's JSON cannot keep.
         if (
             isinstance(value, bool)
             or not isinstance(value, (int, float))
-            or (kind == "integer" and not float(value).is_integer())
+            or (isinstance(value, float) and not math.isfinite(value))
+            or (kind == "integer" and isinstance(value, float) and not value.is_integer())
         ):
             return f"must be {'a whole number' if kind == 'integer' else 'a number'}"
         if "minimum" in param and value < param["minimum"]:
@@ -240,6 +244,8 @@ def parameter_error(param: dict, value) -> str | None:
         return None
     if not isinstance(value, str):
         return "must be text"
+    if "\x00" in value:  # the database's JSON cannot keep one
+        return "has a NUL byte"
     if kind == "secret":
         return None if SECRET_NAME.fullmatch(value) else "must name one of the project's secrets"
     if len(value) > param.get("max_length", 500):

@@ -3,10 +3,10 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.core.exceptions import DisallowedHost
+from django.core.exceptions import DisallowedHost, SuspiciousOperation
 from django.http import Http404
 
-from apps.core import audit, correlation, outages
+from apps.core import audit, correlation, error_pages, outages
 from apps.core.errors import error_json, is_api_path
 
 logger = logging.getLogger("gpuaas.request")
@@ -63,6 +63,25 @@ class SecurityHeadersMiddleware:
         if is_api_path(request.path):
             response.setdefault("Cache-Control", "no-store")
         return response
+
+
+class NulByteMiddleware:
+    """A NUL byte in the path or the query string is a 400 before any view reads it.
+
+    No id, slug, name or filter of ours holds one, and PostgreSQL refuses it in any
+    text it compares: each lookup by a path part or a query parameter would answer 500."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if "\x00" in request.path or any(
+            "\x00" in key or any("\x00" in value for value in values) for key, values in request.GET.lists()
+        ):
+            if is_api_path(request.path):
+                return error_json(400, "validation_error", "The address holds a NUL byte.")
+            return error_pages.bad_request(request, SuspiciousOperation("a NUL byte in the address"))
+        return self.get_response(request)
 
 
 class ApiErrorMiddleware:

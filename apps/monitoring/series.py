@@ -55,6 +55,8 @@ def window(start: str | None, end: str | None, step: str | None) -> tuple[int, i
             seconds = 0
         if seconds < 1:
             errors["step"] = ["A whole number of seconds, at least 1."]
+        elif seconds >= 1e11:  # past any window (``_moment``'s bound); a float cannot divide by it
+            errors["step"] = ["Longer than the window: no point would fall in it."]
     if not errors and since >= until:
         errors["to"] = ["Must be after 'from'."]
     if errors:

@@ -479,6 +479,12 @@ class ShareForm(ServiceForm):
         return list(dict.fromkeys(name for name in names if name))
 
 
+class RevokeShareForm(forms.Form):
+    """The one user the sharing list's button stops sharing with."""
+
+    revoke = forms.CharField(max_length=150)  # a username; CharField also refuses a NUL byte
+
+
 def _public_key_field(help_text: str) -> forms.CharField:
     """An OpenSSH public key, pasted (the service checks it)."""
     return forms.CharField(

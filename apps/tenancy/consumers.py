@@ -37,6 +37,7 @@ class ProjectGroupConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated or not await _may_watch(user, project_id, self.perm):
             await self.close(code=POLICY_VIOLATION)
             return
+        self.project_id = project_id
         self.group = self.group_for(project_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -44,6 +45,14 @@ class ProjectGroupConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def still_watching(self) -> bool:
+        """Asked again for each update: a membership can end while the page is open.
+        When it has, the socket closes."""
+        if await _may_watch(self.scope["user"], self.project_id, self.perm):
+            return True
+        await self.close(code=POLICY_VIOLATION)
+        return False
 
     async def forward(self, event):
         await self.send_json({key: event[key] for key in self.fields})

@@ -13,6 +13,7 @@ certificate is still verified against the name). Networks an operator lists in
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from collections.abc import Callable
@@ -22,8 +23,11 @@ from django.conf import settings
 
 from apps.core import outbound
 
-# NAT64's well-known prefix carries an IPv4 address a gateway would connect to.
+# These IPv6 addresses carry an IPv4 address a gateway or tunnel would connect to:
+# NAT64's well-known prefix and the deprecated IPv4-compatible ones (6to4's 2002::/16
+# has ``sixtofour``), which Python counts as global whatever they carry.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 _METADATA = ipaddress.ip_address("169.254.169.254")
 
 
@@ -49,7 +53,9 @@ def refusal(address: str) -> str | None:
     ip = ipaddress.ip_address(address.split("%")[0])
     if ip.version == 6 and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
-    elif ip in _NAT64:
+    elif ip.version == 6 and ip.sixtofour:
+        ip = ip.sixtofour
+    elif ip in _NAT64 or ip in _IPV4_COMPATIBLE:
         ip = ipaddress.ip_address(int(ip) & 0xFFFFFFFF)
     if any(ip in ipaddress.ip_network(network) for network in settings.WEBHOOK_ALLOWED_NETWORKS):
         return None
@@ -94,14 +100,31 @@ def _resolved(host: str, port: int) -> list[str]:
 
 def post(url: str, *, content: bytes, headers: dict[str, str], timeout: float) -> httpx.Response:
     """POST to ``url`` on the address checked for it (the first one), never another.
-    Directly: an HTTP proxy from the environment would resolve the name again."""
+    Directly: an HTTP proxy from the environment would resolve the name again.
+
+    The answer's status and headers, its body unread, within ``timeout`` in all:
+    httpx's timeout bounds each read, and a receiver sending a byte now and then
+    would hold the worker (and each next one the sweeper gives the delivery to) for
+    as long as it liked."""
     target = httpx.URL(url)
     host = target.raw_host.decode("ascii")
     address = checked_addresses(host, target.port or (443 if target.scheme == "https" else 80))[0]
-    with httpx.Client(trust_env=False, timeout=timeout, verify=outbound.tls()) as client:
-        return client.post(
-            target.copy_with(host=address),
-            content=content,
-            headers={**headers, "Host": target.netloc.decode("ascii")},
-            extensions={"sni_hostname": host},
-        )
+    request = {
+        "url": target.copy_with(host=address),
+        "content": content,
+        "headers": {**headers, "Host": target.netloc.decode("ascii")},
+        "extensions": {"sni_hostname": host},
+    }
+    return asyncio.run(_post_within(timeout, request))
+
+
+async def _post_within(timeout: float, request: dict) -> httpx.Response:
+    try:
+        async with asyncio.timeout(timeout):
+            async with (
+                httpx.AsyncClient(trust_env=False, timeout=timeout, verify=outbound.tls()) as client,
+                client.stream("POST", **request) as response,
+            ):
+                return response
+    except TimeoutError:
+        raise httpx.TimeoutException(f"Timeout: no answer within {timeout:g} s") from None

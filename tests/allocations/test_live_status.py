@@ -9,10 +9,11 @@ import json
 import pytest
 from channels.db import database_sync_to_async
 from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from apps.allocations import services
 from apps.tenancy import principal as principals
+from apps.tenancy.models import Membership
 from tests.support.members import member
 from tests.support.pages import session_cookie
 
@@ -52,6 +53,29 @@ def test_watcher_sees_progress_until_active(portal, allocator, project, nodes):
     assert {"network", "os_deploy"} <= {message["step"] for message in seen}
     # What the pages show for them: words, not the pipeline's names.
     assert "Installing the operating system" in {message["step_label"] for message in seen}
+
+
+def test_a_member_removed_while_watching_hears_nothing_more(portal, allocator, project, nodes):
+    """The socket was authorized once, when opened: a viewer removed from the project
+    kept hearing of its allocations for as long as the page stayed open."""
+    watcher = member("viewer", project=project)
+    url = f"ws://127.0.0.1:{portal.port}/ws/projects/{project.pk}/allocations/"
+    headers = {"Cookie": session_cookie(watcher), "Origin": portal.url}
+    caller = principals.for_user(allocator)
+
+    async def scenario():
+        async with connect(url, additional_headers=headers) as ws:
+            await asyncio.sleep(0.2)
+            await database_sync_to_async(Membership.objects.filter(user=watcher).delete)()
+            await database_sync_to_async(services.allocate)(
+                caller, project, flavor_name="h100-8x", os_image="ubuntu-22.04"
+            )
+            try:
+                return json.loads(await asyncio.wait_for(ws.recv(), timeout=20))
+            except ConnectionClosed as closed:
+                return closed.rcvd.code
+
+    assert asyncio.run(scenario()) == 4403
 
 
 @pytest.mark.parametrize("who", ["anonymous", "other_tenant", "foreign_origin"])

@@ -99,6 +99,7 @@ def test_publishing_an_invalid_manifest_lists_every_error_and_publishes_nothing(
         ({"idle_minutes": 4}, {"idle_minutes": ["Must be at least 5."]}),
         ({"idle_minutes": "ten"}, {"idle_minutes": ["Must be a whole number."]}),
         ({"idle_minutes": 2.5}, {"idle_minutes": ["Must be a whole number."]}),
+        ({"idle_minutes": 10**400}, {"idle_minutes": ["Must be at most 1440."]}),  # no float holds it
         ({"default_path": "javascript:alert(1)"}, {"default_path": ["Has the wrong format."]}),
         ({"surprise": 1}, {"surprise": ["Not a parameter of this app."]}),
     ],
@@ -108,6 +109,15 @@ def test_launch_parameters_are_checked_against_the_manifest(values, errors):
     assert found == errors
     if not errors:
         assert cleaned == {"default_path": "/lab", "idle_minutes": 60}
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_number_parameter_is_finite(value):
+    """JSON reads 1e400 as infinity, which the database's JSON refuses to keep."""
+    manifest = shipped_manifest("jupyterlab")
+    manifest["parameters"] = [{"name": "ratio", "type": "number", "label": "Ratio"}]
+    _, errors = manifests.clean_parameters(manifest, {"ratio": value})
+    assert errors == {"ratio": ["Must be a number."]}
 
 
 def test_choice_and_boolean_parameters():

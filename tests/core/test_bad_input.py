@@ -1,13 +1,16 @@
 """Bad input gets a 4xx in the error envelope, never a 500: JSON nested 5,000 levels
 deep, a body that is not a JSON object, a quota past what the database keeps, a
-body larger than the API takes (413 before Django reads it), and a method an
-endpoint does not serve. tests/core/test_api_fuzz.py tries much more."""
+body larger than the API takes (413 before Django reads it), a method an
+endpoint does not serve, and a NUL byte, which PostgreSQL refuses in any text.
+tests/core/test_api_fuzz.py tries much more."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
+from django.test import Client
 
+from tests.support.instances import launched
 from tests.support.members import member
 from tests.support.servers import ThreadedUvicorn
 
@@ -76,3 +79,41 @@ def test_the_task_long_poll_answers_only_get(api, method):
     response = getattr(api, method)("/api/agent/v1/tasks", HTTP_AUTHORIZATION="Node some-credential")
     assert_envelope(response, 405, "method_not_allowed")
     assert response["Allow"] == "GET"
+
+
+NUL_IN_THE_ADDRESS = [
+    "/api/tenants/%00",
+    "/api/metering/quota/acme%00",
+    "/api/metrics/gpu/%00",
+    "/api/metrics/gpu/acme?project_id=%00",
+    "/api/metering/usage?tenant_id=%00&from=2024-01-01&to=2024-02-01",
+    "/api/metering/export/csv?tenant_id=%00&period=2024-01",
+    "/api/alerts?tenant_id=%00",
+    "/api/v1/catalog/apps/jupyterlab/versions/%00",
+]
+
+
+@pytest.mark.parametrize("path", NUL_IN_THE_ADDRESS)
+def test_a_nul_byte_in_an_api_address_is_a_400(api, tenant_admin, path):
+    """It reached a lookup by CCP id, slug or version, which PostgreSQL refused with a 500."""
+    api.force_login(tenant_admin)
+    assert_envelope(api.get(path), 400, "validation_error")
+
+
+@pytest.mark.parametrize("path", ["/tenants/%00/usage/", "/tenants/acme%00/quota/gauges/"])
+def test_a_nul_byte_in_a_page_address_is_a_400(tenant_admin, path):
+    client = Client(raise_request_exception=False)
+    client.force_login(tenant_admin)
+    response = client.get(path)
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/html")
+
+
+def test_a_nul_byte_in_a_ui_session_endpoint_name_is_a_400(
+    api, owner, project, active_allocation, jupyterlab
+):
+    instance = launched(owner, project, active_allocation)
+    api.force_login(owner)
+    response = api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {"endpoint": "web\x00"}, format="json")
+    error = assert_envelope(response, 400, "validation_error")
+    assert "endpoint" in error["details"]

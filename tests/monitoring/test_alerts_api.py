@@ -10,6 +10,7 @@ import pytest
 from apps.core.models import AuditEvent
 from apps.monitoring.alerts import services
 from apps.monitoring.models import AlertSubscription
+from apps.webhooks.models import Delivery
 from tests.monitoring.alerting import Rounds, held_fleet
 from tests.support.members import member
 
@@ -93,6 +94,20 @@ def test_a_tenant_sees_and_deletes_only_its_own_subscriptions(
     assert api.delete(f"/api/alerts/subscriptions/{mine}").status_code == 204
     assert api.delete(f"/api/alerts/subscriptions/{mine}").status_code == 404
     assert AlertSubscription.objects.filter(pk=foreign).exists()
+
+
+def test_a_test_send_waits_for_the_receivers_pending_delivery(api, tenant, tenant_admin):
+    """Each test is a delivery a worker sends, up to six times: test sends as fast as the
+    API takes them (1,200 a minute) let one tenant's slow receiver occupy every worker."""
+    as_user(api, tenant_admin)
+    mine = subscribe(api).json()["id"]
+    assert api.post(f"/api/alerts/subscriptions/{mine}/test").status_code == 202
+    refused = api.post(f"/api/alerts/subscriptions/{mine}/test")
+    assert refused.status_code == 409, refused.content
+    assert refused.json()["error"]["code"] == "conflict"
+    assert Delivery.objects.filter(signer=mine).count() == 1
+    Delivery.objects.filter(signer=mine).update(status=Delivery.Status.DELIVERED)
+    assert api.post(f"/api/alerts/subscriptions/{mine}/test").status_code == 202
 
 
 def test_a_viewer_may_not_subscribe(api, viewer):

@@ -206,6 +206,7 @@ def test_at_most_11000_points_a_series(api, ccp_issuer, reported):
         ({"from": "1e300"}, "from"),
         ({"from": "nan"}, "from"),
         ({"from": "1800000001", "to": "1800000100", "step": "3600"}, "step"),
+        ({"step": "1" + "0" * 400}, "step"),  # dividing by it overflowed a float (a 500)
     ],
 )
 def test_bad_windows_answer_the_error_envelope(api, ccp_issuer, reported, query, field):

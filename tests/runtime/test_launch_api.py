@@ -6,10 +6,13 @@ from urllib.parse import urlencode
 
 import pytest
 
+from apps.core.models import AuditEvent
 from apps.runtime import agents, selectors
 from apps.runtime.models import AgentTask, AppInstance, Operation, RuntimeSecret
 from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Grant, Principal
+from tests.factories import shipped_manifest
+from tests.support.catalog import publish
 from tests.support.instances import agent_finishes
 from tests.support.members import member
 from tests.support.processes import free_port
@@ -88,6 +91,55 @@ def test_parameters_are_validated_per_field(api, allocator, project, jupyterlab,
     assert response.json()["error"]["details"] == {
         "parameters": {"idle_minutes": ["Must be at least 5."], "bogus": ["Not a parameter of this app."]}
     }
+    assert not AppInstance.objects.exists()
+
+
+def test_a_whole_number_too_large_for_a_float_is_a_400(
+    api, allocator, project, jupyterlab, active_allocation
+):
+    """Its check turned it into a float, which overflowed (a 500)."""
+    api.force_login(allocator)
+    where = f'"app": "jupyterlab", "allocation_id": "{active_allocation.pk}"'
+    body = f'{{{where}, "parameters": {{"idle_minutes": 1{"0" * 400}}}}}'  # JSON reads an int
+    response = api.post(f"/api/v1/projects/{project.pk}/app-instances", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"parameters": {"idle_minutes": ["Must be at most 1440."]}}
+    assert not AppInstance.objects.exists()
+
+
+def test_a_number_too_large_for_a_float_is_a_400(api, allocator, project, active_allocation):
+    """JSON reads 1e400 as infinity: a number parameter without a maximum took it, and
+    PostgreSQL refused to keep it (a 500)."""
+    manifest = shipped_manifest("jupyterlab")
+    manifest["parameters"].append({"name": "ratio", "label": "Ratio", "type": "number"})
+    publish("ratio-lab", manifest)
+    api.force_login(allocator)
+    body = (
+        f'{{"app": "ratio-lab", "allocation_id": "{active_allocation.pk}", "parameters": {{"ratio": 1e400}}}}'
+    )
+    response = api.post(f"/api/v1/projects/{project.pk}/app-instances", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"parameters": {"ratio": ["Must be a number."]}}
+    assert not AppInstance.objects.exists()
+
+
+def test_a_nul_byte_in_a_text_parameter_is_a_400(api, allocator, project, active_allocation):
+    """A text parameter without a pattern took it, and PostgreSQL refused to keep it (a 500)."""
+    manifest = shipped_manifest("jupyterlab")
+    manifest["parameters"].append({"name": "greeting", "label": "Greeting", "type": "string"})
+    publish("greeting-lab", manifest)
+    api.force_login(allocator)
+    response = api.post(
+        f"/api/v1/projects/{project.pk}/app-instances",
+        {
+            "app": "greeting-lab",
+            "allocation_id": str(active_allocation.pk),
+            "parameters": {"greeting": "hi\x00"},
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"parameters": {"greeting": ["Has a NUL byte."]}}
     assert not AppInstance.objects.exists()
 
 
@@ -210,6 +262,18 @@ def test_instances_are_private_until_shared_and_never_across_projects(
     assert refused.status_code == 400  # never across tenants
     api.force_login(stranger)
     assert api.get(url).status_code == 404
+
+
+def test_a_share_revokes_a_bounded_number_of_users(api, allocator, project, jupyterlab, active_allocation):
+    """Revoked names are not looked up: 10,000 of them went whole into one audit event."""
+    api.force_login(allocator)
+    instance_id = launch(api, project, active_allocation).json()["instance_id"]
+    url = f"/api/v1/projects/{project.pk}/app-instances/{instance_id}/share"
+    names = [f"{i:0150d}" for i in range(10_000)]
+    refused = api.post(url, {"revoke_usernames": names}, format="json")
+    assert refused.status_code == 400
+    assert "revoke_usernames" in refused.json()["error"]["details"]
+    assert not AuditEvent.objects.filter(action="instance.share").exists()
 
 
 def test_no_secret_in_any_response(api, allocator, project, jupyterlab, active_allocation):

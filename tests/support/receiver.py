@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -70,3 +71,43 @@ class WebhookReceiver:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class DrippingReceiver:
+    """A receiver that never finishes answering: after the request it sends its answer's
+    status line and ``drip`` (``"headers"``: header bytes; ``"body"``: body bytes of a
+    promised gigabyte) one byte every ``every`` seconds, each soon enough to keep a
+    per-read timeout from firing, until the platform hangs up."""
+
+    def __init__(self, drip: str, every: float = 0.05):
+        self.drip, self.every = drip, every
+        self.requests = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn):
+        with conn:
+            conn.recv(65536)
+            self.requests += 1
+            head = b"HTTP/1.1 200 OK\r\n"
+            head += b"X-Slow: " if self.drip == "headers" else b"Content-Length: 1000000000\r\n\r\n"
+            try:
+                conn.sendall(head)
+                while True:
+                    time.sleep(self.every)
+                    conn.sendall(b"a")
+            except OSError:
+                return  # the platform hung up
+
+    def close(self):
+        self.listener.close()

@@ -72,8 +72,15 @@ def send_test_alert(api, subscription_id, django_capture_on_commit_callbacks) ->
 
 @pytest.mark.parametrize(
     "later",
-    [["127.0.0.1"], ["169.254.169.254"], ["10.1.2.3"], [PUBLIC, "192.168.0.7"], ["::ffff:127.0.0.1"]],
-    ids=["loopback", "metadata", "private", "one-private-among-public", "mapped-loopback"],
+    [
+        ["127.0.0.1"],
+        ["169.254.169.254"],
+        ["10.1.2.3"],
+        [PUBLIC, "192.168.0.7"],
+        ["::ffff:127.0.0.1"],
+        ["2002:a00:5::1"],
+    ],
+    ids=["loopback", "metadata", "private", "one-private-among-public", "mapped-loopback", "6to4-private"],
 )
 def test_a_name_rebound_to_an_internal_address_is_a_dead_letter_at_once(
     later, settings, tenant_api, receiver_on_loopback, django_capture_on_commit_callbacks
@@ -100,6 +107,8 @@ def test_a_name_rebound_to_an_internal_address_is_a_dead_letter_at_once(
         "http://127.0.0.1:8000/admin/",
         "http://169.254.169.254/latest/",
         "http://[::1]/h",
+        "http://[2002:a9fe:a9fe::]/h",  # 6to4: the metadata address inside
+        "http://[::127.0.0.1]/h",  # IPv4-compatible
     ],
 )
 def test_a_literal_internal_address_is_refused_when_subscribing(url, tenant_api, settings):

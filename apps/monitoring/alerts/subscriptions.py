@@ -17,7 +17,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.core import audit, secrets
-from apps.core.errors import ValidationFailed
+from apps.core.errors import Conflict, ValidationFailed
 from apps.monitoring.models import Alert, AlertRule, AlertSubscription
 from apps.tenancy import policy
 from apps.tenancy import selectors as tenancy
@@ -154,6 +154,14 @@ def test_send(principal: Principal, subscription_id) -> Delivery:
         "summary": "Test alert: this subscription receives the platform's alerts.",
     }
     with transaction.atomic():
+        # One test at a time: each is a delivery a worker sends up to six times, and a
+        # tenant sending them as fast as the API allows could occupy every worker with a
+        # slow receiver. The row lock lets two tests at once not both find none pending.
+        AlertSubscription.objects.select_for_update().filter(pk=subscription.pk).first()
+        if Delivery.objects.filter(signer=str(subscription.pk), status=Delivery.Status.PENDING).exists():
+            raise Conflict(
+                "A delivery to this receiver is still pending; its outcome shows whether it works."
+            )
         delivery = webhooks.enqueue(
             webhooks.ALERT,
             subscription.url,

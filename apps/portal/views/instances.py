@@ -13,7 +13,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.paginator import Page, Paginator
 from django.db.models import Count
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.text import slugify
@@ -26,7 +26,7 @@ from apps.core.errors import ApiError, Forbidden, NotFound
 from apps.core.middleware import default_csp
 from apps.metering import selectors as pricing
 from apps.portal.context_processors import remember_project
-from apps.portal.forms import ShareForm
+from apps.portal.forms import RevokeShareForm, ShareForm
 from apps.portal.htmx import htmx_partial, hx_redirect, quiet_fragment, refreshing, render_fragment
 from apps.portal.views.base import StateBadges, filtered, portal_view, refusal_on, scoped_project
 from apps.proxy import routes as proxy_routes
@@ -374,6 +374,8 @@ def instance_share(request, principal, pk, instance_pk):
     if not services.may_manage(principal, instance):
         policy.require(principal, Perm.INSTANCE_MANAGE, instance)
     revoke = request.POST.get("revoke", "").strip()
+    if revoke and not RevokeShareForm({"revoke": revoke}).is_valid():
+        return HttpResponseBadRequest("Not a username.")
     form = ShareForm(request.POST) if not revoke else None
     if revoke:
         services.share(principal, instance, revoke_usernames=[revoke])  # names are not checked: no refusal

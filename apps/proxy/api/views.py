@@ -47,7 +47,8 @@ class UiSessionView(BaseAPIView):
         if instance is None:
             raise NotFound()
         endpoint = request.data.get("endpoint") or _first_proxied(instance)
-        if not isinstance(endpoint, str):
+        # A NUL byte would reach PostgreSQL in the route's lookup (a 500).
+        if not isinstance(endpoint, str) or "\x00" in endpoint:
             raise ValidationFailed(details={"endpoint": ["must be an endpoint name"]})
         sessions.require_member(self.principal, instance, endpoint)
         minted = sessions.mint(self.principal, instance, endpoint, getattr(request, "session", None))

@@ -133,11 +133,15 @@ class LogQuerySerializer(serializers.Serializer):
     )
 
 
+# Revoked names are not looked up, and both lists go whole into the audit event.
+MAX_SHARE_NAMES = 100
+
+
 class ShareSerializer(serializers.Serializer):
     with_project = serializers.BooleanField(required=False)
     usernames = serializers.ListField(
-        child=serializers.CharField(max_length=150), required=False, default=list
+        child=serializers.CharField(max_length=150), required=False, default=list, max_length=MAX_SHARE_NAMES
     )
     revoke_usernames = serializers.ListField(
-        child=serializers.CharField(max_length=150), required=False, default=list
+        child=serializers.CharField(max_length=150), required=False, default=list, max_length=MAX_SHARE_NAMES
     )

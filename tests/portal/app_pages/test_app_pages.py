@@ -525,6 +525,17 @@ def test_an_instance_shared_by_name_is_visible_to_that_user(
     assert as_bob.get(detail_url(instance)).status_code == 404
 
 
+@pytest.mark.parametrize("revoke", ["bob\x00", "x" * 100_000])
+def test_a_revoke_that_is_no_username_is_a_400(as_user, admin, project, allocation, jupyterlab, revoke):
+    """A NUL byte reached PostgreSQL (a 500); a long name went whole into the audit event
+    and the message kept in the session."""
+    instance = launched(admin, project, allocation)
+    share = reverse("instance_share", args=[project.pk, instance.pk])
+    response = as_user(admin).post(share, {"revoke": revoke})
+    assert response.status_code == 400
+    assert not AuditEvent.objects.filter(action="instance.share").exists()
+
+
 # --- stop, start, delete -----------------------------------------------------------
 
 
