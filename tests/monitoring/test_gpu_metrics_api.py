@@ -109,7 +109,7 @@ def test_tenant_callers_see_only_their_own_tenant(
         assert {s["project_id"] for s in response.json()["series"]} == projects
 
 
-def test_an_anonymous_caller_is_refused(api, reported):
+def test_an_anonymous_caller_is_refused(api, fleet):
     response = api.get("/api/metrics/gpu/acme")
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthenticated"
@@ -209,7 +209,8 @@ def test_at_most_11000_points_a_series(api, ccp_issuer, reported):
         ({"step": "1" + "0" * 400}, "step"),  # dividing by it overflowed a float (a 500)
     ],
 )
-def test_bad_windows_answer_the_error_envelope(api, ccp_issuer, reported, query, field):
+def test_bad_windows_answer_the_error_envelope(api, ccp_issuer, fleet, query, field):
+    # Refused before any store is asked: one run, on no readings.
     response = get_metrics(api, ccp_issuer.token(INTEGRATION), **query)
     assert response.status_code == 400, response.content
     assert field in response.json()["error"]["details"]
