@@ -75,7 +75,8 @@ def checked_addresses(host: str, port: int) -> list[str]:
     for address in addresses:
         reason = refusal(address)
         if reason is not None:
-            shown = "" if address == host else f" resolves to {address},"
+            # Not which address: a tenant would learn what the platform's own DNS answers.
+            shown = "" if address == host else " resolves to"
             raise Refused(f"refused: {host}{shown} {reason}")
     return addresses
 

@@ -138,6 +138,27 @@ def _backoff(delivery: Delivery) -> float:
     return delay * random.uniform(0.5, 1.0) if settings.WEBHOOK_JITTER else delay
 
 
+def _audit_dead_letter(delivery: Delivery, error: str) -> None:
+    """A tenant's own receiver's dead letter is the tenant's to read. The operator's
+    receivers (CCP, platform-wide subscriptions) are the platform's: a delivery made
+    for a tenant's event to one of them is not, so neither its URL nor how it failed
+    reaches the tenant's audit trail. A URL's user and password are never recorded."""
+    own = delivery.public_only
+    audit.record(
+        None,
+        "webhook.dead_letter",
+        target_type=Delivery._meta.model_name,
+        target_id=str(delivery.pk),
+        tenant_id=delivery.tenant_id if own else None,
+        outcome=audit.FAILURE,
+        details={
+            "url": str(httpx.URL(delivery.url).copy_with(username=None, password=None)),
+            "error": error,
+            **({} if own or delivery.tenant_id is None else {"for_tenant": str(delivery.tenant_id)}),
+        },
+    )
+
+
 def attempt(delivery_id) -> Delivery | None:
     """One delivery attempt, claimed so two workers never send the same attempt."""
     now = timezone.now()
@@ -187,14 +208,7 @@ def attempt(delivery_id) -> Delivery | None:
         logger.error(
             "webhook %s is a dead letter after %s attempts: %s", delivery.event_id, delivery.attempts, error
         )
-        audit.record(
-            None,
-            "webhook.dead_letter",
-            target=delivery,
-            tenant_id=delivery.tenant_id,
-            outcome=audit.FAILURE,
-            details={"url": delivery.url, "error": error},
-        )
+        _audit_dead_letter(delivery, error)
     else:
         delivery.next_attempt_at = timezone.now() + timedelta(seconds=_backoff(delivery))
     delivery.save(

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from apps.allocations import services
+from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
 from apps.webhooks import services as webhooks
 from apps.webhooks.models import Delivery
@@ -104,6 +105,31 @@ def test_dead_letter_after_last_retry_and_operator_replay(
     delivery.refresh_from_db()
     assert delivery.status == Delivery.Status.DELIVERED
     assert len({r["headers"]["X-GPUaaS-Event-Id"] for r in receiver.requests}) == 1
+
+
+def test_a_dead_letter_to_ccp_stays_out_of_the_tenants_audit_trail(
+    receiver, settings, allocator, project, nodes, tenant_admin, api, django_capture_on_commit_callbacks
+):
+    """CCP's receiver is the operator's: its URL (here with a password in it) and how it
+    failed are not the tenant's to read, though the event was the tenant's."""
+    settings.CCP_WEBHOOK_URL = receiver.url.replace("http://", "http://ccp:hunter2@") + "/"
+    receiver.fail_first = 100
+    allocated(allocator, project, django_capture_on_commit_callbacks)
+    delivery = Delivery.objects.get()
+    while delivery.status == Delivery.Status.PENDING:
+        Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+        delivery = webhooks.attempt(delivery.pk)
+    assert delivery.status == Delivery.Status.DEAD
+
+    dead = AuditEvent.objects.get(action="webhook.dead_letter")
+    assert dead.tenant_id is None
+    assert dead.details["for_tenant"] == str(project.tenant_id)
+    assert dead.details["url"].startswith(receiver.url + "/ccp/")  # without its user and password
+    assert "hunter2" not in str(dead.details)
+    api.force_login(tenant_admin)
+    actions = {e["action"] for e in api.get("/api/v1/audit", {"page_size": 500}).json()["results"]}
+    assert "allocation.active" in actions
+    assert "webhook.dead_letter" not in actions
 
 
 def test_sweeper_picks_up_due_deliveries(
