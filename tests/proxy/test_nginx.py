@@ -645,3 +645,42 @@ def test_a_websocket_counts_while_it_is_open(launch, nginx, owner):
 
 
 # --- a hostile app (issue 15) -------------------------------------------------------------------
+
+
+# --- the portal's own WebSockets --------------------------------------------------------------
+
+
+def test_a_client_address_holds_a_bounded_number_of_the_portals_websockets(
+    nginx_with, owner, project, settings
+):
+    def two_at_once(text: str) -> str:
+        limit = "limit_conn gpuaas_portal_sockets 256;"
+        assert limit in text
+        return text.replace(limit, "limit_conn gpuaas_portal_sockets 2;")
+
+    server = nginx_with(edit=two_at_once)
+    url = f"ws://127.0.0.1:{server.port}/ws/projects/{project.pk}/allocations/"
+    cookie = f"{settings.SESSION_COOKIE_NAME}={login_session(owner).session_key}"
+    options = {
+        "additional_headers": {"Cookie": cookie, "Origin": server.url},
+        "proxy": None,
+        "open_timeout": 10,
+    }
+
+    async def scenario():
+        async with AsyncExitStack() as stack:
+            sockets = [await stack.enter_async_context(connect(url, **options)) for _ in range(2)]
+            with pytest.raises(InvalidStatus) as refusal:
+                async with connect(url, **options):
+                    pass
+            assert refusal.value.response.status_code == 429
+            await sockets[0].close()
+            deadline = time.monotonic() + 10
+            while True:  # nginx counts it gone once the portal's side has closed too
+                try:
+                    return await stack.enter_async_context(connect(url, **options))
+                except InvalidStatus:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.05)
+
+    asyncio.run(scenario())
