@@ -228,6 +228,7 @@ def cross_node(hostname: str):
         approved=True,
         state=Node.State.ALLOCATED,
         agent_address="10.0.0.1",
+        enrolled_at=template.activated_at,  # its agent's readings are kept from then on
     )
     Allocation.objects.create(
         node=node,

@@ -90,6 +90,12 @@ def reading(gpu: int, at: float) -> dict:
 
 
 def make_nodes(count: int, prefix: str):
+    """``count`` nodes whose agents enrolled a month ago: what an agent reports is kept
+    from its enrollment on, and the history ingested here is older than today."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
     from apps.allocations.models import Node
     from apps.catalog.models import Flavor
 
@@ -97,9 +103,16 @@ def make_nodes(count: int, prefix: str):
         name="h100-8x",
         defaults={"gpu_model": "H100", "gpus_per_node": GPUS, "cpu_cores": 112, "memory_gb": 2048},
     )
+    enrolled = timezone.now() - timedelta(days=30)
     Node.objects.bulk_create(
         [
-            Node(hostname=f"{prefix}-{i:05d}", flavor=flavor, approved=True, agent_address="10.0.0.1")
+            Node(
+                hostname=f"{prefix}-{i:05d}",
+                flavor=flavor,
+                approved=True,
+                agent_address="10.0.0.1",
+                enrolled_at=enrolled,
+            )
             for i in range(count)
         ]
     )
