@@ -30,9 +30,14 @@ async def receive_until(ws, state, limit=50):
     raise AssertionError(f"never saw {state}: {seen}")
 
 
-def test_watcher_sees_progress_until_active(portal, allocator, project, nodes):
+def watching(portal, user, project) -> tuple[str, dict]:
+    """The project's allocations socket, and what ``user``'s browser sends to open it."""
     url = f"ws://127.0.0.1:{portal.port}/ws/projects/{project.pk}/allocations/"
-    headers = {"Cookie": session_cookie(allocator), "Origin": portal.url}
+    return url, {"Cookie": session_cookie(user), "Origin": portal.url}
+
+
+def test_watcher_sees_progress_until_active(portal, allocator, project, nodes):
+    url, headers = watching(portal, allocator, project)
     caller = principals.for_user(allocator)
 
     async def scenario():
@@ -59,8 +64,7 @@ def test_a_member_removed_while_watching_hears_nothing_more(portal, allocator, p
     """The socket was authorized once, when opened: a viewer removed from the project
     kept hearing of its allocations for as long as the page stayed open."""
     watcher = member("viewer", project=project)
-    url = f"ws://127.0.0.1:{portal.port}/ws/projects/{project.pk}/allocations/"
-    headers = {"Cookie": session_cookie(watcher), "Origin": portal.url}
+    url, headers = watching(portal, watcher, project)
     caller = principals.for_user(allocator)
 
     async def scenario():

@@ -86,9 +86,8 @@ def test_receiver_failing_then_succeeding_gets_it_with_the_same_event_id(
     assert len(bodies) == 1  # the same signed bytes each time
 
 
-def test_dead_letter_after_last_retry_and_operator_replay(
-    receiver, allocator, project, nodes, platform_admin, django_capture_on_commit_callbacks
-):
+def dead_letter(receiver, allocator, project, django_capture_on_commit_callbacks) -> Delivery:
+    """An allocation's ACTIVE webhook, to a receiver that always fails, tried to the last."""
     receiver.fail_first = 100
     allocated(allocator, project, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
@@ -96,6 +95,13 @@ def test_dead_letter_after_last_retry_and_operator_replay(
         Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
         delivery = webhooks.attempt(delivery.pk)
     assert delivery.status == Delivery.Status.DEAD
+    return delivery
+
+
+def test_dead_letter_after_last_retry_and_operator_replay(
+    receiver, allocator, project, nodes, platform_admin, django_capture_on_commit_callbacks
+):
+    delivery = dead_letter(receiver, allocator, project, django_capture_on_commit_callbacks)
     assert delivery.attempts == 6  # first try + 5 retries
     assert "answered 500" in delivery.last_error
 
@@ -113,13 +119,7 @@ def test_a_dead_letter_to_ccp_stays_out_of_the_tenants_audit_trail(
     """CCP's receiver is the operator's: its URL (here with a password in it) and how it
     failed are not the tenant's to read, though the event was the tenant's."""
     settings.CCP_WEBHOOK_URL = receiver.url.replace("http://", "http://ccp:hunter2@") + "/"
-    receiver.fail_first = 100
-    allocated(allocator, project, django_capture_on_commit_callbacks)
-    delivery = Delivery.objects.get()
-    while delivery.status == Delivery.Status.PENDING:
-        Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
-        delivery = webhooks.attempt(delivery.pk)
-    assert delivery.status == Delivery.Status.DEAD
+    dead_letter(receiver, allocator, project, django_capture_on_commit_callbacks)
 
     dead = AuditEvent.objects.get(action="webhook.dead_letter")
     assert dead.tenant_id is None
