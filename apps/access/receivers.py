@@ -17,6 +17,7 @@ from django.dispatch import receiver
 from apps.access import services, terminals
 from apps.allocations import signals as allocations
 from apps.allocations.models import Allocation
+from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership
 from apps.tenancy.services import service_account_revoked
 
@@ -34,8 +35,11 @@ def _logged_out(sender, request, user, **kwargs):
 
 
 def _unauthorized(user) -> None:
-    terminals.end_unauthorized(user)
-    services.revoke_unauthorized_keys(user)
+    # What the user may do now, judged once for terminals and keys: nothing, once the
+    # account is deactivated (its memberships stay).
+    now = principals.for_user(user) if user.is_active else principals.ANONYMOUS
+    terminals.end_unauthorized(user, now)
+    services.revoke_unauthorized_keys(user, now)
 
 
 @receiver([post_save, post_delete], sender=Membership)

@@ -32,7 +32,6 @@ from apps.allocations.models import Allocation, Node
 from apps.core import audit, secrets
 from apps.core.errors import Conflict, Forbidden, InvalidState, NotFound, ValidationFailed
 from apps.tenancy import policy
-from apps.tenancy import principal as principals
 from apps.tenancy.models import Membership, Project
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm, Role, permissions_of
@@ -359,18 +358,14 @@ def _take_off(key: AuthorizedKey, node: Node) -> None:
         key.state = KeyState.REMOVING
 
 
-def revoke_unauthorized_keys(user) -> int:
+def revoke_unauthorized_keys(user, now: Principal) -> int:
     """After a membership or account change: the user's keys leave the allocations the
-    user may no longer manage, as the user's terminals end (a leaver, or a member made
-    viewer, keeps no login on the nodes). How many."""
-    keys = _live_keys(owner_user=user)
-    if not keys:
-        return 0
-    caller = principals.for_user(user) if user.is_active else principals.ANONYMOUS
+    user, who may do ``now``, may no longer manage, as the user's terminals end (a
+    leaver, or a member made viewer, keeps no login on the nodes). How many."""
     lost = [
         key
-        for key in keys
-        if not caller.can(Perm.ALLOCATION_MANAGE, key.allocation.tenant_id, key.allocation.project_id)
+        for key in _live_keys(owner_user=user)
+        if not now.can(Perm.ALLOCATION_MANAGE, key.allocation.tenant_id, key.allocation.project_id)
     ]
     return _revoke(lost, "its owner may no longer manage the allocation")
 

@@ -24,7 +24,6 @@ from apps.core import audit
 from apps.core.broadcast import after_commit
 from apps.core.errors import Conflict, InvalidState, NotFound, Unavailable, ValidationFailed
 from apps.tenancy import policy
-from apps.tenancy import principal as principals
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
@@ -269,17 +268,13 @@ def end_for_allocation(allocation_id) -> int:
     )
 
 
-def end_unauthorized(user) -> int:
+def end_unauthorized(user, now: Principal) -> int:
     """After a membership or account change: end the user's terminals on allocations
-    the user may no longer manage."""
-    sessions = list(_live(user=user).values("pk", "tenant_id", "project_id"))
-    if not sessions:
-        return 0
-    caller = principals.for_user(user) if user.is_active else principals.ANONYMOUS
+    the user, who may do ``now``, may no longer manage."""
     return sum(
         end_session(row["pk"], REVOKED)
-        for row in sessions
-        if not caller.can(Perm.ALLOCATION_MANAGE, row["tenant_id"], row["project_id"])
+        for row in _live(user=user).values("pk", "tenant_id", "project_id")
+        if not now.can(Perm.ALLOCATION_MANAGE, row["tenant_id"], row["project_id"])
     )
 
 
