@@ -90,8 +90,7 @@ async def _decide(target: Target | None, uri: str, headers: dict) -> Answer:
         return Answer(308, location=location) if location else Answer(404, pages.NOT_FOUND)
     websocket = bool(headers.get("x-original-upgrade"))
     if target.foreign(headers.get("x-original-origin")):
-        what = "WebSocket was opened" if websocket else "request was sent"
-        return Answer(403, pages.DENIED, f"This {what} from another site.")
+        return Answer(403, pages.DENIED, pages.FROM_ANOTHER_SITE["websocket" if websocket else "http"])
     cookie = _route_cookie(headers.get("cookie", ""))
     decision, target = await access.authorize(target, cookie, "websocket" if websocket else "http")
     if not decision.allowed:

@@ -13,7 +13,6 @@ from apps.proxy.dataplane.respond import access_line, page, redirect
 
 _NO_SERVICE_WORKERS = "Apps cannot install service workers."
 _HEAD_TOO_LARGE = "The app answered with too many headers, or too large ones."
-_ANOTHER_SITE = "This request was sent from another site."
 
 
 class _BrowserGone(Exception):
@@ -42,7 +41,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
                 status = await page(send, inbound, pages.NOT_FOUND, target)
             return
         if target.foreign(inbound.origin):
-            status = await page(send, inbound, pages.DENIED, target, message=_ANOTHER_SITE)
+            status = await page(send, inbound, pages.DENIED, target, message=pages.FROM_ANOTHER_SITE["http"])
             return
         decision, count, target = await access.admit(target, inbound.route_cookie, "http")
         user_id = decision.user_id

@@ -98,6 +98,11 @@ NO_SESSION = spec(
     "Your session for this app is missing or has ended. Open the app again from its page in the portal.",
 )
 DENIED = spec(403, "Access denied", "You do not have access to this app.")
+# With DENIED, when the Origin is not the route's own (access.Target.foreign), by kind of request.
+FROM_ANOTHER_SITE = {
+    "http": "This request was sent from another site.",
+    "websocket": "This WebSocket was opened from another site.",
+}
 METHOD_NOT_ALLOWED = spec(405, "Not here", "Open the app from the portal.")
 TOO_LARGE = spec(413, "Not an app link", "This request is too large.")
 STARTING = spec(503, "The app is starting", "This page reloads by itself once the app is ready.")

@@ -54,7 +54,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
             status = await _deny(scope, send, pages.NOT_FOUND)
             return
         if target.foreign(inbound.origin):
-            status = await _deny(scope, send, pages.DENIED, "This WebSocket was opened from another site.")
+            status = await _deny(scope, send, pages.DENIED, pages.FROM_ANOTHER_SITE["websocket"])
             return
         decision, count, target = await access.admit(target, inbound.route_cookie, "websocket")
         user_id = decision.user_id
