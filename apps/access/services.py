@@ -425,10 +425,21 @@ def _agent_holds_keys(node: Node) -> bool:
 
 def desired_for_node(node: Node) -> dict:
     """What the node's runtime user should hold now: the keys of its live allocation;
-    nothing (and no user) once the release began or when none is live."""
+    nothing (and no user) once the release began or when none is live.
+
+    ``reported`` false asks the agent for a report even if its side did not change
+    (it sends one only when it did): the platform has none yet, or keys wait to be
+    seen gone. A release's desired state empties when the allocation leaves
+    KEYED_STATES, before its step marks the keys for removal: an agent that took
+    them off and reported in between has nothing new to say, and the release would
+    wait for a report that never comes."""
     allocation = Allocation.objects.filter(node=node, state__in=KEYED_STATES).select_related("flavor").first()
+    reported = (
+        NodeSshHost.objects.filter(node=node).exists()
+        and not AuthorizedKey.objects.filter(allocation__node=node, state=KeyState.REMOVING).exists()
+    )
     if allocation is None:
-        return {"user": None, "keys": [], "reported": NodeSshHost.objects.filter(node=node).exists()}
+        return {"user": None, "keys": [], "reported": reported}
     wanted = AuthorizedKey.objects.filter(allocation=allocation, state__in=AuthorizedKey.LIVE_STATES)
     return {
         "user": allocation.flavor.runtime_user,
@@ -436,7 +447,7 @@ def desired_for_node(node: Node) -> dict:
             {"id": str(key.pk), "public_key": key.public_key}
             for key in wanted.order_by("created_at")[:MAX_KEYS_PER_ALLOCATION]
         ],
-        "reported": NodeSshHost.objects.filter(node=node).exists(),
+        "reported": reported,
     }
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from apps.access import services as access
 from apps.access.models import AuthorizedKey
 from apps.allocations import services as allocations
-from apps.allocations.models import Allocation, AllocationStep
+from apps.allocations.models import Allocation, AllocationStep, Node
 from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
 from tests.support.agent import running_agent
@@ -73,3 +74,35 @@ def test_release_of_a_node_without_an_ssh_agent_drops_the_records(
     assert active_allocation.state == Allocation.State.RELEASED
     assert dict(_release_steps(active_allocation))["access_revoke"] == AllocationStep.Status.SUCCEEDED
     assert not AuthorizedKey.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_report_sent_before_the_keys_were_marked_does_not_hold_up_the_release(
+    allocator, active_allocation, tmp_path
+):
+    """The release empties what the node should hold (the allocation leaves its keyed
+    states) before its step marks the keys for removal. The agent can take the keys
+    off and report in between; it reports only when its side changes, so the platform
+    must ask it for another report, or the release waits out its budget and fails."""
+    node = active_allocation.node
+    Node.objects.filter(pk=node.pk).update(credential_hash="held-by-an-agent")
+    key = AuthorizedKey.objects.create(
+        allocation=active_allocation,
+        public_key=key_pair(tmp_path, "alice").public_key.rsplit(" ", 1)[0],
+        fingerprint="SHA256:x",
+        owner=allocator.username,
+        owner_user=allocator,
+    )
+    report = {"user": "ubuntu", "port": 22, "host_keys": []}
+    access.agent_report(node, **report, applied=[key.pk])
+    assert access.desired_for_node(node)["reported"]
+
+    allocations.release(principals.for_user(allocator), active_allocation)  # its pipeline not run yet
+    assert access.desired_for_node(node)["keys"] == []
+    access.agent_report(node, **report, applied=[])  # the agent took them off and said so
+    assert access.revoke_for_release(active_allocation) == 1  # the step marks them now
+
+    assert not access.desired_for_node(node)["reported"]  # so the agent reports again
+    access.agent_report(node, **report, applied=[])
+    assert access.revoke_for_release(active_allocation) == 0
+    assert access.desired_for_node(node)["reported"]

@@ -69,7 +69,10 @@ class AgentKeySerializer(serializers.Serializer):
 class AgentDesiredSerializer(serializers.Serializer):
     user = serializers.CharField(allow_null=True, help_text="the runtime user; null: no live allocation")
     keys = AgentKeySerializer(many=True)
-    reported = serializers.BooleanField(help_text="whether the platform holds the agent's last report")
+    reported = serializers.BooleanField(
+        help_text="false asks for a report even if nothing changed: the platform holds none yet, "
+        "or keys wait to be seen gone from the node"
+    )
 
 
 class AgentReportSerializer(serializers.Serializer):
