@@ -18,7 +18,7 @@ from apps.allocations.models import Allocation, Node
 from apps.catalog import manifests
 from apps.core import audit, secrets
 from apps.core.errors import Conflict, Forbidden, NotFound
-from apps.runtime import events
+from apps.runtime import events, services
 from apps.runtime.models import (
     AgentTask,
     AppInstance,
@@ -236,15 +236,30 @@ def heartbeat(node: Node, running: list[str] | None = None) -> None:
         member_failed(instance, node, reason, actor=actor, kind="exited")
     if was_offline:
         for instance in on_node.filter(state=State.FAILED, pk__in=running):
-            set_member_state(instance, node, State.RUNNING)
-            if all_members_in(instance, State.RUNNING):
-                transition(
-                    instance,
-                    State.RUNNING,
-                    actor=actor,
-                    kind="node_online",
-                    message=f"the agent on {node.hostname} is back and still runs it",
-                )
+            _take_back(instance, node, actor)
+
+
+def _take_back(instance: AppInstance, node: Node, actor: str) -> None:
+    """An instance its agent still runs after a silence comes back as running, unless
+    the GPUs it gave back when it failed were taken by another launch meanwhile: then
+    its workload is stopped, as it would share GPUs the platform counts as another's."""
+    with transaction.atomic():
+        try:
+            services.require_room_to_start(instance)
+        except Conflict as exc:
+            services.change(
+                services.SYSTEM, instance, "stop", f"the agent on {node.hostname} is back, but {exc.message}"
+            )
+            return
+        set_member_state(instance, node, State.RUNNING)
+        if all_members_in(instance, State.RUNNING):
+            transition(
+                instance,
+                State.RUNNING,
+                actor=actor,
+                kind="node_online",
+                message=f"the agent on {node.hostname} is back and still runs it",
+            )
 
 
 # Beat runs the silence sweep every 15 s; a longer gap since its last run means the

@@ -349,7 +349,7 @@ def change(principal: Principal, instance: AppInstance, action: str, why: str = 
         if current.state not in allowed:
             raise InvalidState(f"Cannot {action} an instance that is {current.state}.")
         if agent_action == AgentTask.Action.START and current.state not in AppInstance.ACTIVE_STATES:
-            _require_room_to_start(current)
+            require_room_to_start(current)
         operation = _operation(principal, current, action)
         previous = current.state
         transition(
@@ -370,9 +370,10 @@ def change(principal: Principal, instance: AppInstance, action: str, why: str = 
     return operation
 
 
-def _require_room_to_start(instance: AppInstance) -> None:
-    """A stopped or failed instance gave its GPUs back (``capacity``): starting it
-    takes them again, so each member's node must have them free, as for a launch."""
+def require_room_to_start(instance: AppInstance) -> None:
+    """A stopped or failed instance gave its GPUs back (``capacity``): starting it, or
+    taking it back as running, takes them again, so each member's node must have them
+    free, as for a launch. The caller holds a transaction: the nodes stay locked to it."""
     members = list(instance.members.select_related("allocation__node", "allocation__flavor").order_by("rank"))
     list(Node.objects.select_for_update().filter(pk__in=[m.node_id for m in members]).order_by("pk"))
     problems = []

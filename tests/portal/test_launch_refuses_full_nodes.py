@@ -14,7 +14,7 @@ from apps.runtime import services
 from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
 from tests.factories import AllocationFactory
-from tests.support.instances import agent_finishes
+from tests.support.instances import agent_finishes, fill
 
 pytestmark = pytest.mark.django_db
 
@@ -26,20 +26,6 @@ def second_allocation(project, nodes, active_allocation):
     return AllocationFactory(
         node=node, project=project, requested_by="someone", state=Allocation.State.ACTIVE
     )
-
-
-def fill(user, allocation, name: str) -> AppInstance:
-    """An 8-GPU vLLM server on the allocation's 8-GPU node, running."""
-    instance = services.launch(
-        principals.for_user(user),
-        allocation.project,
-        app_slug="vllm-openai",
-        allocation_id=allocation.pk,
-        parameters={"tensor_parallel": 8},
-        name=name,
-    ).instance
-    agent_finishes(instance, endpoint="api")
-    return instance
 
 
 def launch_page(client, project) -> str:

@@ -28,6 +28,20 @@ def agent_finishes(instance, *, succeeded=True, error="", endpoint="web") -> App
     return instance
 
 
+def fill(user, allocation, name: str) -> AppInstance:
+    """An 8-GPU vLLM server on the allocation's 8-GPU node, running (the ``vllm`` app)."""
+    instance = services.launch(
+        principals.for_user(user),
+        allocation.project,
+        app_slug="vllm-openai",
+        allocation_id=allocation.pk,
+        parameters={"tensor_parallel": 8},
+        name=name,
+    ).instance
+    agent_finishes(instance, endpoint="api")
+    return instance
+
+
 START_TIMEOUT = 120.0  # JupyterLab is ready in ~3-5 s on an idle machine; CI machines are not idle
 
 
