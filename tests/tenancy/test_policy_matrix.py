@@ -49,6 +49,7 @@ def caller_client(api, world, request):
 
 A1 = "/api/v1/projects/{w.project.pk}"
 ALLOCATION = A1 + "/allocations/{w.allocation.pk}"
+NODE = "/api/baremetal-manager/{w.allocation.node_id}"
 SUBSCRIPTION = "/api/alerts/subscriptions/{w.target_subscription.pk}"
 
 # endpoint: (method, path template, body)
@@ -98,9 +99,11 @@ ENDPOINTS = {
     "export_csv": ("get", "/api/metering/export/csv?tenant_id=acme&period=2025-10", None),
     "quota_get": ("get", "/api/metering/quota/acme", None),
     "quota_set": ("post", "/api/metering/quota/acme", lambda w: {"gpus": 1}),
-    # Allocations: the project's nodes.
+    # Allocations: the project's nodes, and CCP's per-node status and release.
     "allocation_list": ("get", A1 + "/allocations", None),
     "allocation_get": ("get", ALLOCATION, None),
+    "node_status": ("get", NODE + "/status", None),
+    "node_release": ("post", NODE + "/release", lambda w: {"drain": True}),
     # Where a tenant's alerts are sent (webhook receivers).
     "alert_subscribe": (
         "post",
@@ -151,6 +154,9 @@ EXPECTED = {
     "quota_set": (403, 403, 403, 403, 404, 403, 200, 200),  # CCP's quota sync
     "allocation_list": (200, 200, 200, 403, 404, 404, 200, 200),
     "allocation_get": (200, 200, 200, 403, 404, 404, 200, 200),
+    # By node: the caller's own allocations of it; a node one never held is a probe.
+    "node_status": (200, 200, 200, 404, 404, 404, 200, 200),
+    "node_release": (202, 202, 403, 404, 404, 404, 202, 202),
     # Subscriptions are visible only to who may manage them.
     "alert_subscribe": (201, 403, 403, 403, 404, 403, 201, 201),
     "alert_unsubscribe": (204, 404, 404, 404, 404, 404, 204, 204),
