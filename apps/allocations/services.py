@@ -211,6 +211,8 @@ def for_node(principal: Principal, node_id) -> Allocation:
         .first()
     )
     if allocation is None:
+        # Asking about a node one never held is probing, recorded as get_object records it.
+        policy.record_out_of_scope(principal, Node, node_id, Node.objects.filter(pk=node_id))
         raise NotFound("No allocation of this node is visible to you.")
     return allocation
 

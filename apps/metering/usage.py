@@ -88,9 +88,10 @@ def period(text: str | None) -> tuple[datetime, datetime]:
     """A billing period, ``YYYY-MM``: that month in UTC."""
     try:
         first = datetime.strptime(text or "", "%Y-%m").replace(tzinfo=UTC)
-    except ValueError:
+        # OverflowError: 9999-12 ends past the last date Python holds.
+        following = (first + timedelta(days=32)).replace(day=1)
+    except (ValueError, OverflowError):
         raise ValidationFailed(details={"period": ["Give a month as YYYY-MM."]}) from None
-    following = (first + timedelta(days=32)).replace(day=1)
     return first, following
 
 

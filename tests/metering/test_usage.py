@@ -170,11 +170,13 @@ def test_the_billing_export_prices_each_project_and_resource(api, ccp_issuer, oc
     assert event.details == {"from": OCTOBER.isoformat(), "to": NOVEMBER.isoformat(), "final": True}
 
 
-def test_the_billing_export_wants_a_month_and_a_tenant_in_scope(api, ccp_issuer, october):
+# The last month of year 9999 has no month after it to end at.
+@pytest.mark.parametrize("period", ["October", "2026-13", "9999-12"])
+def test_the_billing_export_wants_a_month_and_a_tenant_in_scope(api, ccp_issuer, october, period):
     integration = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
-    bad = export(api, integration, tenant_id="acme", period="October")
+    bad = export(api, integration, tenant_id="acme", period=period)
     assert bad.status_code == 400
-    assert "period" in bad.json()["error"]["details"]
+    assert bad.json()["error"]["details"] == {"period": ["Give a month as YYYY-MM."]}
     billing = ccp_issuer.token({"domain_id": "globex", "roles": ["Tenant Billing Admin"]})
     assert export(api, billing, tenant_id="acme", period="2026-10").status_code == 404
     assert not AuditEvent.objects.filter(action="billing.export").exists()

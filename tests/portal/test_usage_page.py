@@ -51,10 +51,11 @@ def test_a_billing_admin_sees_the_months_charges_and_downloads_them(as_user, bil
     assert (event.actor_type, event.target_type) == ("user", "tenant")
 
 
-def test_an_empty_month_says_so_and_a_bad_month_is_explained(as_user, billing_admin, october):
+@pytest.mark.parametrize("month", ["September", "9999-12"])
+def test_an_empty_month_says_so_and_a_bad_month_is_explained(as_user, billing_admin, october, month):
     client = as_user(billing_admin)
     assert "No usage in 2026-09." in client.get("/tenants/acme/usage/", {"month": "2026-09"}).content.decode()
-    bad = client.get("/tenants/acme/usage/", {"month": "September"})
+    bad = client.get("/tenants/acme/usage/", {"month": month})
     assert bad.status_code == 400
     assert "Choose a month as YYYY-MM." in bad.content.decode()
 

@@ -50,6 +50,7 @@ class World:
     target_secret: object = None  # a project secret of A1
     allocation: object = None  # of A1, for the access endpoints (``with_allocation``)
     target_key: object = None  # a user key on it, added by A1's project admin
+    target_subscription: object = None  # tenant A's alert subscription (``with_alert_subscription``)
 
 
 def build_world() -> World:
@@ -99,6 +100,20 @@ def with_allocation(world: World) -> World:
         fingerprint="SHA256:matrix-target",
         owner=admin.get_username(),
         owner_user=admin,
+    )
+    return world
+
+
+ALERT_RECEIVER = "http://127.0.0.1:9/alerts"  # nothing listens: deliveries are only queued
+
+
+def with_alert_subscription(world: World) -> World:
+    """Tenant A's own receiver of its alerts (needs ``settings.ALERT_PRIVATE_URLS``)."""
+    from apps.monitoring.alerts import subscriptions
+
+    operator = principals.for_user(world.users["platform_admin"])
+    world.target_subscription = subscriptions.subscribe(
+        operator, tenant_id=world.tenant.tenant_id, url=ALERT_RECEIVER, secret="a-receiver-secret"
     )
     return world
 

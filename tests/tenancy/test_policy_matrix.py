@@ -1,4 +1,6 @@
-"""Every tenancy endpoint against a caller in every role.
+"""Every tenancy endpoint, and the other endpoints a hostile tenant would aim at (a
+tenant's usage, bill and quota, allocations, where its alerts go), against a caller in
+every role.
 
 The rule: outside your scope is 404 (as if the object did not exist), in scope
 but too little role is 403, and both write a denied audit event.
@@ -9,16 +11,29 @@ from __future__ import annotations
 import pytest
 
 from apps.access.models import AccessCredential, AuthorizedKey, ProjectSecret
+from apps.allocations.models import Allocation
 from apps.core.models import AuditEvent
-from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
-from tests.support.world import CALLERS, MATRIX_KEYS, build_world, sign_in, with_allocation
+from apps.metering.models import BillingExport
+from apps.monitoring.models import AlertSubscription
+from apps.tenancy.models import Membership, Project, Quota, ServiceAccount, Tenant
+from apps.webhooks.models import Delivery
+from tests.support.world import (
+    ALERT_RECEIVER,
+    CALLERS,
+    MATRIX_KEYS,
+    build_world,
+    sign_in,
+    with_alert_subscription,
+    with_allocation,
+)
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def world(db):
-    return with_allocation(build_world())
+def world(db, settings):
+    settings.ALERT_PRIVATE_URLS = True  # the receivers below listen on loopback
+    return with_alert_subscription(with_allocation(build_world()))
 
 
 @pytest.fixture
@@ -34,6 +49,8 @@ def caller_client(api, world, request):
 
 A1 = "/api/v1/projects/{w.project.pk}"
 ALLOCATION = A1 + "/allocations/{w.allocation.pk}"
+NODE = "/api/baremetal-manager/{w.allocation.node_id}"
+SUBSCRIPTION = "/api/alerts/subscriptions/{w.target_subscription.pk}"
 
 # endpoint: (method, path template, body)
 ENDPOINTS = {
@@ -77,6 +94,24 @@ ENDPOINTS = {
     "key_add": ("post", ALLOCATION + "/authorized-keys", lambda w: {"public_key": MATRIX_KEYS[1]}),
     "key_get": ("get", ALLOCATION + "/authorized-keys/{w.target_key.pk}", None),
     "key_remove": ("delete", ALLOCATION + "/authorized-keys/{w.target_key.pk}", None),
+    # Money: a tenant's usage, bill and quota (CCP's metering API).
+    "usage_get": ("get", "/api/metering/usage?tenant_id=acme&from=2026-10-01&to=2026-11-01", None),
+    "export_csv": ("get", "/api/metering/export/csv?tenant_id=acme&period=2025-10", None),
+    "quota_get": ("get", "/api/metering/quota/acme", None),
+    "quota_set": ("post", "/api/metering/quota/acme", lambda w: {"gpus": 1}),
+    # Allocations: the project's nodes, and CCP's per-node status and release.
+    "allocation_list": ("get", A1 + "/allocations", None),
+    "allocation_get": ("get", ALLOCATION, None),
+    "node_status": ("get", NODE + "/status", None),
+    "node_release": ("post", NODE + "/release", lambda w: {"drain": True}),
+    # Where a tenant's alerts are sent (webhook receivers).
+    "alert_subscribe": (
+        "post",
+        "/api/alerts/subscribe",
+        lambda w: {"tenant_id": "acme", "url": ALERT_RECEIVER, "secret": "another-receiver-secret"},
+    ),
+    "alert_unsubscribe": ("delete", SUBSCRIPTION, None),
+    "alert_test_send": ("post", SUBSCRIPTION + "/test", lambda w: {}),
 }
 
 # Statuses in the order of CALLERS:
@@ -112,6 +147,20 @@ EXPECTED = {
     "key_get": (200, 200, 403, 403, 404, 404, 200, 200),
     # A machine identity (CCP here) removes only the keys it added; people manage user keys.
     "key_remove": (204, 204, 403, 403, 404, 404, 204, 403),
+    # Usage, bills and quotas are the tenant's: tenant-wide roles only, no project role.
+    "usage_get": (200, 403, 403, 200, 404, 403, 200, 200),
+    "export_csv": (200, 403, 403, 200, 404, 403, 200, 200),
+    "quota_get": (200, 403, 403, 200, 404, 403, 200, 200),
+    "quota_set": (403, 403, 403, 403, 404, 403, 200, 200),  # CCP's quota sync
+    "allocation_list": (200, 200, 200, 403, 404, 404, 200, 200),
+    "allocation_get": (200, 200, 200, 403, 404, 404, 200, 200),
+    # By node: the caller's own allocations of it; a node one never held is a probe.
+    "node_status": (200, 200, 200, 404, 404, 404, 200, 200),
+    "node_release": (202, 202, 403, 404, 404, 404, 202, 202),
+    # Subscriptions are visible only to who may manage them.
+    "alert_subscribe": (201, 403, 403, 403, 404, 403, 201, 201),
+    "alert_unsubscribe": (204, 404, 404, 404, 404, 404, 204, 204),
+    "alert_test_send": (202, 404, 404, 404, 404, 404, 202, 202),
 }
 assert set(EXPECTED) == set(ENDPOINTS)
 assert all(len(row) == len(CALLERS) for row in EXPECTED.values())
@@ -134,6 +183,11 @@ def _state(world) -> dict:
         "access_credentials": AccessCredential.objects.count(),
         "project_secrets": ProjectSecret.objects.count(),
         "keys": list(AuthorizedKey.objects.order_by("pk").values_list("pk", "state")),
+        "quotas": list(Quota.objects.order_by("pk").values_list("pk", "limit")),
+        "allocations": list(Allocation.objects.order_by("pk").values_list("pk", "state")),
+        "billing_exports": BillingExport.objects.count(),
+        "alert_subscriptions": AlertSubscription.objects.count(),
+        "deliveries": Delivery.objects.count(),
     }
 
 

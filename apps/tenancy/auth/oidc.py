@@ -98,6 +98,14 @@ class PlatformOIDCBackend(OIDCAuthenticationBackend):
     OIDC_OP_USER_ENDPOINT = _discovered("userinfo_endpoint")
     OIDC_OP_JWKS_ENDPOINT = _discovered("jwks_uri")
 
+    def get_user(self, user_id):
+        # Django reads the session's user through the backend that signed it in. The
+        # library's answers any user, so an account an operator deactivated kept its
+        # portal sessions (pages, forms, sockets) until they expired; ModelBackend's
+        # answers active users only, ending them at the next request.
+        user = super().get_user(user_id)
+        return user if self.user_can_authenticate(user) else None
+
     def get_payload_data(self, token, key):
         # The library checks the signature only; OpenID Connect Core 3.1.3.7 also
         # wants the token to come from our issuer, be meant for us and be current.
