@@ -245,6 +245,11 @@ def _load(key: tuple, generation: str | None) -> Target | None:
     limits = route.policy.get("limits", {})
     issuer = urlsplit(settings.ISSUER)
     portal_origin = f"{issuer.scheme}://{issuer.netloc}"
+    framed_by = portal_origin
+    if route.mode == "path_prefix" and route.origin == portal_origin:
+        # The portal and the route share an origin, under whichever name the browser
+        # used for both (127.0.0.1 or localhost on the embedded default).
+        framed_by = "'self'"
     return Target(
         route_id=str(route.pk),
         instance_id=str(instance.pk),
@@ -259,7 +264,7 @@ def _load(key: tuple, generation: str | None) -> Target | None:
         portal_url=f"{settings.ISSUER}/projects/{instance.project_id}/instances/{instance.pk}/",
         bridge_headers=headers,
         redact=redact,
-        frame_ancestors=portal_origin if route.policy.get("embedded") else "'none'",
+        frame_ancestors=framed_by if route.policy.get("embedded") else "'none'",
         websocket=adapter.websocket,
         auth=adapter.auth,
         entry_path=urlsplit(sessions.entry_url(route)).path,

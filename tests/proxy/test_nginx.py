@@ -405,7 +405,7 @@ def test_a_grant_kept_before_a_reload_in_another_layout_is_asked_again(tmp_path,
     for response in (before, after):
         assert response.status_code == 200
         assert dict(response.json()["headers"])["x-forwarded-prefix"] == f"/w/{instance.pk}/web"
-        assert response.headers["content-security-policy"] == f"frame-ancestors {server.url}"
+        assert response.headers["content-security-policy"] == "frame-ancestors 'self'"
 
 
 # --- connections to the apps -------------------------------------------------------------------

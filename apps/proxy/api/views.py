@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.utils import timezone
@@ -65,6 +66,10 @@ class UiSessionView(BaseAPIView):
             # Same origin as the portal: redeem the ticket now and set the route cookie here.
             exchanged = sessions.exchange(minted["ticket"], minted["route"].host)
             body["exchange_url"] = body["ticket"] = None
+            # The cookie is the host's the browser asked on (127.0.0.1 or localhost on the
+            # embedded default), so the app opens there.
+            entry = urlsplit(minted["open_url"])
+            body["open_url"] = request.build_absolute_uri(urlunsplit(("", "", entry.path, entry.query, "")))
             body["expires_at"] = timezone.now() + timedelta(seconds=exchanged.max_age)
             response.set_cookie(
                 sessions.COOKIE,
