@@ -11,10 +11,11 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.core.errors import NotFound, ValidationFailed
+from apps.core.errors import NotFound
 from apps.proxy import routes, services, sessions
+from apps.proxy.api.serializers import UiSessionRequestSerializer
 from apps.runtime.selectors import visible_instances
-from apps.tenancy.api.base import BaseAPIView
+from apps.tenancy.api.base import BaseAPIView, validated
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.roles import Perm
 
@@ -33,7 +34,7 @@ UiSessionResponse = inline_serializer(
 
 class UiSessionView(BaseAPIView):
     @extend_schema(
-        request=inline_serializer("UiSessionRequest", {"endpoint": serializers.CharField(required=False)}),
+        request=UiSessionRequestSerializer,
         responses={201: UiSessionResponse},
         summary="A browser session on one of the workload's app routes",
         description=(
@@ -47,10 +48,8 @@ class UiSessionView(BaseAPIView):
         instance = visible_instances(self.principal).filter(pk=iid).select_related("tenant").first()
         if instance is None:
             raise NotFound()
-        endpoint = request.data.get("endpoint") or _first_proxied(instance)
-        # A NUL byte would reach PostgreSQL in the route's lookup (a 500).
-        if not isinstance(endpoint, str) or "\x00" in endpoint:
-            raise ValidationFailed(details={"endpoint": ["must be an endpoint name"]})
+        data = validated(UiSessionRequestSerializer, request.data)
+        endpoint = data.get("endpoint") or _first_proxied(instance)
         sessions.require_member(self.principal, instance, endpoint)
         minted = sessions.mint(self.principal, instance, endpoint, getattr(request, "session", None))
         body = {
