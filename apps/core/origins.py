@@ -7,6 +7,9 @@ the portal's sockets with the viewer's session. Here the ``Origin`` must be the
 platform's own (``GPUAAS_ISSUER``) or the origin the request itself was sent to
 (its ``Host``, when that is an allowed host), and never a host under
 ``GPUAAS_APPS_DOMAIN``.
+
+The proxy's path-prefix routes share the portal's origin, and judge an ``Origin``
+by the same request origin (``same_origin``, decision 0077).
 """
 
 from __future__ import annotations
@@ -43,13 +46,29 @@ def scope_header(scope, name: bytes) -> str:
     return ""
 
 
-def portal_origins(scope) -> set[tuple[str, str, int]]:
-    origins = {_normalised(settings.ISSUER)}
-    host = scope_header(scope, b"host")
+def own_origin(scope, host: str) -> tuple[str, str, int] | None:
+    """The origin a request was sent to, ``scheme://Host``, when its Host is one the
+    portal serves: an allowed host (Django's own check, which nothing in front of the
+    sockets and the proxy applies) outside the apps domain. None for any other: a page
+    on a host of the attacker's that resolves to the platform (DNS rebinding) sends its
+    own name as both Host and Origin."""
     domain, _ = split_domain_port(host)
-    if domain and validate_host(domain, settings.ALLOWED_HOSTS):
-        scheme = "https" if settings.HTTPS or scope.get("scheme") == "wss" else "http"
-        origins.add(_normalised(f"{scheme}://{host}"))
+    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        return None
+    scheme = "https" if settings.HTTPS or scope.get("scheme") in ("https", "wss") else "http"
+    origin = _normalised(f"{scheme}://{host}")
+    return None if origin is None or _in_apps_domain(origin[1]) else origin
+
+
+def same_origin(origin: str, scope, host: str) -> bool:
+    """Whether a browser's ``Origin`` is the request's own origin, as Django's CSRF
+    check compares them (``own_origin``)."""
+    own = own_origin(scope, host)
+    return own is not None and _normalised(origin) == own
+
+
+def portal_origins(scope) -> set[tuple[str, str, int]]:
+    origins = {_normalised(settings.ISSUER), own_origin(scope, scope_header(scope, b"host"))}
     return {origin for origin in origins if origin and not _in_apps_domain(origin[1])}
 
 

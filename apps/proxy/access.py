@@ -31,6 +31,7 @@ from django.core.cache.backends.redis import RedisSerializer
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections
 
+from apps.core import origins
 from apps.proxy import redis_client, sessions, socket_audit
 from apps.proxy.adapters import Adapter
 from apps.proxy.dataplane import limits
@@ -90,14 +91,22 @@ class Target:
             return None
         return self.public_prefix + ("?" + query if query else "")
 
-    def foreign(self, origin: str | None) -> bool:
-        """Whether a browser's ``Origin`` says the request was made by a page elsewhere.
-        Apps' origins are siblings under the apps domain (and path_prefix routes share
-        the portal's), one site to the browser: it sends this route's SameSite=Lax
-        cookie with what script on another route asks for, the bridge signs that in,
-        and the app's own origin check sees its own origin (the proxy gives it that).
-        ``null`` (an opaque origin) is foreign too; none at all is not a browser's script."""
-        return bool(origin) and origin != self.origin
+    def foreign(self, origin: str | None, scope: dict, host: str) -> bool:
+        """Whether a browser's ``Origin`` says the request was made by a page elsewhere
+        (decision 0076). Apps' origins are siblings under the apps domain (and
+        path_prefix routes share the portal's), one site to the browser: it sends this
+        route's SameSite=Lax cookie with what script on another route asks for, the
+        bridge signs that in, and the app's own origin check sees its own origin (the
+        proxy gives it that). ``null`` (an opaque origin) is foreign too; none at all is
+        not a browser's script.
+
+        A path_prefix route is on the portal's origin under whichever of the portal's
+        names the browser used (127.0.0.1 or localhost on the embedded default): its
+        own origin is the request's, ``scheme://Host``, as Django's CSRF check has it
+        (decision 0077); ``host`` is the request's Host, ``scope`` says its scheme."""
+        if not origin or origin == self.origin:
+            return False
+        return self.mode != "path_prefix" or not origins.same_origin(origin, scope, host)
 
     def public_path(self, upstream_path: str) -> str:
         """The browser path for a path the app emitted (redirects, cookie paths)."""
@@ -236,6 +245,11 @@ def _load(key: tuple, generation: str | None) -> Target | None:
     limits = route.policy.get("limits", {})
     issuer = urlsplit(settings.ISSUER)
     portal_origin = f"{issuer.scheme}://{issuer.netloc}"
+    framed_by = portal_origin
+    if route.mode == "path_prefix" and route.origin == portal_origin:
+        # The portal and the route share an origin, under whichever name the browser
+        # used for both (127.0.0.1 or localhost on the embedded default).
+        framed_by = "'self'"
     return Target(
         route_id=str(route.pk),
         instance_id=str(instance.pk),
@@ -250,7 +264,7 @@ def _load(key: tuple, generation: str | None) -> Target | None:
         portal_url=f"{settings.ISSUER}/projects/{instance.project_id}/instances/{instance.pk}/",
         bridge_headers=headers,
         redact=redact,
-        frame_ancestors=portal_origin if route.policy.get("embedded") else "'none'",
+        frame_ancestors=framed_by if route.policy.get("embedded") else "'none'",
         websocket=adapter.websocket,
         auth=adapter.auth,
         entry_path=urlsplit(sessions.entry_url(route)).path,

@@ -6,10 +6,10 @@ headers, with the route cookie. The answer is 204 with what nginx needs to proxy
 the request itself: the upstream and its IP addresses, the route's prefixes, the
 bridge header, the frame-ancestors, the secret to mask from pages, and the
 connection limits with what they count (instance, user). Every value depends only
-on the route, the cookie and the Origin (a foreign one is refused), never on the
-rest of the URI, so nginx may keep it for a few seconds per cookie, route and
-Origin. The portal
-says how long, in ``Cache-Control``: ``max-age`` for as long as an answer
+on the route, the cookie, the host and the Origin (a foreign one is refused; on a
+path_prefix route the host, port included, says which origin is its own), never on
+the rest of the URI, so nginx may keep it for a few seconds per cookie, host, route
+and Origin. The portal says how long, in ``Cache-Control``: ``max-age`` for as long as an answer
 holds, ``stale-while-revalidate`` for how much longer nginx may use it while it
 asks again (decision 0017). Refusals are not kept, and remove the grant they answer.
 
@@ -66,7 +66,7 @@ async def handle(scope: dict, receive, send) -> None:
         return
     uri = headers.get("x-original-uri", "")
     target = await access.resolve(headers.get("x-original-host", ""), urlsplit(uri).path)
-    answer = await _decide(target, uri, headers)
+    answer = await _decide(target, uri, headers, scope)
     if answer.status == 308:
         await redirect(send, 308, answer.location)
     elif "x-gpuaas-auth-page" in headers:
@@ -81,7 +81,7 @@ async def handle(scope: dict, receive, send) -> None:
         await _send(send, 401 if answer.status == 401 else 403, [], b"")
 
 
-async def _decide(target: Target | None, uri: str, headers: dict) -> Answer:
+async def _decide(target: Target | None, uri: str, headers: dict, scope: dict) -> Answer:
     path, query = urlsplit(uri)[2:4]
     if target is None:
         return Answer(404, pages.NOT_FOUND)
@@ -89,7 +89,7 @@ async def _decide(target: Target | None, uri: str, headers: dict) -> Answer:
         location = target.slash_location(path, query)
         return Answer(308, location=location) if location else Answer(404, pages.NOT_FOUND)
     websocket = bool(headers.get("x-original-upgrade"))
-    if target.foreign(headers.get("x-original-origin")):
+    if target.foreign(headers.get("x-original-origin"), scope, headers.get("x-original-host", "")):
         return Answer(403, pages.DENIED, pages.FROM_ANOTHER_SITE["websocket" if websocket else "http"])
     cookie = _route_cookie(headers.get("cookie", ""))
     decision, target = await access.authorize(target, cookie, "websocket" if websocket else "http")

@@ -455,10 +455,11 @@ function M.authorize()
 
     local uri = var.request_uri
     local route, app_cookie = cookies()
-    -- The key: route cookie, host, on the portal's host the route's path, and the
-    -- browser's Origin, which the portal checks: a grant for the route's own pages is
-    -- not one for script on another route (apps.proxy.access.Target.foreign).
-    local key = route .. "|" .. var.host .. "|" .. route_path(uri) .. "|" .. (var.http_origin or "")
+    -- The key: route cookie, Host (its port too: on a path_prefix route the portal
+    -- takes the Origin it names as the route's own), on the portal's host the route's
+    -- path, and the browser's Origin, which the portal checks: a grant for the route's
+    -- own pages is not one for script on another route (apps.proxy.access.Target.foreign).
+    local key = route .. "|" .. (var.http_host or "") .. "|" .. route_path(uri) .. "|" .. (var.http_origin or "")
     local grant = fresh:get(key)
     if grant and grant.fresh_until > now() then
         return apply(grant, uri, app_cookie)

@@ -109,11 +109,14 @@ def test_a_nul_byte_in_a_page_address_is_a_400(tenant_admin, path):
     assert response["Content-Type"].startswith("text/html")
 
 
-def test_a_nul_byte_in_a_ui_session_endpoint_name_is_a_400(
-    api, owner, project, active_allocation, jupyterlab
+@pytest.mark.parametrize("endpoint", ["web\x00", "", "  ", None, 5, 1.5, True, ["web"]])
+def test_a_ui_session_endpoint_that_is_not_a_name_is_a_400(
+    api, owner, project, active_allocation, jupyterlab, endpoint
 ):
+    # Blank or null is not "the first endpoint" (leaving it out is), and a number is not a
+    # name; a NUL byte would reach PostgreSQL in the route's lookup.
     instance = launched(owner, project, active_allocation)
     api.force_login(owner)
-    response = api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {"endpoint": "web\x00"}, format="json")
+    response = api.post(f"/api/v1/workloads/{instance.pk}/ui/session", {"endpoint": endpoint}, format="json")
     error = assert_envelope(response, 400, "validation_error")
-    assert "endpoint" in error["details"]
+    assert list(error["details"]) == ["endpoint"]

@@ -14,8 +14,8 @@ from tests.support.pages import handshake, session_cookie
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def outcome(portal, project, origin: str | None) -> int | str:
-    url = f"ws://127.0.0.1:{portal.port}/ws/projects/{project.pk}/allocations/"
+def outcome(portal, project, origin: str | None, host: str = "127.0.0.1") -> int | str:
+    url = f"ws://{host}:{portal.port}/ws/projects/{project.pk}/allocations/"
     headers = {"Cookie": session_cookie(member("tenant_admin", tenant=project.tenant))}
     if origin is not None:
         headers["Origin"] = origin
@@ -30,6 +30,11 @@ def apps_domain(settings):
 
 def test_the_portals_own_origin_opens_the_socket(portal, project, apps_domain):
     assert outcome(portal, project, portal.url) == "open"
+
+
+def test_the_portal_browsed_under_another_of_its_names_opens_the_socket(portal, project):
+    # The embedded default is configured as 127.0.0.1 and answers as localhost too.
+    assert outcome(portal, project, f"http://localhost:{portal.port}", host="localhost") == "open"
 
 
 def test_the_configured_issuer_origin_opens_the_socket(portal, project, settings):

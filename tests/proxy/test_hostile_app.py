@@ -24,6 +24,7 @@ from tests.support.proxy import (
     handshake,
     memory_growth,
     open_session,
+    refused_status,
     route_url,
     ws_url,
 )
@@ -99,7 +100,7 @@ def test_script_on_another_route_cannot_send_requests_through_this_one(settings,
             origin: client.post(
                 "/api/contents/", headers={"Host": host, "Origin": origin, **JSON}, content=body
             )
-            for origin in (sibling, data_plane.url, "null")
+            for origin in (sibling, data_plane.url, f"http://localhost:{data_plane.port}", "null")
         }
     assert own.status_code == 200
     assert own.json()["method"] == "POST"
@@ -108,6 +109,51 @@ def test_script_on_another_route_cannot_send_requests_through_this_one(settings,
         assert refused.status_code == 403, origin
         assert refused.json()["error"]["code"] == "forbidden"
         assert "another site" in refused.json()["error"]["message"]
+
+
+def test_a_path_route_is_on_whichever_name_the_portal_was_browsed_as(data_plane, launch, owner):
+    """The embedded default is configured as 127.0.0.1 and answers as localhost too
+    (ALLOWED_HOSTS); a path-prefix route shares the portal's origin under either name,
+    so its page's posts and WebSockets name the one the browser used (decision 0077).
+    Any other Origin is still another site's: another host, another of the portal's
+    allowed names or scheme, an opaque ``null``, and a host of someone else's that
+    resolves to the platform (DNS rebinding), whose page names it as Host and Origin."""
+    instance = launch()
+    port = data_plane.port
+    assert route_url(instance).startswith(f"http://127.0.0.1:{port}/w/")
+    as_localhost = f"localhost:{port}"
+    path = urlsplit(route_url(instance, "echo")).path
+    socket_url = f"ws://{as_localhost}{urlsplit(ws_url(instance, 'ws')).path}"
+    cookie = open_session(data_plane, owner, instance)  # the launcher sets it on the host it runs on
+
+    def post(origin: str, host: str = as_localhost):
+        return client.post(path, headers={"Host": host, "Origin": origin, **JSON}, content="{}")
+
+    with browser(data_plane, cookie, base_url=data_plane.url) as client:
+        own = post(f"http://{as_localhost}")
+        refused = {
+            origin: post(origin)
+            for origin in (
+                "http://evil.example",
+                f"http://other.localhost:{port}",
+                f"https://{as_localhost}",
+                "null",
+            )
+        }
+        rebound = post(f"http://evil.example:{port}", host=f"evil.example:{port}")
+
+    async def socket(origin: str):
+        async with connect(socket_url, **handshake(data_plane, cookie, origin)) as ws:
+            await ws.send("hello")
+            return await ws.recv()
+
+    assert own.status_code == 200
+    assert own.json()["method"] == "POST"
+    assert asyncio.run(socket(f"http://{as_localhost}")) == "hello"
+    for origin, answer in [*refused.items(), ("rebound", rebound)]:
+        assert answer.status_code == 403, origin
+        assert "another site" in answer.json()["error"]["message"]
+    assert refused_status(socket_url, **handshake(data_plane, cookie, "http://evil.example")) == 403
 
 
 # --- redirects ----------------------------------------------------------------------------

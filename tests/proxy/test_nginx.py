@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, ExitStack
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 import httpx
 import psutil
@@ -219,6 +220,24 @@ def test_a_refusal_is_not_kept(launch, nginx, owner, project, active_allocation,
         assert client.get(route_url(instance, "echo")).status_code == 200
 
 
+def test_a_grant_is_kept_for_the_host_and_port_it_was_asked_for(launch, nginx, owner):
+    """On a path_prefix route the Origin of the request's own host and port is the
+    route's (decision 0077): what the portal granted a page of the route on one port is
+    not granted to it posting to another port nginx answers on, which is another origin."""
+    instance = launch()
+    own = f"localhost:{nginx.port}"
+    path = urlsplit(route_url(instance, "echo")).path
+    with browser(nginx, open_session(nginx, owner, instance), base_url=nginx.url) as client:
+
+        def post(host: str) -> int:
+            return client.post(
+                path, headers={"Host": host, "Origin": f"http://{own}"}, content="{}"
+            ).status_code
+
+        assert post(own) == 200
+        assert post("localhost:9") == 403
+
+
 def test_a_websocket_handshake_is_decided_afresh(launch, nginx, project):
     instance = launch()
     colleague = member("project_admin", project=project)
@@ -386,7 +405,7 @@ def test_a_grant_kept_before_a_reload_in_another_layout_is_asked_again(tmp_path,
     for response in (before, after):
         assert response.status_code == 200
         assert dict(response.json()["headers"])["x-forwarded-prefix"] == f"/w/{instance.pk}/web"
-        assert response.headers["content-security-policy"] == f"frame-ancestors {server.url}"
+        assert response.headers["content-security-policy"] == "frame-ancestors 'self'"
 
 
 # --- connections to the apps -------------------------------------------------------------------

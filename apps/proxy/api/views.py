@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.utils import timezone
@@ -10,10 +11,11 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.core.errors import NotFound, ValidationFailed
+from apps.core.errors import NotFound
 from apps.proxy import routes, services, sessions
+from apps.proxy.api.serializers import UiSessionRequestSerializer
 from apps.runtime.selectors import visible_instances
-from apps.tenancy.api.base import BaseAPIView
+from apps.tenancy.api.base import BaseAPIView, validated
 from apps.tenancy.api.views import ProjectScopedMixin
 from apps.tenancy.roles import Perm
 
@@ -32,7 +34,7 @@ UiSessionResponse = inline_serializer(
 
 class UiSessionView(BaseAPIView):
     @extend_schema(
-        request=inline_serializer("UiSessionRequest", {"endpoint": serializers.CharField(required=False)}),
+        request=UiSessionRequestSerializer,
         responses={201: UiSessionResponse},
         summary="A browser session on one of the workload's app routes",
         description=(
@@ -46,10 +48,8 @@ class UiSessionView(BaseAPIView):
         instance = visible_instances(self.principal).filter(pk=iid).select_related("tenant").first()
         if instance is None:
             raise NotFound()
-        endpoint = request.data.get("endpoint") or _first_proxied(instance)
-        # A NUL byte would reach PostgreSQL in the route's lookup (a 500).
-        if not isinstance(endpoint, str) or "\x00" in endpoint:
-            raise ValidationFailed(details={"endpoint": ["must be an endpoint name"]})
+        data = validated(UiSessionRequestSerializer, request.data)
+        endpoint = data.get("endpoint") or _first_proxied(instance)
         sessions.require_member(self.principal, instance, endpoint)
         minted = sessions.mint(self.principal, instance, endpoint, getattr(request, "session", None))
         body = {
@@ -65,6 +65,10 @@ class UiSessionView(BaseAPIView):
             # Same origin as the portal: redeem the ticket now and set the route cookie here.
             exchanged = sessions.exchange(minted["ticket"], minted["route"].host)
             body["exchange_url"] = body["ticket"] = None
+            # The cookie is the host's the browser asked on (127.0.0.1 or localhost on the
+            # embedded default), so the app opens there.
+            entry = urlsplit(minted["open_url"])
+            body["open_url"] = request.build_absolute_uri(urlunsplit(("", "", entry.path, entry.query, "")))
             body["expires_at"] = timezone.now() + timedelta(seconds=exchanged.max_age)
             response.set_cookie(
                 sessions.COOKIE,

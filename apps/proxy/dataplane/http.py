@@ -40,7 +40,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
             else:
                 status = await page(send, inbound, pages.NOT_FOUND, target)
             return
-        if target.foreign(inbound.origin):
+        if target.foreign(inbound.origin, scope, host):
             status = await page(send, inbound, pages.DENIED, target, message=pages.FROM_ANOTHER_SITE["http"])
             return
         decision, count, target = await access.admit(target, inbound.route_cookie, "http")

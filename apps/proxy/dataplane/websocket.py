@@ -53,7 +53,7 @@ async def handle(scope: dict, receive, send, host: str) -> None:
         if target is None or target.outside(raw_path):
             status = await _deny(scope, send, pages.NOT_FOUND)
             return
-        if target.foreign(inbound.origin):
+        if target.foreign(inbound.origin, scope, host):
             status = await _deny(scope, send, pages.DENIED, pages.FROM_ANOTHER_SITE["websocket"])
             return
         decision, count, target = await access.admit(target, inbound.route_cookie, "websocket")
