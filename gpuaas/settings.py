@@ -337,6 +337,14 @@ PLATFORM_TOKEN_LIFETIME_SECONDS = int(env.number("GPUAAS_TOKEN_LIFETIME_SECONDS"
 if not 300 <= PLATFORM_TOKEN_LIFETIME_SECONDS <= 900:
     raise ImproperlyConfigured("GPUAAS_TOKEN_LIFETIME_SECONDS: must be between 300 and 900")
 CCP_ROLE_MAP = env.json_value("GPUAAS_CCP_ROLE_MAP", None)
+# What a tenant, and each of its projects, keeps of what its admins (or CCP for it) make
+# again and again (apps.core.bounds): 409 past it.
+MAX_PROJECTS_PER_TENANT = env.integer("GPUAAS_MAX_PROJECTS_PER_TENANT", 100)
+MAX_SERVICE_ACCOUNTS_PER_PROJECT = env.integer("GPUAAS_MAX_SERVICE_ACCOUNTS_PER_PROJECT", 50)
+if MAX_PROJECTS_PER_TENANT < 1:
+    raise ImproperlyConfigured("GPUAAS_MAX_PROJECTS_PER_TENANT: must be at least 1")
+if MAX_SERVICE_ACCOUNTS_PER_PROJECT < 1:
+    raise ImproperlyConfigured("GPUAAS_MAX_SERVICE_ACCOUNTS_PER_PROJECT: must be at least 1")
 
 # GPU telemetry (apps.monitoring): a Prometheus-compatible query API that scrapes the
 # agents (VictoriaMetrics in production), or, unset, the platform's own embedded store.

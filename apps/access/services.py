@@ -29,7 +29,7 @@ from apps.access import keys
 from apps.access.keys import fingerprint
 from apps.access.models import AccessCredential, AuthorizedKey, NodeSshHost, ProjectSecret, UserSshKey
 from apps.allocations.models import Allocation, Node
-from apps.core import audit, secrets
+from apps.core import audit, bounds, secrets
 from apps.core.errors import Conflict, Forbidden, InvalidState, NotFound, ValidationFailed
 from apps.tenancy import policy
 from apps.tenancy.models import Membership, Project
@@ -59,7 +59,6 @@ def _key_pair(comment: str) -> tuple[str, str]:
 
 def create_credential(principal: Principal, project: Project, *, name: str) -> IssuedCredential:
     policy.require(principal, Perm.ACCESS_CREDENTIAL_MANAGE, project)
-    _require_room(AccessCredential.objects.filter(project=project), "access credentials")
     private, public = _key_pair(f"gpuaas:{project.project_id}:{name}")
     credential = AccessCredential(
         tenant_id=project.tenant_id,
@@ -75,6 +74,7 @@ def create_credential(principal: Principal, project: Project, *, name: str) -> I
     secrets.store().write(credential.secret_path, private)
     try:
         with transaction.atomic():
+            _require_room(project, AccessCredential.objects.filter(project=project), "access_credentials")
             credential.save(force_insert=True)
             audit.record(
                 principal,
@@ -85,12 +85,21 @@ def create_credential(principal: Principal, project: Project, *, name: str) -> I
     except IntegrityError:
         secrets.store().delete(credential.secret_path)
         raise Conflict(f"This project already has an access credential named {name!r}.") from None
+    except Conflict:
+        secrets.store().delete(credential.secret_path)
+        raise
     return IssuedCredential(credential, private)
 
 
-def _require_room(kept, what: str) -> None:
-    if kept.count() >= MAX_PER_PROJECT:
-        raise Conflict(f"A project keeps at most {MAX_PER_PROJECT} {what}; delete one first.")
+def _require_room(project: Project, kept: QuerySet, resource: str) -> None:
+    what = resource.replace("_", " ")
+    bounds.require_room(
+        project,
+        kept,
+        MAX_PER_PROJECT,
+        resource=resource,
+        message=f"A project keeps at most {MAX_PER_PROJECT} {what}; delete one first.",
+    )
 
 
 def deliver_credential(principal: Principal, credential: AccessCredential, *, purpose: str = "") -> dict:
@@ -142,13 +151,14 @@ def put_secret(
     if len(value) > secrets.MAX_VALUE:
         raise ValidationFailed(details={"value": ["At most 64 KiB."]})
     with transaction.atomic():
+        # The others than ``name``: replacing a value needs no room, a new name does.
+        _require_room(project, ProjectSecret.objects.filter(project=project).exclude(name=name), "secrets")
         secret, created = ProjectSecret.objects.select_for_update().get_or_create(
             project=project,
             name=name,
             defaults={"tenant_id": project.tenant_id, "created_by": principal.name},
         )
         if created:
-            _require_room(ProjectSecret.objects.filter(project=project).exclude(pk=secret.pk), "secrets")
             secret.secret_path = ProjectSecret.path_for(secret.pk)
         secrets.store().write(secret.secret_path, value)
         secret.save()  # a replaced value moves updated_at
@@ -303,8 +313,13 @@ def add_key(principal: Principal, allocation: Allocation, public_key: str, purpo
             raise Conflict(
                 "This key is already on the allocation.", details={"fingerprint": parsed.fingerprint}
             )
-        if live.count() >= MAX_KEYS_PER_ALLOCATION:
-            raise Conflict(f"An allocation holds at most {MAX_KEYS_PER_ALLOCATION} keys.")
+        bounds.require_room(
+            allocation,
+            live,
+            MAX_KEYS_PER_ALLOCATION,
+            resource="authorized_keys",
+            message=f"An allocation holds at most {MAX_KEYS_PER_ALLOCATION} keys.",
+        )
         try:
             with transaction.atomic():  # SQLite has no row lock: the constraint decides there
                 key = _create_key(
@@ -508,10 +523,15 @@ def profile_keys(user) -> QuerySet[UserSshKey]:
 def add_profile_key(principal: Principal, public_key: str, name: str = "") -> UserSshKey:
     require_person(principal)
     parsed = keys.parse(public_key)
-    if profile_keys(principal.user).count() >= MAX_PROFILE_KEYS:
-        raise Conflict(f"A profile holds at most {MAX_PROFILE_KEYS} keys.")
     try:
         with transaction.atomic():
+            bounds.require_room(
+                principal.user,
+                profile_keys(principal.user),
+                MAX_PROFILE_KEYS,
+                resource="profile_keys",
+                message=f"A profile holds at most {MAX_PROFILE_KEYS} keys.",
+            )
             key = UserSshKey.objects.create(
                 user=principal.user,
                 name=(name or parsed.comment)[:100],

@@ -20,9 +20,9 @@ from django.utils import timezone
 
 from apps.access.models import TerminalPolicy, TerminalSession
 from apps.allocations.models import Allocation, Node
-from apps.core import audit
+from apps.core import audit, bounds
 from apps.core.broadcast import after_commit
-from apps.core.errors import Conflict, InvalidState, NotFound, Unavailable, ValidationFailed
+from apps.core.errors import InvalidState, NotFound, Unavailable, ValidationFailed
 from apps.tenancy import policy
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
@@ -101,35 +101,37 @@ def open_session(
         raise InvalidState(f"The allocation is {allocation.state}: a terminal needs an ACTIVE allocation.")
     if not allocation.node.credential_hash:
         raise Unavailable("The node's agent has not enrolled yet.", retry_after=10)
-    live = TerminalSession.objects.filter(allocation=allocation, state__in=TerminalSession.LIVE_STATES)
-    if live.count() >= settings.TERMINAL_MAX_LIVE_PER_ALLOCATION:
-        raise Conflict(
-            f"This allocation already has {settings.TERMINAL_MAX_LIVE_PER_ALLOCATION} terminals open.",
-            details={"limit": settings.TERMINAL_MAX_LIVE_PER_ALLOCATION},
-        )
     limits = policy_for(allocation.project_id)
-    user = principal.user
-    session = TerminalSession.objects.create(
-        allocation=allocation,
-        tenant_id=allocation.tenant_id,
-        project_id=allocation.project_id,
-        node_id=allocation.node_id,
-        user=user,
-        username=principal.name,
-        runtime_user=allocation.flavor.runtime_user,
-        login_session=login_session,
-        cols=cols,
-        rows=rows,
-        idle_timeout_seconds=limits.idle_timeout_seconds,
-        max_duration_seconds=limits.max_duration_seconds,
-        last_input_at=timezone.now(),
-    )
-    audit.record(
-        principal,
-        CONNECT,
-        target=session,
-        details={"allocation": str(allocation.pk), "runtime_user": session.runtime_user},
-    )
+    limit = settings.TERMINAL_MAX_LIVE_PER_ALLOCATION
+    with transaction.atomic():
+        bounds.require_room(
+            allocation,
+            TerminalSession.objects.filter(allocation=allocation, state__in=TerminalSession.LIVE_STATES),
+            limit,
+            resource="terminals",
+            message=f"This allocation already has {limit} terminals open.",
+        )
+        session = TerminalSession.objects.create(
+            allocation=allocation,
+            tenant_id=allocation.tenant_id,
+            project_id=allocation.project_id,
+            node_id=allocation.node_id,
+            user=principal.user,
+            username=principal.name,
+            runtime_user=allocation.flavor.runtime_user,
+            login_session=login_session,
+            cols=cols,
+            rows=rows,
+            idle_timeout_seconds=limits.idle_timeout_seconds,
+            max_duration_seconds=limits.max_duration_seconds,
+            last_input_at=timezone.now(),
+        )
+        audit.record(
+            principal,
+            CONNECT,
+            target=session,
+            details={"allocation": str(allocation.pk), "runtime_user": session.runtime_user},
+        )
     return session
 
 

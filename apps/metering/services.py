@@ -9,7 +9,7 @@ from decimal import Decimal, InvalidOperation
 from django.db import transaction
 from django.utils import timezone
 
-from apps.core import audit
+from apps.core import audit, bounds
 from apps.core.drivers import DriverError
 from apps.core.errors import InvalidState, ValidationFailed
 from apps.metering import signals
@@ -27,6 +27,9 @@ LEVELS = ("none", "80", "90")
 # How full the tenant's directory is on DDN: watched like a quota, not one CCP sets.
 STORAGE_FILL = "storage_used_gb"
 ADJUSTMENT_MAX = Decimal(10) ** 12
+# A tenant's crossings that cleared, kept as history (the admin lists them); an app
+# launched and deleted in a loop next to a threshold crosses it every time.
+CLEARED_CROSSINGS_KEPT = 200
 REASON_MAX = 1000
 
 
@@ -127,6 +130,8 @@ def _follow(tenant, resource: str, line: dict) -> QuotaCrossing | None:
         )
         crossing = cleared.order_by("-created_at").first()
         cleared.update(cleared_at=timezone.now())
+        history = QuotaCrossing.objects.filter(tenant=tenant, cleared_at__isnull=False)
+        bounds.keep_newest(history, CLEARED_CROSSINGS_KEPT, by="created_at")
         signal, raised = signals.quota_threshold_cleared, None
     rule = "storage_quota" if resource == STORAGE_FILL else "quota"
     transaction.on_commit(

@@ -5,6 +5,7 @@ after commit (``broadcast.after_commit``)."""
 from __future__ import annotations
 
 from apps.core.broadcast import after_commit
+from apps.runtime import history
 from apps.runtime.models import InstanceEvent
 
 
@@ -27,6 +28,7 @@ def record(
         to_state=to_state,
         actor=actor,
     )
+    history.event_written(instance)
     project_id, instance_id, state = instance.project_id, str(instance.pk), to_state or instance.state
     after_commit(
         project_group(project_id),

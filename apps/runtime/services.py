@@ -23,7 +23,7 @@ from apps.catalog import services as catalog
 from apps.catalog.models import App, AppVersion
 from apps.core import audit, crypto, secrets
 from apps.core.errors import Conflict, InvalidState, NotFound, RateLimited, ValidationFailed
-from apps.runtime import capacity, events, rendering, signals
+from apps.runtime import capacity, events, history, rendering, signals
 from apps.runtime.models import (
     AgentTask,
     AppInstance,
@@ -263,13 +263,15 @@ def _missing_secrets(manifest: dict, cleaned: dict, project: Project) -> dict[st
 
 
 def _operation(principal: Principal, instance: AppInstance, kind: str) -> Operation:
-    return Operation.objects.create(
+    operation = Operation.objects.create(
         kind=kind,
         instance=instance,
         tenant_id=instance.tenant_id,
         project_id=instance.project_id,
         requested_by=principal.name,
     )
+    history.operation_started(instance)
+    return operation
 
 
 def _renew_secrets(instance: AppInstance) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from apps.allocations.models import Node
-from apps.runtime import events, signals
+from apps.runtime import events, history, signals
 from apps.runtime.models import AppInstance, InstanceMember
 
 
@@ -41,6 +41,8 @@ def transition(
             actor=actor,
         )
         signals.instance_moved.send(AppInstance, instance=instance)
+        if new_state == AppInstance.State.DELETED:
+            history.instance_deleted(instance)
     return bool(changed)
 
 

@@ -19,7 +19,7 @@ from django.db.models import QuerySet, Sum
 from django.dispatch import Signal
 from django.utils import timezone
 
-from apps.core import audit, crypto, wakeups
+from apps.core import audit, bounds, crypto, wakeups
 from apps.core.errors import Conflict, Forbidden, InvalidState, Unauthenticated, ValidationFailed
 from apps.core.models import AuditEvent
 from apps.tenancy import policy, quotas
@@ -29,6 +29,9 @@ from apps.tenancy.principal import Principal
 from apps.tenancy.roles import PLATFORM_ROLES, PROJECT_ROLES, TENANT_ONLY_ROLES, Perm, Role, permissions_of
 
 DEFAULT_PROJECT_ID = "default"
+# Revoked service accounts a project keeps (listed as revoked); revoking one more deletes
+# the longest revoked, so creating and revoking in a loop cannot grow the table.
+REVOKED_ACCOUNTS_KEPT = 20
 # Sent (with ``account``) once a service account is revoked, inside the revoking
 # transaction: apps above take away what it held (its SSH keys on nodes).
 service_account_revoked = Signal()
@@ -68,6 +71,10 @@ def onboard_tenant(
         if errors:
             raise ValidationFailed(details={"quota": [errors]})
     projects = projects or [{"project_id": DEFAULT_PROJECT_ID, "name": "Default"}]
+    if len(projects) > settings.MAX_PROJECTS_PER_TENANT:
+        raise ValidationFailed(
+            details={"projects": [f"A tenant has at most {settings.MAX_PROJECTS_PER_TENANT} projects."]}
+        )
     try:
         with transaction.atomic():
             tenant = Tenant.objects.create(
@@ -128,13 +135,25 @@ def _transition(tenant: Tenant, status: str, reason: str) -> bool:
 
 
 def create_project(principal: Principal, tenant: Tenant, *, project_id: str, name: str) -> Created:
-    """Idempotent per ``(tenant, project_id)``."""
+    """Idempotent per ``(tenant, project_id)``; a tenant has at most
+    ``MAX_PROJECTS_PER_TENANT`` (409 past that)."""
     policy.require(principal, Perm.PROJECT_CREATE, tenant)
     existing = Project.objects.filter(tenant=tenant, project_id=project_id).first()
     if existing is not None:
         return Created(existing, False)
+    limit = settings.MAX_PROJECTS_PER_TENANT
     try:
         with transaction.atomic():
+            # Counted without this id: the same project made by a concurrent request
+            # while this one waited for the lock is answered as existing (below), not
+            # as a tenant with no room.
+            bounds.require_room(
+                tenant,
+                Project.objects.filter(tenant=tenant).exclude(project_id=project_id),
+                limit,
+                resource="projects",
+                message=f"A tenant has at most {limit} projects.",
+            )
             project = Project.objects.create(tenant=tenant, project_id=project_id, name=name)
             audit.record(principal, "project.create", target=project)
     except IntegrityError:
@@ -253,6 +272,15 @@ def _new_account(
 ) -> IssuedServiceAccount:
     secret = crypto.new_secret()
     with transaction.atomic():
+        if project is not None:
+            limit = settings.MAX_SERVICE_ACCOUNTS_PER_PROJECT
+            bounds.require_room(
+                project,
+                ServiceAccount.objects.filter(project=project, revoked_at__isnull=True),
+                limit,
+                resource="service_accounts",
+                message=f"A project has at most {limit} active service accounts; revoke one first.",
+            )
         account = ServiceAccount.objects.create(
             name=name,
             client_id=f"sa-{secrets.token_hex(12)}",
@@ -306,6 +334,9 @@ def revoke_service_account(principal: Principal | None, account: ServiceAccount)
             principal, "service_account.revoke", target=account, details={"client_id": account.client_id}
         )
         service_account_revoked.send(sender=ServiceAccount, account=account)
+        if account.project_id is not None:
+            revoked = ServiceAccount.objects.filter(project_id=account.project_id, revoked_at__isnull=False)
+            bounds.keep_newest(revoked, REVOKED_ACCOUNTS_KEPT, by="revoked_at")
     return account
 
 

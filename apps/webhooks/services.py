@@ -26,6 +26,7 @@ import httpx
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.core import audit, correlation, outbound, wakeups
@@ -54,6 +55,12 @@ class SignerGone(Exception):
 
 
 STATE_CHANGE_PATH = "/ccp/webhooks/baremetal/state-change"
+# How long a delivery is kept once it is done with: alerts that fire and resolve, each
+# to CCP and to every matching subscription, would otherwise grow the table for ever.
+# A tenant's receiver is the tenant's to keep up, so its dead letters go too; the
+# operator's (CCP's) stay until replayed.
+DELIVERED_KEPT = timedelta(days=7)
+TENANT_DEAD_LETTERS_KEPT = timedelta(days=30)
 
 
 def sign(secret: str, signed: bytes) -> str:
@@ -242,6 +249,15 @@ def replay(principal: Principal, delivery: Delivery) -> Delivery:
         transaction.on_commit(lambda: _deliver_soon(delivery.pk))
     delivery.refresh_from_db()
     return delivery
+
+
+def prune(now=None) -> int:
+    """Delete the deliveries past their keep (above); how many."""
+    now = now or timezone.now()
+    done = Q(status=Delivery.Status.DELIVERED, delivered_at__lt=now - DELIVERED_KEPT) | Q(
+        status=Delivery.Status.DEAD, public_only=True, updated_at__lt=now - TENANT_DEAD_LETTERS_KEPT
+    )
+    return Delivery.objects.filter(done).delete()[0]
 
 
 def due_ids(limit: int = 200) -> list:

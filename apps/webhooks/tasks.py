@@ -25,3 +25,8 @@ def sweep_due_deliveries() -> int:
     for delivery_id in ids:
         deliver.delay(str(delivery_id))
     return len(ids)
+
+
+@shared_task(name="apps.webhooks.tasks.prune_deliveries")
+def prune_deliveries() -> int:
+    return services.prune()

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from apps.allocations import nodes, services
 from apps.allocations.models import Allocation, Node
@@ -15,7 +14,7 @@ from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
 from apps.tenancy import quotas
 from tests.factories import ProjectFactory, TenantFactory
-from tests.support.concurrency import at_once
+from tests.support.concurrency import a_lock_waiter, at_once
 from tests.support.fleet import make_nodes
 from tests.support.members import member
 
@@ -78,20 +77,6 @@ def test_racing_requests_of_one_tenant_never_overrun_its_quota(flavor):
     assert Allocation.objects.filter(tenant=project.tenant).count() == 3
 
 
-def _wait_for_a_lock_waiter(timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            )
-            if cursor.fetchone()[0]:
-                return True
-            time.sleep(0.01)
-    return False
-
-
 def test_maintenance_racing_an_uncommitted_allocation_is_refused(flavor, platform_admin):
     """The operator asks while an allocation of the node is reserved but not yet
     committed: maintenance must wait for it and refuse, not leave a PROVISIONING
@@ -120,7 +105,7 @@ def test_maintenance_racing_an_uncommitted_allocation_is_refused(flavor, platfor
 
     def commit_once_the_operator_waits():
         reserved.wait(timeout=30)
-        waited = _wait_for_a_lock_waiter()
+        waited = a_lock_waiter()
         commit.set()
         return waited
 

@@ -10,6 +10,7 @@ from apps.allocations import services as allocations
 from apps.allocations.models import Allocation
 from apps.core import simulation
 from apps.core.models import SimulatedFault
+from apps.metering import services as metering
 from apps.metering import signals
 from apps.metering.models import QuotaCrossing
 from apps.metering.services import check_quota_thresholds
@@ -73,6 +74,19 @@ def test_each_crossing_is_raised_once_and_rearmed_when_usage_drops(
     check(tenant, django_capture_on_commit_callbacks)  # 80 % again: armed again, raised again
     assert announced[-1] == ("crossed", "nodes", "80", "quota", 80.0)
     assert QuotaCrossing.objects.filter(level="80").count() == 2
+
+
+def test_a_tenant_keeps_its_newest_cleared_crossings(
+    tenant, project, flavor, monkeypatch, django_capture_on_commit_callbacks
+):
+    monkeypatch.setattr(metering, "CLEARED_CROSSINGS_KEPT", 2)
+    quotas.set_quota(tenant, {"nodes": 10})
+    for _ in range(4):  # up past 80 % and back down, again and again
+        held = hold(project, flavor, 8)
+        check(tenant, django_capture_on_commit_callbacks)
+        Allocation.objects.filter(pk__in=[a.pk for a in held]).update(state=Allocation.State.RELEASED)
+        check(tenant, django_capture_on_commit_callbacks)
+    assert QuotaCrossing.objects.filter(tenant=tenant).count() == 2
 
 
 def test_a_filling_directory_is_a_storage_quota_alert_and_its_size_a_quota_one(

@@ -138,7 +138,14 @@ def test_a_tenant_has_a_bounded_number_of_subscriptions(api, tenant_admin):
     as_user(api, tenant_admin)
     for _ in range(20):
         assert subscribe(api).status_code == 201
-    assert subscribe(api).status_code == 400
+    refused = subscribe(api)
+    assert refused.status_code == 409
+    assert refused.json()["error"]["details"] == {
+        "resource": "alert_subscriptions",
+        "limit": 20,
+        "used": 20,
+        "requested": 1,
+    }
 
 
 def test_the_alert_list_is_scoped_to_the_caller(api, ccp, alerts, tenant, tenant_admin, other_project):

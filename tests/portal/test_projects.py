@@ -45,6 +45,17 @@ def test_taken_project_id_is_a_form_error_not_a_silent_success(tenant_admin, as_
     assert Project.objects.filter(project_id="cell-1").count() == 1
 
 
+def test_a_full_tenant_is_a_form_error(tenant_admin, as_user, project, settings):
+    settings.MAX_PROJECTS_PER_TENANT = 2
+    ProjectFactory(tenant=project.tenant, project_id="cell-2")
+    response = as_user(tenant_admin).post(
+        reverse("project_create"), {"tenant": project.tenant.pk, "project_id": "cell-3", "name": "Cell 3"}
+    )
+    assert response.status_code == 200
+    assert b"A tenant has at most 2 projects." in response.content
+    assert not Project.objects.filter(project_id="cell-3").exists()
+
+
 def test_tenant_choice_is_limited_to_tenants_the_user_administers(tenant_admin, as_user, tenant):
     elsewhere = TenantFactory(name="Elsewhere")
     response = as_user(tenant_admin).post(

@@ -85,6 +85,15 @@ def test_create_form_shows_field_errors(project_admin, as_user, project):
     assert not ServiceAccount.objects.exists()
 
 
+def test_a_project_at_its_service_account_cap_says_so_on_the_form(project_admin, as_user, project, settings):
+    settings.MAX_SERVICE_ACCOUNTS_PER_PROJECT = 2
+    for name in ("ci-1", "ci-2"):
+        create_service_account(for_user(project_admin), project, name=name, role="viewer")
+    response = as_user(project_admin).post(_url(project), {"name": "ci-3", "role": "viewer"}, **HTMX)
+    assert "A project has at most 2 active service accounts; revoke one first." in response.content.decode()
+    assert not ServiceAccount.objects.filter(name="ci-3").exists()
+
+
 def test_service_refusals_land_on_the_form():
     form = ServiceAccountForm({"name": "bot", "role": "project_admin"})
     assert form.is_valid()

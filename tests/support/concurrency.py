@@ -4,6 +4,7 @@ moved off a browser test's thread."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -37,6 +38,22 @@ def at_once(calls: list[Callable[[], Any]], *, answers: tuple[type[BaseException
         thread.join(timeout=60)
     assert not errors, errors
     return results
+
+
+def a_lock_waiter(timeout: float = 20.0) -> bool:
+    """Whether a connection to the test database comes to wait on a lock (PostgreSQL)
+    within ``timeout``: the sign that a raced call is held back by one in progress."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.01)
+    return False
 
 
 def in_own_thread(call: Callable[..., Any], *args: Any) -> Any:

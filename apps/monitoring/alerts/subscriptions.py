@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.core import audit, secrets
+from apps.core import audit, bounds, secrets
 from apps.core.errors import Conflict, ValidationFailed
 from apps.monitoring.models import Alert, AlertRule, AlertSubscription
 from apps.tenancy import policy
@@ -88,10 +88,13 @@ def subscribe(
     _check_url(url, public=public_only(tenant.pk if tenant else None))
     with transaction.atomic():
         if tenant is not None:
-            # Locks the tenant's row: two concurrent requests cannot both pass the bound.
-            Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
-            if AlertSubscription.objects.filter(tenant=tenant).count() >= MAX_PER_TENANT:
-                raise ValidationFailed(f"A tenant has at most {MAX_PER_TENANT} alert subscriptions.")
+            bounds.require_room(
+                tenant,
+                AlertSubscription.objects.filter(tenant=tenant),
+                MAX_PER_TENANT,
+                resource="alert_subscriptions",
+                message=f"A tenant has at most {MAX_PER_TENANT} alert subscriptions; delete one first.",
+            )
         subscription = AlertSubscription(
             tenant=tenant,
             url=url,

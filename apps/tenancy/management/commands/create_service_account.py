@@ -8,7 +8,7 @@ import uuid
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.core.errors import ValidationFailed
+from apps.core.errors import Conflict, ValidationFailed
 from apps.tenancy import services
 from apps.tenancy.models import Project
 from apps.tenancy.principal import OPERATOR_CLI
@@ -34,7 +34,7 @@ class Command(BaseCommand):
                 issued = services.create_service_account(
                     OPERATOR_CLI, self._project(project), name=name, role=role
                 )
-        except ValidationFailed as exc:
+        except (ValidationFailed, Conflict) as exc:
             raise CommandError(f"{exc.message} {exc.details}") from exc
         self.stdout.write(
             json.dumps({"client_id": issued.account.client_id, "client_secret": issued.client_secret})
