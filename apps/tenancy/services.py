@@ -325,18 +325,21 @@ def revoke_service_account(principal: Principal | None, account: ServiceAccount)
         _require_revocable(principal, account, "service_account.revoke")
     elif principal is not None and not principal.is_platform_admin:
         policy.require_scope(principal, Perm.SERVICE_ACCOUNT_MANAGE)
-    updated = ServiceAccount.objects.filter(pk=account.pk, revoked_at__isnull=True).update(
-        revoked_at=timezone.now(), updated_at=timezone.now()
-    )
-    account.refresh_from_db()
-    if updated:
-        audit.record(
-            principal, "service_account.revoke", target=account, details={"client_id": account.client_id}
+    with transaction.atomic():
+        updated = ServiceAccount.objects.filter(pk=account.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now(), updated_at=timezone.now()
         )
-        service_account_revoked.send(sender=ServiceAccount, account=account)
-        if account.project_id is not None:
-            revoked = ServiceAccount.objects.filter(project_id=account.project_id, revoked_at__isnull=False)
-            bounds.keep_newest(revoked, REVOKED_ACCOUNTS_KEPT, by="revoked_at")
+        account.refresh_from_db()
+        if updated:
+            audit.record(
+                principal, "service_account.revoke", target=account, details={"client_id": account.client_id}
+            )
+            service_account_revoked.send(sender=ServiceAccount, account=account)
+            if account.project_id is not None:
+                revoked = ServiceAccount.objects.filter(
+                    project_id=account.project_id, revoked_at__isnull=False
+                )
+                bounds.keep_newest(revoked, REVOKED_ACCOUNTS_KEPT, by="revoked_at")
     return account
 
 
