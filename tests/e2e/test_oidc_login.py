@@ -206,3 +206,29 @@ def test_id_token_signed_with_another_key_is_rejected(idp_without_portal):
     token = idp.sign(id_token_claims(idp), key=stranger)  # same kid as the provider's key
     with pytest.raises(SuspiciousOperation):
         oidc.PlatformOIDCBackend().verify_token(token, nonce="n-1")
+
+
+@pytest.mark.django_db
+def test_a_first_sign_in_with_odd_profile_claims_still_signs_in(idp_without_portal):
+    """The provider's profile is informational: an address too long for the column, or
+    claims that are not strings, leave those fields empty rather than fail the sign-in."""
+    backend = oidc.PlatformOIDCBackend()
+    claims = {
+        "sub": "odd",
+        "email": "a" * 250 + "@example.com",
+        "given_name": ["Al"],
+        "family_name": "B" * 400,
+    }
+    user = backend.create_user(claims)
+    user.refresh_from_db()
+    assert (user.email, user.first_name, user.last_name) == ("", "", "B" * 150)
+
+
+@pytest.mark.django_db
+def test_two_first_sign_ins_of_one_person_make_one_user(idp_without_portal):
+    """The second sign-in looked for the subject before the first one made the user."""
+    backend = oidc.PlatformOIDCBackend()
+    claims = {"sub": "twice", "preferred_username": "twice", "email": "twice@example.com"}
+    first = backend.create_user(claims)
+    assert backend.create_user(claims) == first
+    assert get_user_model().objects.filter(identities__subject="twice").count() == 1

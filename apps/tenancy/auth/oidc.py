@@ -21,7 +21,7 @@ import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import View
@@ -145,21 +145,37 @@ class PlatformOIDCBackend(OIDCAuthenticationBackend):
         )
 
     def create_user(self, claims):
-        with transaction.atomic():
-            user = self.UserModel.objects.create_user(username=_free_username(claims))
-            user.set_unusable_password()
-            user.save(update_fields=["password"])
-            ExternalIdentity.objects.create(user=user, issuer=discovery()["issuer"], subject=claims["sub"])
-            audit.record(None, "user.create_from_idp", target=user, details={"username": user.username})
+        try:
+            with transaction.atomic():
+                user = self.UserModel.objects.create_user(username=_free_username(claims))
+                user.set_unusable_password()
+                user.save(update_fields=["password"])
+                ExternalIdentity.objects.create(
+                    user=user, issuer=discovery()["issuer"], subject=claims["sub"]
+                )
+                audit.record(None, "user.create_from_idp", target=user, details={"username": user.username})
+        except IntegrityError:
+            # The same person's first sign-in in two tabs: the other one made the user
+            # (or took the free username) since this one looked.
+            user = self.filter_users_by_claims(claims).first()
+            if user is None:
+                raise
         return self.update_user(user, claims)
 
     def update_user(self, user, claims):
-        user.email = claims.get("email", user.email) or ""
-        user.first_name = (claims.get("given_name") or "")[:150]
-        user.last_name = (claims.get("family_name") or "")[:150]
+        # Informational claims, as the user's columns hold them: an address too long for
+        # its column is no address at all, a name is cut to fit, anything else is left out.
+        email = claims.get("email", user.email)
+        user.email = email if isinstance(email, str) and len(email) <= 254 else ""
+        user.first_name = _name(claims.get("given_name"))
+        user.last_name = _name(claims.get("family_name"))
         user.save(update_fields=["email", "first_name", "last_name"])
         sync_memberships(user, claims)
         return user
+
+
+def _name(value) -> str:
+    return value[:150] if isinstance(value, str) else ""
 
 
 def _free_username(claims) -> str:
