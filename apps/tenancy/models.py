@@ -43,6 +43,11 @@ class Tenant(UUIDModel):
     def __str__(self):
         return self.name
 
+    def admits_realm(self, realm) -> bool:
+        """Whether a token's ``realm_name`` claim (the CCP tenant realm) may name this
+        tenant: none is claimed, the tenant was onboarded without one, or it is its own."""
+        return realm is None or not self.realm_name or realm == self.realm_name
+
 
 class Quota(UUIDModel):
     """A tenant's limit for one resource (``gpus``, ``nodes``, ``storage_gb``, ...);

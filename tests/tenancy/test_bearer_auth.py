@@ -563,3 +563,11 @@ def test_unknown_ccp_roles_grant_nothing(api, ccp_issuer, scene):
     response = api.get(PROJECTS, **bearer(token))
     assert response.status_code == 200
     assert response.json()["results"] == []
+
+
+@pytest.mark.parametrize(("realm", "status"), [("acme", 200), ("initech", 401), (["acme"], 401)])
+def test_a_tokens_realm_must_be_the_tenants(api, ccp_issuer, project, realm, status):
+    """acme was onboarded with the realm ``acme``: a token of another realm (or a realm
+    that is not a name) naming acme's domain_id is refused."""
+    response = api.get(PROJECTS, **bearer(project_viewer_token(ccp_issuer, realm_name=realm)))
+    assert response.status_code == status, response.content

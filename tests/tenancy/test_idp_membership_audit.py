@@ -69,3 +69,12 @@ def test_claims_that_grant_nothing_write_nothing(tenant):
     sync_memberships(user, {"sub": "x", "domain_id": "unknown-tenant", "roles": ["Tenant Administrator"]})
     sync_memberships(user, {"sub": "x", "domain_id": "acme", "roles": ["GPUaaS Platform Integration"]})
     assert membership_events() == []
+
+
+@pytest.mark.parametrize(("realm", "roles"), [("acme", 1), ("initech", 0)])
+def test_a_login_of_another_realm_gets_no_role_in_the_tenant(tenant, realm, roles):
+    user = UserFactory(username="mallory")
+    sync_memberships(
+        user, {"sub": "mallory", "realm_name": realm, "domain_id": "acme", "roles": ["Tenant Administrator"]}
+    )
+    assert Membership.objects.filter(user=user, tenant=tenant).count() == roles

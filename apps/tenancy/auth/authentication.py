@@ -129,6 +129,9 @@ def federated_principal(request, issuer: trusted_issuers.Issuer, claims: dict) -
     tenant = project = None
     if domain_id:
         tenant, project = _claimed_scope(request, issuer, domain_id, claims.get("project_id"))
+        # A realm's token naming another tenant is refused, even from an issuer trusted for both.
+        if tenant is not None and not tenant.admits_realm(claims.get("realm_name")):
+            _reject("Token realm is not the tenant's.", f"realm_name for tenant {tenant.tenant_id!r}")
     grants = _granted(issuer, claims.get("roles") or [], tenant, project)
     subject = str(claims.get("sub"))
     return Principal(

@@ -193,6 +193,11 @@ def sync_memberships(user, claims) -> None:
     """Replace the user's IdP-sourced memberships with what the claims say now."""
     domain_id, project_claim = claims.get("domain_id"), claims.get("project_id")
     tenant = Tenant.objects.filter(tenant_id=str(domain_id)).first() if domain_id else None
+    if tenant is not None and not tenant.admits_realm(claims.get("realm_name")):
+        logger.warning(
+            "OIDC sign-in of %s: its realm is not tenant %s's; no tenant role", user, tenant.tenant_id
+        )
+        tenant = None
     project = (
         Project.objects.filter(tenant=tenant, project_id=str(project_claim)).first()
         if tenant and project_claim
