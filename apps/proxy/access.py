@@ -245,11 +245,13 @@ def _load(key: tuple, generation: str | None) -> Target | None:
     limits = route.policy.get("limits", {})
     issuer = urlsplit(settings.ISSUER)
     portal_origin = f"{issuer.scheme}://{issuer.netloc}"
-    framed_by = portal_origin
+    framed_by, portal = portal_origin, settings.ISSUER
     if route.mode == "path_prefix" and route.origin == portal_origin:
         # The portal and the route share an origin, under whichever name the browser
-        # used for both (127.0.0.1 or localhost on the embedded default).
-        framed_by = "'self'"
+        # used for both (127.0.0.1 or localhost on the embedded default): the portal
+        # frames it as 'self', and its pages link back on that same name, where the
+        # browser holds its portal session.
+        framed_by, portal = "'self'", ""
     return Target(
         route_id=str(route.pk),
         instance_id=str(instance.pk),
@@ -261,7 +263,7 @@ def _load(key: tuple, generation: str | None) -> Target | None:
         public_prefix=base if route.mode == "path_prefix" else "/",
         upstream_prefix=base if adapter.base_url == "platform_path" else "/",
         origin=route.origin,
-        portal_url=f"{settings.ISSUER}/projects/{instance.project_id}/instances/{instance.pk}/",
+        portal_url=f"{portal}/projects/{instance.project_id}/instances/{instance.pk}/",
         bridge_headers=headers,
         redact=redact,
         frame_ancestors=framed_by if route.policy.get("embedded") else "'none'",
