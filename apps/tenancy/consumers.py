@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
 
 from apps.tenancy import principal as principals
 from apps.tenancy.models import Project
@@ -22,6 +23,15 @@ def _may_watch(user, project_id, perm: str) -> bool:
     if project is None:
         return False
     return principals.for_user(user).can(perm, project.tenant_id, project.id)
+
+
+@database_sync_to_async
+def _signed_in(user, session) -> bool:
+    """Whether the socket's user is still signed in: the scope holds them as they were
+    at the handshake, while an operator may have deactivated them or they may have
+    signed out (their session gone) since."""
+    active = get_user_model().objects.filter(pk=user.pk, is_active=True).exists()
+    return active and session.exists(session.session_key)
 
 
 class ProjectGroupConsumer(AsyncJsonWebsocketConsumer):
@@ -47,9 +57,10 @@ class ProjectGroupConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def still_watching(self) -> bool:
-        """Asked again for each update: a membership can end while the page is open.
-        When it has, the socket closes."""
-        if await _may_watch(self.scope["user"], self.project_id, self.perm):
+        """Asked again for each update: a membership, the account or its session can end
+        while the page is open. When one has, the socket closes."""
+        user, session = self.scope["user"], self.scope["session"]
+        if await _signed_in(user, session) and await _may_watch(user, self.project_id, self.perm):
             return True
         await self.close(code=POLICY_VIOLATION)
         return False

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from channels.db import database_sync_to_async
+from django.contrib.sessions.models import Session
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -60,9 +61,22 @@ def test_watcher_sees_progress_until_active(portal, allocator, project, nodes):
     assert "Installing the operating system" in {message["step_label"] for message in seen}
 
 
-def test_a_member_removed_while_watching_hears_nothing_more(portal, allocator, project, nodes):
-    """The socket was authorized once, when opened: a viewer removed from the project
-    kept hearing of its allocations for as long as the page stayed open."""
+def _signed_out(user) -> None:
+    Session.objects.all().delete()  # the watcher's is the only session of this test
+
+
+ENDINGS = {
+    "removed": lambda user: Membership.objects.filter(user=user).delete(),
+    "deactivated": lambda user: type(user).objects.filter(pk=user.pk).update(is_active=False),
+    "signed_out": _signed_out,
+}
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_a_watcher_whose_access_ended_hears_nothing_more(portal, allocator, project, nodes, ending):
+    """The socket was authorized once, when opened: a viewer removed from the project, an
+    account an operator deactivated, or a browser signed out elsewhere kept hearing of
+    the project's allocations for as long as the page stayed open."""
     watcher = member("viewer", project=project)
     url, headers = watching(portal, watcher, project)
     caller = principals.for_user(allocator)
@@ -70,7 +84,7 @@ def test_a_member_removed_while_watching_hears_nothing_more(portal, allocator, p
     async def scenario():
         async with connect(url, additional_headers=headers) as ws:
             await asyncio.sleep(0.2)
-            await database_sync_to_async(Membership.objects.filter(user=watcher).delete)()
+            await database_sync_to_async(ENDINGS[ending])(watcher)
             await database_sync_to_async(services.allocate)(
                 caller, project, flavor_name="h100-8x", os_image="ubuntu-22.04"
             )
