@@ -32,6 +32,7 @@ from apps.allocations.models import Allocation, Node
 from apps.core import audit, secrets
 from apps.core.errors import Conflict, Forbidden, InvalidState, NotFound, ValidationFailed
 from apps.tenancy import policy
+from apps.tenancy import services as tenancy
 from apps.tenancy.models import Membership, Project
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm, Role, permissions_of
@@ -59,6 +60,7 @@ def _key_pair(comment: str) -> tuple[str, str]:
 
 def create_credential(principal: Principal, project: Project, *, name: str) -> IssuedCredential:
     policy.require(principal, Perm.ACCESS_CREDENTIAL_MANAGE, project)
+    tenancy.require_not_suspended(project.tenant)
     _require_room(AccessCredential.objects.filter(project=project), "access credentials")
     private, public = _key_pair(f"gpuaas:{project.project_id}:{name}")
     credential = AccessCredential(
@@ -293,6 +295,7 @@ def add_key(principal: Principal, allocation: Allocation, public_key: str, purpo
     parsed = keys.parse(public_key)
     if purpose not in AuthorizedKey.Purpose.values:
         raise ValidationFailed("Invalid purpose.", details={"purpose": ["Use user or bootstrap."]})
+    tenancy.require_not_suspended(allocation.tenant)
     with transaction.atomic():
         # Locked: adds count in turn, and none slips past the start of a release.
         state = Allocation.objects.select_for_update().values_list("state", flat=True).get(pk=allocation.pk)

@@ -24,6 +24,7 @@ from apps.core import audit
 from apps.core.broadcast import after_commit
 from apps.core.errors import Conflict, InvalidState, NotFound, Unavailable, ValidationFailed
 from apps.tenancy import policy
+from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
@@ -76,7 +77,7 @@ def policy_for(project_id) -> TerminalPolicy:
 def _managed_allocation(principal: Principal, allocation_id) -> Allocation:
     """404 outside the caller's scope, 403 for a member who may only view it."""
     return policy.get_object(
-        Allocation.objects.select_related("node", "flavor"),
+        Allocation.objects.select_related("node", "flavor", "tenant"),
         principal,
         Perm.ALLOCATION_VIEW,
         Perm.ALLOCATION_MANAGE,
@@ -99,6 +100,7 @@ def open_session(
     allocation = _managed_allocation(principal, allocation_id)
     if allocation.state != Allocation.State.ACTIVE:
         raise InvalidState(f"The allocation is {allocation.state}: a terminal needs an ACTIVE allocation.")
+    tenancy.require_not_suspended(allocation.tenant)
     if not allocation.node.credential_hash:
         raise Unavailable("The node's agent has not enrolled yet.", retry_after=10)
     live = TerminalSession.objects.filter(allocation=allocation, state__in=TerminalSession.LIVE_STATES)

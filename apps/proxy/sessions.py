@@ -34,6 +34,7 @@ from apps.core import audit
 from apps.core.errors import Forbidden, NotFound, Unauthenticated
 from apps.proxy.models import ProxySession
 from apps.proxy.paths import base_path
+from apps.tenancy import services as tenancy
 
 COOKIE = "_gpuaas_route"
 _SALT = "gpuaas.proxy.route-session"
@@ -99,6 +100,7 @@ def mint(principal, instance, endpoint_name: str, session) -> dict:
 
     if principal.user is None:
         raise Forbidden("App UI sessions are for people; service accounts call the app's API.")
+    tenancy.require_not_suspended(instance.tenant)
     route = route_for(instance, endpoint_name)
     if route is None:
         raise NotFound(f"This app has no endpoint {endpoint_name!r} behind the platform proxy.")

@@ -1,6 +1,7 @@
 """Who may open a terminal, and what closes one: the socket's handshake answers with
 the contract's statuses, and revoked membership, logout, release and an operator
-end an open terminal at once (the portal and a real node agent, no browser)."""
+end an open terminal at once (the portal and a real node agent, no browser). A
+suspended tenant opens none."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from apps.access.models import TerminalSession
 from apps.allocations import services as allocations
 from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
+from apps.tenancy import services as tenancy
 from apps.tenancy.models import Membership
 from tests.factories import AllocationFactory
 from tests.support.agent import running_agent
@@ -66,6 +68,12 @@ def test_bad_sizes_and_foreign_sessions_are_refused(portal, active_allocation, a
 def test_a_terminal_needs_an_active_allocation(portal, project, allocator):
     pending = AllocationFactory(project=project, state="PENDING")
     assert handshake(portal, pending.pk, allocator) == 409
+
+
+def test_a_suspended_tenant_opens_no_terminal(portal, active_allocation, allocator, tenant, platform_admin):
+    tenancy.suspend_tenant(principals.for_user(platform_admin), tenant, "unpaid")
+    assert handshake(portal, active_allocation.pk, allocator) == 409
+    assert not TerminalSession.objects.exists()
 
 
 def test_an_agent_socket_needs_the_nodes_credential(portal, active_allocation):

@@ -8,7 +8,7 @@ import uuid
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.core.errors import ValidationFailed
+from apps.core.errors import InvalidState, ValidationFailed
 from apps.tenancy import services
 from apps.tenancy.models import Project
 from apps.tenancy.principal import OPERATOR_CLI
@@ -36,6 +36,8 @@ class Command(BaseCommand):
                 )
         except ValidationFailed as exc:
             raise CommandError(f"{exc.message} {exc.details}") from exc
+        except InvalidState as exc:  # a suspended tenant
+            raise CommandError(exc.message) from exc
         self.stdout.write(
             json.dumps({"client_id": issued.account.client_id, "client_secret": issued.client_secret})
         )
