@@ -37,6 +37,7 @@ Reason = str
 REVOKED: Reason = "access revoked"
 LOGGED_OUT: Reason = "signed out"
 RELEASED: Reason = "allocation released"
+SUSPENDED: Reason = "tenant suspended"
 IDLE: Reason = "idle timeout"
 MAX_DURATION: Reason = "maximum duration reached"
 DETACHED: Reason = "no browser attached"
@@ -268,6 +269,11 @@ def end_for_allocation(allocation_id) -> int:
     return sum(
         end_session(pk, RELEASED) for pk in _live(allocation_id=allocation_id).values_list("pk", flat=True)
     )
+
+
+def end_for_tenant(tenant_id) -> int:
+    """A suspended tenant's terminals (decision 0078)."""
+    return sum(end_session(pk, SUSPENDED) for pk in _live(tenant_id=tenant_id).values_list("pk", flat=True))
 
 
 def end_unauthorized(user, now: Principal) -> int:

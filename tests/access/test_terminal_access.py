@@ -1,7 +1,7 @@
 """Who may open a terminal, and what closes one: the socket's handshake answers with
-the contract's statuses, and revoked membership, logout, release and an operator
-end an open terminal at once (the portal and a real node agent, no browser). A
-suspended tenant opens none."""
+the contract's statuses, and revoked membership, logout, release, the tenant's
+suspension and an operator end an open terminal at once (the portal and a real node
+agent, no browser). A suspended tenant opens none."""
 
 from __future__ import annotations
 
@@ -127,6 +127,12 @@ def test_release_closes_the_terminal(open_terminal, active_allocation, allocator
     allocations.release(principals.for_user(allocator), active_allocation)
     assert open_terminal.wait_closed() == 4000
     assert _ended(open_terminal).end_reason == terminals.RELEASED
+
+
+def test_suspending_the_tenant_closes_the_terminal(open_terminal, tenant, platform_admin):
+    tenancy.suspend_tenant(principals.for_user(platform_admin), tenant, "unpaid")
+    assert open_terminal.wait_closed() == 4000
+    assert _ended(open_terminal).end_reason == terminals.SUSPENDED
 
 
 def test_an_operator_ends_a_session_and_it_is_audited(open_terminal, platform_admin):
