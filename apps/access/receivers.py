@@ -4,7 +4,8 @@ longer manage the allocation (a membership or account change), and when its
 allocation leaves ACTIVE; each ends after the change commits, and both of the
 terminal's sockets are told through the channel layer at once. A user's keys leave
 the allocations the user may no longer manage, and a revoked service account's keys
-leave every node, after the change commits."""
+leave every node, after the change commits. A suspended tenant's terminals end
+(its keys leave its nodes by ``services.desired_for_node``)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from apps.access import services, terminals
 from apps.allocations import signals as allocations
 from apps.allocations.models import Allocation
 from apps.tenancy import principal as principals
-from apps.tenancy.models import Membership
-from apps.tenancy.services import service_account_revoked
+from apps.tenancy.models import Membership, Tenant
+from apps.tenancy.services import service_account_revoked, tenant_suspension_changed
 
 
 @receiver(post_save, sender=Allocation, dispatch_uid="access.seed_profile_keys")
@@ -57,6 +58,13 @@ def _user_changed(sender, instance, created, **kwargs):
 @receiver(service_account_revoked, dispatch_uid="access.revoke_service_account_keys")
 def _service_account_revoked(sender, account, **kwargs):
     transaction.on_commit(lambda: services.revoke_service_account_keys(account))
+
+
+@receiver(tenant_suspension_changed, dispatch_uid="access.end_suspended_terminals")
+def _tenant_suspension_changed(sender, tenant, **kwargs):
+    if tenant.status == Tenant.Status.SUSPENDED:
+        tenant_id = tenant.pk
+        transaction.on_commit(lambda: terminals.end_for_tenant(tenant_id))
 
 
 @receiver(allocations.state_changed)

@@ -32,7 +32,8 @@ from apps.allocations.models import Allocation, Node
 from apps.core import audit, bounds, secrets
 from apps.core.errors import Conflict, Forbidden, InvalidState, NotFound, ValidationFailed
 from apps.tenancy import policy
-from apps.tenancy.models import Membership, Project
+from apps.tenancy import services as tenancy
+from apps.tenancy.models import Membership, Project, Tenant
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm, Role, permissions_of
 
@@ -59,6 +60,7 @@ def _key_pair(comment: str) -> tuple[str, str]:
 
 def create_credential(principal: Principal, project: Project, *, name: str) -> IssuedCredential:
     policy.require(principal, Perm.ACCESS_CREDENTIAL_MANAGE, project)
+    tenancy.require_not_suspended(project.tenant)
     private, public = _key_pair(f"gpuaas:{project.project_id}:{name}")
     credential = AccessCredential(
         tenant_id=project.tenant_id,
@@ -303,6 +305,7 @@ def add_key(principal: Principal, allocation: Allocation, public_key: str, purpo
     parsed = keys.parse(public_key)
     if purpose not in AuthorizedKey.Purpose.values:
         raise ValidationFailed("Invalid purpose.", details={"purpose": ["Use user or bootstrap."]})
+    tenancy.require_not_suspended(allocation.tenant)
     with transaction.atomic():
         # Locked: adds count in turn, and none slips past the start of a release.
         state = Allocation.objects.select_for_update().values_list("state", flat=True).get(pk=allocation.pk)
@@ -440,7 +443,9 @@ def _agent_holds_keys(node: Node) -> bool:
 
 def desired_for_node(node: Node) -> dict:
     """What the node's runtime user should hold now: the keys of its live allocation;
-    nothing (and no user) once the release began or when none is live.
+    nothing (and no user) once the release began or when none is live; no keys while
+    the allocation's tenant is suspended (its records stay, and go back on when the
+    tenant is active again).
 
     ``reported`` false asks the agent for a report even if its side did not change
     (it sends one only when it did): the platform has none yet, or keys wait to be
@@ -448,7 +453,8 @@ def desired_for_node(node: Node) -> dict:
     KEYED_STATES, before its step marks the keys for removal: an agent that took
     them off and reported in between has nothing new to say, and the release would
     wait for a report that never comes."""
-    allocation = Allocation.objects.filter(node=node, state__in=KEYED_STATES).select_related("flavor").first()
+    live = Allocation.objects.filter(node=node, state__in=KEYED_STATES)
+    allocation = live.select_related("flavor", "tenant").first()
     reported = (
         NodeSshHost.objects.filter(node=node).exists()
         and not AuthorizedKey.objects.filter(allocation__node=node, state=KeyState.REMOVING).exists()
@@ -456,6 +462,8 @@ def desired_for_node(node: Node) -> dict:
     if allocation is None:
         return {"user": None, "keys": [], "reported": reported}
     wanted = AuthorizedKey.objects.filter(allocation=allocation, state__in=AuthorizedKey.LIVE_STATES)
+    if allocation.tenant.status == Tenant.Status.SUSPENDED:
+        wanted = wanted.none()
     return {
         "user": allocation.flavor.runtime_user,
         "keys": [

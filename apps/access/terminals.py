@@ -24,6 +24,7 @@ from apps.core import audit, bounds
 from apps.core.broadcast import after_commit
 from apps.core.errors import InvalidState, NotFound, Unavailable, ValidationFailed
 from apps.tenancy import policy
+from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
 
@@ -36,6 +37,7 @@ Reason = str
 REVOKED: Reason = "access revoked"
 LOGGED_OUT: Reason = "signed out"
 RELEASED: Reason = "allocation released"
+SUSPENDED: Reason = "tenant suspended"
 IDLE: Reason = "idle timeout"
 MAX_DURATION: Reason = "maximum duration reached"
 DETACHED: Reason = "no browser attached"
@@ -76,7 +78,7 @@ def policy_for(project_id) -> TerminalPolicy:
 def _managed_allocation(principal: Principal, allocation_id) -> Allocation:
     """404 outside the caller's scope, 403 for a member who may only view it."""
     return policy.get_object(
-        Allocation.objects.select_related("node", "flavor"),
+        Allocation.objects.select_related("node", "flavor", "tenant"),
         principal,
         Perm.ALLOCATION_VIEW,
         Perm.ALLOCATION_MANAGE,
@@ -99,6 +101,7 @@ def open_session(
     allocation = _managed_allocation(principal, allocation_id)
     if allocation.state != Allocation.State.ACTIVE:
         raise InvalidState(f"The allocation is {allocation.state}: a terminal needs an ACTIVE allocation.")
+    tenancy.require_not_suspended(allocation.tenant)
     if not allocation.node.credential_hash:
         raise Unavailable("The node's agent has not enrolled yet.", retry_after=10)
     limits = policy_for(allocation.project_id)
@@ -268,6 +271,11 @@ def end_for_allocation(allocation_id) -> int:
     return sum(
         end_session(pk, RELEASED) for pk in _live(allocation_id=allocation_id).values_list("pk", flat=True)
     )
+
+
+def end_for_tenant(tenant_id) -> int:
+    """A suspended tenant's terminals (decision 0078)."""
+    return sum(end_session(pk, SUSPENDED) for pk in _live(tenant_id=tenant_id).values_list("pk", flat=True))
 
 
 def end_unauthorized(user, now: Principal) -> int:

@@ -16,6 +16,7 @@ from apps.core import audit, wakeups
 from apps.core.errors import Conflict, InvalidState, NotFound, ValidationFailed
 from apps.networking import services as networking
 from apps.tenancy import policy, quotas
+from apps.tenancy import services as tenancy
 from apps.tenancy.models import Project, Tenant
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
@@ -62,15 +63,13 @@ def _validate(flavor_name: str, os_image: str, count: int, *, tenant_id=None, ne
 def plan(tenant: Tenant, flavor: Flavor, count: int) -> AllocationPlan:
     items, exceeded = quotas.check(tenant, {"gpus": flavor.gpus_per_node * count, "nodes": count})
     free = schedulable_nodes(flavor).count()
-    reason = ""
-    if tenant.status != Tenant.Status.ACTIVE:
-        reason = f"The tenant is {tenant.status}, not active."
-    elif exceeded:
+    reason = tenancy.refusal_reason(tenant, onboarded=True)
+    if not reason and exceeded:
         reason = (
             f"Quota exceeded for {exceeded['resource']}: {exceeded['used']} used of {exceeded['limit']}, "
             f"{exceeded['requested']} requested."
         )
-    elif free < count:
+    elif not reason and free < count:
         reason = f"Only {free} free {flavor.name} node(s); {count} requested."
     return AllocationPlan(
         allowed=not reason, quota=items, free_nodes=free, requested=count, reason=reason, exceeded=exceeded
@@ -117,8 +116,7 @@ def _reserve(
 ) -> list[Allocation]:
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=project.tenant_id)
-        if tenant.status != Tenant.Status.ACTIVE:
-            raise InvalidState(f"The tenant is {tenant.status}; allocations need an active tenant.")
+        tenancy.require_not_suspended(tenant, onboarded=True)
         quotas.enforce(tenant, {"gpus": flavor.gpus_per_node * count, "nodes": count})
         nodes = list(
             schedulable_nodes(flavor).select_for_update(skip_locked=True).order_by("hostname")[:count]

@@ -1,6 +1,7 @@
-"""The proxy follows the platform: its sessions end at logout and at a membership or
-account change, and its routes follow the runtime's instances (launched, moved,
-shared), which the runtime signals since it sits below the proxy."""
+"""The proxy follows the platform: its sessions end at logout, at a membership or
+account change and when their tenant is suspended, and its routes follow the
+runtime's instances (launched, moved, shared), which the runtime signals since it
+sits below the proxy."""
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
@@ -9,8 +10,11 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from apps.proxy import exposure, routes, sessions
+from apps.runtime import selectors as instances
 from apps.runtime import signals as runtime
+from apps.runtime.models import AppInstance
 from apps.tenancy.models import Membership
+from apps.tenancy.services import tenant_suspension_changed
 
 
 @receiver(user_logged_out)
@@ -47,3 +51,12 @@ def _instance_moved(sender, instance, **kwargs):
 @receiver(runtime.instance_access_changed)
 def _instance_access_changed(sender, instance, **kwargs):
     transaction.on_commit(lambda: sessions.invalidate_instance(instance.pk))
+
+
+@receiver(tenant_suspension_changed)
+def _tenant_suspension_changed(sender, tenant, **kwargs):
+    """Every decision about the tenant's apps is made again at its next request, and
+    open WebSockets at their next re-check: refused while it is suspended."""
+    live = instances.instances().filter(tenant=tenant).exclude(state=AppInstance.State.DELETED)
+    ids = list(live.values_list("pk", flat=True))
+    transaction.on_commit(lambda: [sessions.invalidate_instance(pk) for pk in ids])

@@ -34,6 +34,8 @@ from apps.core import audit
 from apps.core.errors import Forbidden, NotFound, Unauthenticated
 from apps.proxy.models import ProxySession
 from apps.proxy.paths import base_path
+from apps.tenancy import services as tenancy
+from apps.tenancy.models import Tenant
 
 COOKIE = "_gpuaas_route"
 _SALT = "gpuaas.proxy.route-session"
@@ -99,6 +101,7 @@ def mint(principal, instance, endpoint_name: str, session) -> dict:
 
     if principal.user is None:
         raise Forbidden("App UI sessions are for people; service accounts call the app's API.")
+    tenancy.require_not_suspended(instance.tenant)
     route = route_for(instance, endpoint_name)
     if route is None:
         raise NotFound(f"This app has no endpoint {endpoint_name!r} behind the platform proxy.")
@@ -251,7 +254,8 @@ def current_decision(keys: list[str], found: dict) -> tuple[Decision | None, tup
 
 
 def decide(route_id: str, instance_id: str, payload: dict, generations: tuple) -> Decision:
-    """Fresh from the database: the user still exists and still may see the instance."""
+    """Fresh from the database: the user still exists and still may see the instance,
+    and the instance's tenant is not suspended."""
     from apps.runtime.selectors import visible_instances
     from apps.tenancy.principal import for_user
 
@@ -262,9 +266,11 @@ def decide(route_id: str, instance_id: str, payload: dict, generations: tuple) -
         decision = Decision(False, 401, "your portal session has ended", user.pk, user.get_username())
     else:
         visible = visible_instances(for_user(user).as_member()).filter(pk=instance_id)
-        state = visible.values_list("state", flat=True).first()
+        state, tenant_status = visible.values_list("state", "tenant__status").first() or (None, None)
         if state is None:
             decision = Decision(False, 403, "you no longer have access to this app", user.pk, user.username)
+        elif tenant_status == Tenant.Status.SUSPENDED:
+            decision = Decision(False, 403, "your tenant is suspended", user.pk, user.username)
         else:
             decision = Decision(True, 200, "", user.pk, user.get_username(), app_state=state)
     cache.set(

@@ -37,7 +37,8 @@ from apps.runtime.models import (
 from apps.runtime.selectors import deleted_by_release, visible_instances
 from apps.runtime.states import transition
 from apps.tenancy import policy, quotas
-from apps.tenancy.models import Project
+from apps.tenancy import services as tenancy
+from apps.tenancy.models import Project, Tenant
 from apps.tenancy.principal import Grant, Principal, for_user
 from apps.tenancy.roles import Perm, Role
 
@@ -188,7 +189,9 @@ def _launch(
 ) -> Operation:
     manifest = app_version.manifest
     with transaction.atomic():
-        # The tenant first, then its nodes: the order allocating takes them in.
+        # The tenant first, then its nodes: the order allocating takes them in. Its row
+        # locked, the launch and a suspension of the tenant come one after the other.
+        tenancy.require_not_suspended(Tenant.objects.select_for_update().get(pk=project.tenant_id))
         quotas.enforce(project.tenant, {"app_instances": 1})
         allocations = [_placement(project, pk) for pk in ids]
         # Serializes launches per node; in one order, so two cluster launches cannot deadlock.
@@ -350,6 +353,9 @@ def change(principal: Principal, instance: AppInstance, action: str, why: str = 
             return current.operations.filter(kind=action).first() or _operation(principal, current, action)
         if current.state not in allowed:
             raise InvalidState(f"Cannot {action} an instance that is {current.state}.")
+        if action == "start":
+            # A person's start; the platform's own restart with new secrets takes access away.
+            tenancy.require_not_suspended(Tenant.objects.select_for_update().get(pk=current.tenant_id))
         if agent_action == AgentTask.Action.START and current.state not in AppInstance.ACTIVE_STATES:
             require_room_to_start(current)
         operation = _operation(principal, current, action)

@@ -115,7 +115,9 @@ class TenantAdmin(AuditedModelAdmin):
     list_display = ("name", "tenant_id", "status", "tier", "project_count", "created_at")
     list_filter = ("status", "tier")
     search_fields = ("tenant_id", "name", "realm_name")
-    readonly_fields = ("id", "created_at", "updated_at")
+    # The status moves only through onboarding and the Suspend / Reactivate actions, which
+    # end or give back the tenant's access and audit it with the reason.
+    readonly_fields = ("id", "status", "status_reason", "created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("id", "tenant_id", "name", "realm_name", "tier")}),
         ("Lifecycle", {"fields": ("status", "status_reason")}),
@@ -123,9 +125,40 @@ class TenantAdmin(AuditedModelAdmin):
         ("Timestamps", {"fields": ("created_at", "updated_at")}),
     )
     inlines = (ProjectInline, QuotaInline)
+    actions = ("suspend", "reactivate")
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(project_total=Count("projects"))
+
+    @admin.action(description="Suspend selected tenants", permissions=["change"])
+    def suspend(self, request, queryset):
+        return apply_as_operator_with_reason(
+            self,
+            request,
+            queryset,
+            services.suspend_tenant,
+            action="suspend",
+            title="Suspend tenants",
+            intro="Their users keep their reads (usage, bills, lists) and can still release allocations, "
+            "stop and delete apps and remove keys. Nothing new is allocated, launched, started or added; "
+            "their terminals and app sessions end and their SSH keys leave their nodes until they are "
+            "reactivated. What they hold stays allocated and metered: release it explicitly if it must go. "
+            "The reason is shown to the tenant's users.",
+            submit="Suspend",
+            done="Suspended",
+            already=(lambda tenant: tenant.status == Tenant.Status.SUSPENDED, "Already suspended"),
+        )
+
+    @admin.action(description="Reactivate selected tenants", permissions=["change"])
+    def reactivate(self, request, queryset):
+        apply_as_operator(
+            self,
+            request,
+            queryset,
+            services.reactivate_tenant,
+            done="Reactivated",
+            already=(lambda tenant: tenant.status == Tenant.Status.ACTIVE, "Already active"),
+        )
 
     @admin.display(description="Projects", ordering="project_total")
     def project_count(self, tenant):

@@ -33,6 +33,7 @@ class Perm(models.TextChoices):
 
     TENANT_VIEW = "tenant.view"
     TENANT_ONBOARD = "tenant.onboard"
+    TENANT_SUSPEND = "tenant.suspend"  # platform operators only
     PROJECT_VIEW = "project.view"
     PROJECT_CREATE = "project.create"
     MEMBER_VIEW = "member.view"

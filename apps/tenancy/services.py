@@ -35,6 +35,10 @@ REVOKED_ACCOUNTS_KEPT = 20
 # Sent (with ``account``) once a service account is revoked, inside the revoking
 # transaction: apps above take away what it held (its SSH keys on nodes).
 service_account_revoked = Signal()
+# Sent (with ``tenant``) once a tenant is suspended or reactivated, inside that
+# transaction: apps above end or give back its interactive access (terminals, app
+# routes; its SSH keys follow its status by themselves).
+tenant_suspension_changed = Signal()
 
 
 @dataclass
@@ -131,6 +135,78 @@ def _transition(tenant: Tenant, status: str, reason: str) -> bool:
     return bool(changed)
 
 
+# --- suspension (decision 0078) ------------------------------------------------
+
+
+def refusal_reason(tenant: Tenant, *, onboarded: bool = False) -> str:
+    """Why the tenant may take, add or open nothing new now (empty when it may): it is
+    suspended; or, for what lives on the network and storage onboarding provisions
+    (``onboarded``: allocations), it is not active yet."""
+    if tenant.status == Tenant.Status.SUSPENDED:
+        return (
+            "The tenant is suspended. Reads, releases, stops and deletions still work; "
+            "ask the platform operators to reactivate it."
+        )
+    if onboarded and tenant.status != Tenant.Status.ACTIVE:
+        return f"The tenant is {tenant.status}, not active."
+    return ""
+
+
+def require_not_suspended(tenant: Tenant, *, onboarded: bool = False) -> None:
+    """The one check every service makes before the tenant takes, adds or opens
+    something (409 ``invalid_state``, ``refusal_reason``); reads and what gives resources
+    back never make it. Pass the tenant's row as the caller locked it where a race with
+    a suspension matters."""
+    reason = refusal_reason(tenant, onboarded=onboarded)
+    if reason:
+        raise InvalidState(reason)
+
+
+def suspend_tenant(principal: Principal, tenant: Tenant, reason: str) -> Tenant:
+    """Operator action: the tenant keeps what it holds (and is metered for it) and its
+    reads, but takes, adds and opens nothing new, and its interactive access ends
+    (the receivers of ``tenant_suspension_changed``). Suspending a suspended tenant
+    changes nothing."""
+    policy.require_scope(principal, Perm.TENANT_SUSPEND)
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationFailed(details={"reason": ["Say why the tenant is suspended."]})
+    with transaction.atomic():
+        # Locked as allocating and launching lock it: one that is under way commits before
+        # the suspension, and the next one sees it.
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if locked.status == Tenant.Status.SUSPENDED:
+            return locked
+        if locked.status != Tenant.Status.ACTIVE:
+            raise InvalidState(f"Only an active tenant can be suspended; this one is {locked.status}.")
+        _set_status(locked, Tenant.Status.SUSPENDED, reason)
+        audit.record(principal, "tenant.suspend", target=locked, details={"reason": reason})
+        tenant_suspension_changed.send(sender=Tenant, tenant=locked)
+    return locked
+
+
+def reactivate_tenant(principal: Principal, tenant: Tenant) -> Tenant:
+    """Operator action: the end of a suspension. What it held is as it was; its users'
+    SSH keys go back on its nodes without being added again."""
+    policy.require_scope(principal, Perm.TENANT_SUSPEND)
+    with transaction.atomic():
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if locked.status == Tenant.Status.ACTIVE:
+            return locked
+        if locked.status != Tenant.Status.SUSPENDED:
+            raise InvalidState(f"Only a suspended tenant can be reactivated; this one is {locked.status}.")
+        suspended_for = locked.status_reason
+        _set_status(locked, Tenant.Status.ACTIVE, "")
+        audit.record(principal, "tenant.reactivate", target=locked, details={"suspended_for": suspended_for})
+        tenant_suspension_changed.send(sender=Tenant, tenant=locked)
+    return locked
+
+
+def _set_status(tenant: Tenant, status: str, reason: str) -> None:
+    tenant.status, tenant.status_reason = status, reason
+    tenant.save(update_fields=["status", "status_reason", "updated_at"])
+
+
 # --- projects ----------------------------------------------------------------
 
 
@@ -141,6 +217,7 @@ def create_project(principal: Principal, tenant: Tenant, *, project_id: str, nam
     existing = Project.objects.filter(tenant=tenant, project_id=project_id).first()
     if existing is not None:
         return Created(existing, False)
+    require_not_suspended(tenant)
     limit = settings.MAX_PROJECTS_PER_TENANT
     try:
         with transaction.atomic():
@@ -168,6 +245,7 @@ def add_member(
     principal: Principal, project: Project, *, username: str, role: str, limit: str = ""
 ) -> Membership:
     _require_project_grant(principal, Perm.MEMBER_MANAGE, project, role, limit, holder="Project")
+    require_not_suspended(project.tenant)
     users = get_user_model().objects.filter(username=username)
     if not principal.can(Perm.MEMBER_MANAGE, project.tenant_id):
         # A project admin may only add people already in the tenant; tenant admins may bring anyone in.
@@ -214,6 +292,7 @@ def grant_tenant_role(principal: Principal, tenant: Tenant, *, user, role: str) 
         raise ValidationFailed(details={"role": ["Not a tenant role."]})
     if not _grantable(principal, tenant.id, None, role, ""):
         raise ValidationFailed(details={"role": ["You cannot grant a role above your own."]})
+    require_not_suspended(tenant)
     membership, created = Membership.objects.get_or_create(user=user, tenant=tenant, project=None, role=role)
     if created:
         audit.record(
@@ -306,6 +385,7 @@ def create_service_account(
     _require_project_grant(
         principal, Perm.SERVICE_ACCOUNT_MANAGE, project, role, limit, holder="Service account"
     )
+    require_not_suspended(project.tenant)
     return _new_account(principal, name=name, role=role, tenant=project.tenant, project=project, limit=limit)
 
 

@@ -1,7 +1,8 @@
 """Who may change which key on an allocation: a service account (an app controller)
 only the records it owns; a person who manages the project's allocations the user
 keys of anyone, never a controller's bootstrap key; a viewer nothing. Every change,
-and every refusal, is audited. Bad keys are refused with the error envelope."""
+and every refusal, is audited. Bad keys are refused with the error envelope. A
+suspended tenant's keys leave its nodes until it is reactivated."""
 
 from __future__ import annotations
 
@@ -173,3 +174,21 @@ def test_the_keys_of_a_revoked_service_account_come_off_the_nodes(
     with django_capture_on_commit_callbacks(execute=True):
         tenancy.revoke_service_account(None, ServiceAccount.objects.get(project=project))
     assert _on_node(active_allocation) == set()
+
+
+def test_a_suspended_tenants_keys_leave_its_nodes_and_come_back_on_reactivation(
+    keys_url, tenant, active_allocation, allocator, platform_admin, tmp_path
+):
+    key = _add(_user_client(allocator), keys_url, key_pair(tmp_path, "mine").public_key)
+    before = services.desired_for_node(active_allocation.node)
+    assert _on_node(active_allocation) == {key["id"]}
+    operator = principals.for_user(platform_admin)
+
+    tenancy.suspend_tenant(operator, tenant, "unpaid")
+    suspended = services.desired_for_node(active_allocation.node)
+    assert suspended["keys"] == []
+    assert suspended["user"] == before["user"]  # the runtime user stays; its keys go
+    assert AuthorizedKey.objects.filter(pk=key["id"]).exists()
+
+    tenancy.reactivate_tenant(operator, tenant)
+    assert services.desired_for_node(active_allocation.node)["keys"] == before["keys"]

@@ -1,6 +1,7 @@
 """Who may open a terminal, and what closes one: the socket's handshake answers with
-the contract's statuses, and revoked membership, logout, release and an operator
-end an open terminal at once (the portal and a real node agent, no browser)."""
+the contract's statuses, and revoked membership, logout, release, the tenant's
+suspension and an operator end an open terminal at once (the portal and a real node
+agent, no browser). A suspended tenant opens none."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from apps.access.models import TerminalSession
 from apps.allocations import services as allocations
 from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
+from apps.tenancy import services as tenancy
 from apps.tenancy.models import Membership
 from tests.factories import AllocationFactory
 from tests.support.agent import running_agent
@@ -68,6 +70,12 @@ def test_a_terminal_needs_an_active_allocation(portal, project, allocator):
     assert handshake(portal, pending.pk, allocator) == 409
 
 
+def test_a_suspended_tenant_opens_no_terminal(portal, active_allocation, allocator, tenant, platform_admin):
+    tenancy.suspend_tenant(principals.for_user(platform_admin), tenant, "unpaid")
+    assert handshake(portal, active_allocation.pk, allocator) == 409
+    assert not TerminalSession.objects.exists()
+
+
 def test_an_agent_socket_needs_the_nodes_credential(portal, active_allocation):
     base = portal.url.replace("http://", "ws://")
     for headers in ({}, {"Authorization": "Node not-the-credential"}):
@@ -119,6 +127,12 @@ def test_release_closes_the_terminal(open_terminal, active_allocation, allocator
     allocations.release(principals.for_user(allocator), active_allocation)
     assert open_terminal.wait_closed() == 4000
     assert _ended(open_terminal).end_reason == terminals.RELEASED
+
+
+def test_suspending_the_tenant_closes_the_terminal(open_terminal, tenant, platform_admin):
+    tenancy.suspend_tenant(principals.for_user(platform_admin), tenant, "unpaid")
+    assert open_terminal.wait_closed() == 4000
+    assert _ended(open_terminal).end_reason == terminals.SUSPENDED
 
 
 def test_an_operator_ends_a_session_and_it_is_audited(open_terminal, platform_admin):

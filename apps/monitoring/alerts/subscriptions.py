@@ -21,6 +21,7 @@ from apps.core.errors import Conflict, ValidationFailed
 from apps.monitoring.models import Alert, AlertRule, AlertSubscription
 from apps.tenancy import policy
 from apps.tenancy import selectors as tenancy
+from apps.tenancy import services as tenancy_services
 from apps.tenancy.models import Tenant
 from apps.tenancy.principal import Principal
 from apps.tenancy.roles import Perm
@@ -85,6 +86,8 @@ def subscribe(
 ) -> AlertSubscription:
     tenant = _tenant(principal, tenant_id)
     policy.require_scope(principal, Perm.ALERT_MANAGE, tenant.pk if tenant else None)
+    if tenant is not None:
+        tenancy_services.require_not_suspended(tenant)
     _check_url(url, public=public_only(tenant.pk if tenant else None))
     with transaction.atomic():
         if tenant is not None:
@@ -138,6 +141,8 @@ def test_send(principal: Principal, subscription_id) -> Delivery:
     """A sample alert to this subscription alone, signed as real ones are, so its
     owner can check the receiver before a real alert depends on it."""
     subscription = get(principal, subscription_id)
+    if subscription.tenant is not None:
+        tenancy_services.require_not_suspended(subscription.tenant)
     now = timezone.now().isoformat().replace("+00:00", "Z")
     body = {
         "event_id": str(uuid.uuid4()),

@@ -12,6 +12,7 @@ from django.utils.timesince import timesince
 
 from apps.allocations.models import AllocationStep
 from apps.proxy.idle import human_duration
+from apps.tenancy.models import Project, Tenant
 
 register = template.Library()
 
@@ -72,6 +73,19 @@ def nav_current(context, section: str) -> str:
     if match is not None and SECTIONS.get(match.url_name) == section:
         return mark_safe('aria-current="page"')  # a constant
     return ""
+
+
+@register.simple_tag(takes_context=True)
+def page_tenant(context) -> Tenant | None:
+    """The tenant a page is about: its project's, its own (usage, quota), else the
+    switcher's current project's."""
+    project, tenant, nav = context.get("project"), context.get("tenant"), context.get("nav")
+    if isinstance(project, Project):
+        return project.tenant
+    if isinstance(tenant, Tenant):
+        return tenant
+    current = nav.current_project if nav is not None else None
+    return current.tenant if current is not None else None
 
 
 @register.simple_tag

@@ -34,8 +34,8 @@ class Command(BaseCommand):
                 issued = services.create_service_account(
                     OPERATOR_CLI, self._project(project), name=name, role=role
                 )
-        except (ValidationFailed, Conflict) as exc:
-            raise CommandError(f"{exc.message} {exc.details}") from exc
+        except (ValidationFailed, Conflict) as exc:  # a full project, a suspended tenant
+            raise CommandError(f"{exc.message} {exc.details or ''}".strip()) from exc
         self.stdout.write(
             json.dumps({"client_id": issued.account.client_id, "client_secret": issued.client_secret})
         )
