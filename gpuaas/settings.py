@@ -612,6 +612,12 @@ TERMINAL_ENDED_CHECK_SECONDS = 5.0
 TERMINAL_MAX_LIVE_PER_ALLOCATION = env.integer("GPUAAS_TERMINAL_MAX_LIVE_PER_ALLOCATION", 8)
 TERMINAL_MAX_INPUT_BYTES = 64 * 1024  # one message from the browser (a paste)
 TERMINAL_RECORDING_MAX_CHARS = env.integer("GPUAAS_TERMINAL_RECORDING_MAX_CHARS", 8 * 1024 * 1024)
+# How long an ended session's row (who had a shell on which node, when, why it ended)
+# outlives the session: longer than a recording is kept, as the record of access is
+# worth more than the bytes; never shorter than its own recording, whose replay needs it.
+TERMINAL_SESSION_RETENTION_DAYS = env.integer("GPUAAS_TERMINAL_SESSION_RETENTION_DAYS", 365)
+if TERMINAL_SESSION_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured("GPUAAS_TERMINAL_SESSION_RETENTION_DAYS: must be at least 1")
 
 # --- Platform proxy ----------------------------------------------------------------
 # Hard limits (and the longest idle timeout) that manifests, pools and tenant policy
