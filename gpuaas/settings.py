@@ -368,6 +368,11 @@ if not 1 <= ALERT_EVALUATION_SECONDS <= 60:
 ALERT_RESOLVE_AFTER_SECONDS = env.integer("GPUAAS_ALERT_RESOLVE_AFTER_SECONDS", 60)
 if ALERT_RESOLVE_AFTER_SECONDS < 0:
     raise ImproperlyConfigured("GPUAAS_ALERT_RESOLVE_AFTER_SECONDS: 0 or more")
+# How long a resolved alert is listed (``GET /api/alerts``, the pages) before it is deleted;
+# every episode is a row, so a flapping condition would otherwise grow the table for ever.
+ALERT_RETENTION_DAYS = env.integer("GPUAAS_ALERT_RETENTION_DAYS", 90)
+if ALERT_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured("GPUAAS_ALERT_RETENTION_DAYS: must be at least 1")
 # Whether a tenant may subscribe a URL on a private address (the platform's own network).
 ALERT_PRIVATE_URLS = env.boolean("GPUAAS_ALERT_PRIVATE_URLS", False)
 
