@@ -368,6 +368,11 @@ if not 1 <= ALERT_EVALUATION_SECONDS <= 60:
 ALERT_RESOLVE_AFTER_SECONDS = env.integer("GPUAAS_ALERT_RESOLVE_AFTER_SECONDS", 60)
 if ALERT_RESOLVE_AFTER_SECONDS < 0:
     raise ImproperlyConfigured("GPUAAS_ALERT_RESOLVE_AFTER_SECONDS: 0 or more")
+# How long a resolved alert is listed (``GET /api/alerts``, the pages) before it is deleted;
+# every episode is a row, so a flapping condition would otherwise grow the table for ever.
+ALERT_RETENTION_DAYS = env.integer("GPUAAS_ALERT_RETENTION_DAYS", 90)
+if ALERT_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured("GPUAAS_ALERT_RETENTION_DAYS: must be at least 1")
 # Whether a tenant may subscribe a URL on a private address (the platform's own network).
 ALERT_PRIVATE_URLS = env.boolean("GPUAAS_ALERT_PRIVATE_URLS", False)
 
@@ -612,6 +617,12 @@ TERMINAL_ENDED_CHECK_SECONDS = 5.0
 TERMINAL_MAX_LIVE_PER_ALLOCATION = env.integer("GPUAAS_TERMINAL_MAX_LIVE_PER_ALLOCATION", 8)
 TERMINAL_MAX_INPUT_BYTES = 64 * 1024  # one message from the browser (a paste)
 TERMINAL_RECORDING_MAX_CHARS = env.integer("GPUAAS_TERMINAL_RECORDING_MAX_CHARS", 8 * 1024 * 1024)
+# How long an ended session's row (who had a shell on which node, when, why it ended)
+# outlives the session: longer than a recording is kept, as the record of access is
+# worth more than the bytes; never shorter than its own recording, whose replay needs it.
+TERMINAL_SESSION_RETENTION_DAYS = env.integer("GPUAAS_TERMINAL_SESSION_RETENTION_DAYS", 365)
+if TERMINAL_SESSION_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured("GPUAAS_TERMINAL_SESSION_RETENTION_DAYS: must be at least 1")
 
 # --- Platform proxy ----------------------------------------------------------------
 # Hard limits (and the longest idle timeout) that manifests, pools and tenant policy

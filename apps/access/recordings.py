@@ -141,7 +141,9 @@ def cast(session: TerminalSession) -> Iterator[str]:
 
 
 def delete_expired(now=None) -> int:
-    """Delete the recordings older than their project's retention; the number deleted."""
+    """Delete the recordings older than their project's retention, then the sessions
+    whose recording is gone that ended over ``TERMINAL_SESSION_RETENTION_DAYS`` ago;
+    how many of both. Each runs in batches: a backlog goes over the next rounds."""
     now = now or timezone.now()
     retention = dict(TerminalPolicy.objects.values_list("project_id", "recording_retention_days"))
     default = TerminalPolicy.DEFAULT_RECORDING_RETENTION_DAYS
@@ -159,4 +161,12 @@ def delete_expired(now=None) -> int:
             TerminalRecordingChunk.objects.filter(session_id=pk).delete()
             TerminalSession.objects.filter(pk=pk).update(recording_deleted=True)
         deleted += 1
-    return deleted
+    # A session whose project keeps recordings longer than this keeps its row until its
+    # recording goes: the replay page needs it.
+    sessions = TerminalSession.objects.filter(
+        state=TerminalSession.State.ENDED,
+        recording_deleted=True,
+        ended_at__lt=now - timedelta(days=settings.TERMINAL_SESSION_RETENTION_DAYS),
+    )
+    _, removed = TerminalSession.objects.filter(pk__in=sessions.values("pk")[:PRUNE_BATCH]).delete()
+    return deleted + removed.get(TerminalSession._meta.label, 0)

@@ -10,4 +10,6 @@ def end_expired_terminals() -> int:
 
 @shared_task(name="apps.access.tasks.delete_expired_recordings")
 def delete_expired_recordings() -> int:
+    """Terminal retention: recordings past their project's retention, and ended
+    sessions' rows past ``TERMINAL_SESSION_RETENTION_DAYS``."""
     return recordings.delete_expired()

@@ -134,10 +134,17 @@ def export(principal, tenant, start: datetime, end: datetime) -> str:
 
     A month that is over is recorded at its first export (with the corrections of
     earlier months not exported yet) and answered from the record ever after; a month
-    still running is usage so far, recorded nowhere.
+    still running is usage so far, recorded nowhere. A month over before the tenant
+    was onboarded had no usage: its header alone, recorded nowhere either, as any
+    month back to year 1 may be asked for and each record would be a row kept for ever.
     """
     final = end <= timezone.now()
-    body = _recorded(principal, tenant, start, end) if final else _render(tenant, start, end, [])
+    if end <= tenant.created_at:
+        body = _sheet()[0].getvalue()
+    elif final:
+        body = _recorded(principal, tenant, start, end)
+    else:
+        body = _render(tenant, start, end, [])
     audit.record(
         principal,
         "billing.export",
@@ -174,10 +181,16 @@ def _recorded(principal, tenant, start: datetime, end: datetime) -> str:
     return body
 
 
-def _render(tenant, start: datetime, end: datetime, adjustments: list[BillingAdjustment]) -> str:
+def _sheet():
+    """A billing CSV with its header row, and the writer for the rows that follow."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(HEADER)
+    return out, writer
+
+
+def _render(tenant, start: datetime, end: datetime, adjustments: list[BillingAdjustment]) -> str:
+    out, writer = _sheet()
     currency = settings.BILLING_CURRENCY
     for charge in charges(tenant, start, end):
         line = charge.line

@@ -3,6 +3,7 @@ from django.conf import settings
 
 from apps.monitoring import services
 from apps.monitoring.alerts import evaluation
+from apps.monitoring.alerts import services as alerts
 from apps.monitoring.metrics import embedded
 
 
@@ -20,7 +21,9 @@ def rollup_metrics() -> None:
 
 @shared_task(name="apps.monitoring.tasks.prune_metrics")
 def prune_metrics() -> int:
-    return 0 if settings.METRICS_URL else embedded.prune()
+    """The monitoring tables' hourly trim: resolved alerts past their retention, and
+    the embedded store's readings past theirs (a metrics database keeps its own)."""
+    return alerts.delete_resolved() + (0 if settings.METRICS_URL else embedded.prune())
 
 
 @shared_task(name="apps.monitoring.tasks.measure_storage_latency")

@@ -1,6 +1,6 @@
 """Terminal recordings are asciicast v2: a header, then timed output and resize
 events holding each output byte once, however it was relayed; bounded in size;
-deleted after the project's retention."""
+deleted after the project's retention, and the session's row a year after it ended."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from apps.access import recordings, terminals
 from apps.access.models import TerminalPolicy, TerminalRecordingChunk, TerminalSession
+from apps.access.tasks import delete_expired_recordings
 from apps.tenancy import principal as principals
 
 pytestmark = pytest.mark.django_db
@@ -80,6 +81,31 @@ def test_recordings_are_deleted_after_their_projects_retention(session, project,
     session.refresh_from_db()
     assert session.recording_deleted
     assert not TerminalRecordingChunk.objects.filter(session=session).exists()
+
+
+def test_ended_sessions_go_a_year_on_once_their_recordings_have(
+    session, active_allocation, allocator, project
+):
+    """The hourly recordings sweep also deletes the rows of sessions ended over
+    TERMINAL_SESSION_RETENTION_DAYS (365) ago; a live session, a recent one and one
+    whose project still keeps its recording stay."""
+    opener = principals.for_user(allocator)
+    recent, live = (terminals.open_session(opener, active_allocation.pk, cols=80, rows=24) for _ in range(2))
+    for ended, days_ago in ((session, 400), (recent, 300)):
+        record(ended, [(0, b"who was here")])
+        terminals.end_session(ended.pk, "done")
+        TerminalSession.objects.filter(pk=ended.pk).update(ended_at=timezone.now() - timedelta(days=days_ago))
+    TerminalSession.objects.filter(pk=live.pk).update(created_at=timezone.now() - timedelta(days=400))
+    policy = TerminalPolicy.objects.create(project=project, recording_retention_days=3650)
+
+    assert delete_expired_recordings() == 0
+    assert TerminalRecordingChunk.objects.filter(session=session).exists()
+
+    policy.recording_retention_days = 30
+    policy.save()
+    assert delete_expired_recordings() == 3  # two recordings, one session
+    assert set(TerminalSession.objects.values_list("pk", flat=True)) == {recent.pk, live.pk}
+    assert TerminalSession.objects.get(pk=recent.pk).recording_deleted
 
 
 def test_a_session_the_agent_never_opened_is_ended_by_the_sweep(session):

@@ -14,7 +14,7 @@ import pytest
 
 from apps.core.errors import Forbidden, InvalidState, ValidationFailed
 from apps.core.models import AuditEvent
-from apps.metering import services, utilization
+from apps.metering import billing, services, utilization
 from apps.metering.models import BillingAdjustment, BillingExport, Rate
 from apps.storage import services as storage
 from apps.storage.models import StorageResize, TenantStorage
@@ -101,6 +101,19 @@ def test_the_month_still_running_is_usage_so_far_and_recorded_nowhere(integratio
     assert body.startswith(b"tenant_id,project_id,period_start,period_end,resource")
     assert not BillingExport.objects.exists()
     assert AuditEvent.objects.get(action="billing.export").details["final"] is False
+
+
+def test_a_month_over_before_the_tenant_was_onboarded_is_its_header_alone_recorded_nowhere(integration, busy):
+    """Anyone who may read the usage may ask for any month back to year 1: those before
+    the tenant existed bill nothing and leave no record behind (busy: onboarded in
+    September, when its usage starts)."""
+    for month in ("2026-08", "0001-01"):
+        assert export(integration, month).decode() == ",".join(billing.HEADER) + "\r\n"
+    assert not BillingExport.objects.exists()
+    assert AuditEvent.objects.filter(action="billing.export", details__final=True).count() == 2
+
+    assert rows(export(integration, "2026-09"))
+    assert list(BillingExport.objects.values_list("period", flat=True)) == [SEPTEMBER.date()]
 
 
 def test_a_correction_after_export_is_an_adjustment_line_in_the_next_export(

@@ -14,6 +14,7 @@ from apps.core.models import SimulatedFault
 from apps.monitoring.metrics import embedded
 from apps.monitoring.models import Alert, AlertRule, XidEvent
 from apps.tenancy import principal as principals
+from apps.tenancy.models import Tenant
 from apps.webhooks.models import Delivery
 from tests.factories import AllocationFactory, NodeFactory
 
@@ -83,7 +84,13 @@ def make_nodes(flavor, count: int, prefix: str = "gpu") -> list[Node]:
 def made_allocation(
     project, node, flavor, activated, finished=None, state=Allocation.State.RELEASED
 ) -> Allocation:
-    """An allocation written directly, with the active time usage is measured from."""
+    """An allocation written directly, with the active time usage is measured from.
+    Its tenant is back-dated to have been onboarded by then, as a real tenant exists
+    before its usage (months over before onboarding are billed empty, unrecorded)."""
+    tenant = project.tenant
+    if activated is not None and tenant.created_at > activated:
+        tenant.created_at = activated
+        Tenant.objects.filter(pk=tenant.pk).update(created_at=activated)
     return AllocationFactory(
         node=node,
         project=project,

@@ -3,6 +3,9 @@ reported by other parts of the platform for the rules that watch them."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -55,6 +58,15 @@ def visible_alerts(
         tenant = tenancy.tenant_for(principal, tenant_id)
         alerts = alerts.filter(tenant=tenant)
     return policy.restrict(alerts, principal, Perm.ALERT_VIEW).order_by("-started_at", "-created_at")
+
+
+def delete_resolved(now=None) -> int:
+    """Delete the alerts resolved over ``ALERT_RETENTION_DAYS`` ago; how many. Open
+    alerts stay however old. Nothing points at an alert: its webhooks carry their own
+    copy of it, so what was delivered (or is still to send) is unchanged."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.ALERT_RETENTION_DAYS)
+    return Alert.objects.filter(state=Alert.State.RESOLVED, resolved_at__lt=cutoff).delete()[0]
 
 
 def record_measurement(
