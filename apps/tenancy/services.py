@@ -171,33 +171,44 @@ def suspend_tenant(principal: Principal, tenant: Tenant, reason: str) -> Tenant:
     reason = (reason or "").strip()
     if not reason:
         raise ValidationFailed(details={"reason": ["Say why the tenant is suspended."]})
-    with transaction.atomic():
-        # Locked as allocating and launching lock it: one that is under way commits before
-        # the suspension, and the next one sees it.
-        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
-        if locked.status == Tenant.Status.SUSPENDED:
-            return locked
-        if locked.status != Tenant.Status.ACTIVE:
-            raise InvalidState(f"Only an active tenant can be suspended; this one is {locked.status}.")
-        _set_status(locked, Tenant.Status.SUSPENDED, reason)
-        audit.record(principal, "tenant.suspend", target=locked, details={"reason": reason})
-        tenant_suspension_changed.send(sender=Tenant, tenant=locked)
-    return locked
+    return _move(principal, tenant, Tenant.Status.SUSPENDED, reason)
 
 
 def reactivate_tenant(principal: Principal, tenant: Tenant) -> Tenant:
     """Operator action: the end of a suspension. What it held is as it was; its users'
     SSH keys go back on its nodes without being added again."""
     policy.require_scope(principal, Perm.TENANT_SUSPEND)
+    return _move(principal, tenant, Tenant.Status.ACTIVE, "")
+
+
+# Each move of a suspension: the status it leaves, its audit action, what refusing says.
+_MOVES = {
+    Tenant.Status.SUSPENDED: (
+        Tenant.Status.ACTIVE,
+        "tenant.suspend",
+        "Only an active tenant can be suspended",
+    ),
+    Tenant.Status.ACTIVE: (
+        Tenant.Status.SUSPENDED,
+        "tenant.reactivate",
+        "Only a suspended tenant can be reactivated",
+    ),
+}
+
+
+def _move(principal: Principal, tenant: Tenant, status: str, reason: str) -> Tenant:
+    source, action, refusal = _MOVES[status]
     with transaction.atomic():
+        # Locked as allocating and launching lock it: one that is under way commits before
+        # the suspension, and the next one sees it.
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
-        if locked.status == Tenant.Status.ACTIVE:
+        if locked.status == status:
             return locked
-        if locked.status != Tenant.Status.SUSPENDED:
-            raise InvalidState(f"Only a suspended tenant can be reactivated; this one is {locked.status}.")
-        suspended_for = locked.status_reason
-        _set_status(locked, Tenant.Status.ACTIVE, "")
-        audit.record(principal, "tenant.reactivate", target=locked, details={"suspended_for": suspended_for})
+        if locked.status != source:
+            raise InvalidState(f"{refusal}; this one is {locked.status}.")
+        details = {"reason": reason} if reason else {"suspended_for": locked.status_reason}
+        _set_status(locked, status, reason)
+        audit.record(principal, action, target=locked, details=details)
         tenant_suspension_changed.send(sender=Tenant, tenant=locked)
     return locked
 
