@@ -363,13 +363,13 @@ def _new_account(
     secret = crypto.new_secret()
     with transaction.atomic():
         if project is not None:
-            limit = settings.MAX_SERVICE_ACCOUNTS_PER_PROJECT
+            most = settings.MAX_SERVICE_ACCOUNTS_PER_PROJECT
             bounds.require_room(
                 project,
                 ServiceAccount.objects.filter(project=project, revoked_at__isnull=True),
-                limit,
+                most,
                 resource="service_accounts",
-                message=f"A project has at most {limit} active service accounts; revoke one first.",
+                message=f"A project has at most {most} active service accounts; revoke one first.",
             )
         account = ServiceAccount.objects.create(
             name=name,

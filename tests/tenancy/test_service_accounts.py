@@ -156,6 +156,17 @@ def test_other_grant_types_are_refused(api, sa):
     assert "grant_type" in response.json()["error"]["details"]
 
 
+@pytest.mark.parametrize("limit", ["", "compute"])
+def test_an_account_keeps_the_limit_it_was_made_with(admin_api, project, limit):
+    """A project admin limited to compute stays limited; an unlimited one stays unlimited."""
+    url = f"{PROJECTS}/{project.pk}/service-accounts"
+    body = {"name": "ci", "role": "project_admin", "limit": limit}
+    created = admin_api.post(url, body, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["limit"] == limit
+    assert admin_api.get(f"{url}/{created.json()['id']}").json()["limit"] == limit
+
+
 def test_token_works_only_within_the_service_account_project(
     api, sa, project, other_project, other_tenant_project
 ):
