@@ -17,6 +17,7 @@ from apps.metering.models import BillingExport
 from apps.monitoring.models import AlertSubscription
 from apps.tenancy.models import Membership, Project, Quota, ServiceAccount, Tenant
 from apps.webhooks.models import Delivery
+from tests.support.snapshots import fresh, made_once
 from tests.support.world import (
     ALERT_RECEIVER,
     CALLERS,
@@ -30,10 +31,21 @@ from tests.support.world import (
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def world(db, settings):
-    settings.ALERT_PRIVATE_URLS = True  # the receivers below listen on loopback
+def _full_world():
     return with_alert_subscription(with_allocation(build_world()))
+
+
+@pytest.fixture(scope="module")
+def module_world(django_db_setup, django_db_blocker):
+    # the receivers below listen on loopback
+    with made_once(django_db_blocker, _full_world, ALERT_PRIVATE_URLS=True) as world:
+        yield world
+
+
+@pytest.fixture
+def world(db, settings, module_world):
+    settings.ALERT_PRIVATE_URLS = True
+    return fresh(module_world)
 
 
 @pytest.fixture
