@@ -87,7 +87,8 @@ SQLITE_TESTS := tests/portal tests/tenancy tests/catalog tests/core/test_error_e
 	tests/core/test_bad_input.py tests/core/test_pagination.py tests/core/test_idempotency.py \
 	tests/core/test_openapi.py tests/core/test_audit.py tests/metering \
 	tests/allocations/test_lifecycle_api.py tests/allocations/test_quota_and_capacity.py \
-	tests/runtime/test_launch_api.py tests/runtime/test_app_instance_quota.py tests/runtime/test_instance_logs.py \
+	tests/runtime/test_launch_api.py tests/runtime/test_launch_outlives_its_live_updates.py \
+	tests/runtime/test_app_instance_quota.py tests/runtime/test_instance_logs.py \
 	tests/storage/test_storage_resize.py tests/ops/test_make_run_path.py tests/access \
 	tests/node_agent/test_terminal_ring.py tests/monitoring/test_gpu_metrics_api.py \
 	tests/monitoring/test_embedded_store.py tests/monitoring/test_xid_events.py \

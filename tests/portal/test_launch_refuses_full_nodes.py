@@ -15,8 +15,10 @@ from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
 from tests.factories import AllocationFactory
 from tests.support.instances import agent_finishes, fill
+from tests.support.snapshots import active_fleet_fixtures
 
 pytestmark = pytest.mark.django_db
+globals().update(active_fleet_fixtures())
 
 
 @pytest.fixture

@@ -16,8 +16,10 @@ from apps.tenancy import principal as principals
 from tests.support.fleet import ccp_release
 from tests.support.instances import agent_finishes
 from tests.support.members import member
+from tests.support.snapshots import active_fleet_fixtures
 
 pytestmark = pytest.mark.django_db
+globals().update(active_fleet_fixtures())
 
 
 def launched(user, allocation, name: str, *, private: bool = False) -> AppInstance:

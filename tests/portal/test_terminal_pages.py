@@ -14,8 +14,10 @@ from apps.core.models import AuditEvent
 from apps.tenancy import principal as principals
 from tests.support.members import member
 from tests.support.pages import client_for
+from tests.support.snapshots import active_fleet_fixtures
 
 pytestmark = pytest.mark.django_db
+globals().update(active_fleet_fixtures())
 
 
 @pytest.fixture

@@ -10,8 +10,10 @@ from apps.core.models import AuditEvent
 from apps.proxy.models import ProxyRoute
 from apps.runtime.models import AgentTask, AppInstance, Operation
 from tests.support.agent import enroll
+from tests.support.snapshots import active_fleet_fixtures
 
 pytestmark = pytest.mark.django_db
+globals().update(active_fleet_fixtures())
 
 NODE_ADDRESS = "10.20.0.7"
 

@@ -15,8 +15,10 @@ from apps.runtime.models import AgentTask, AppInstance, InstanceEvent, Operation
 from apps.tenancy.principal import for_user
 from tests.support.members import member
 from tests.support.proxy import start_instance
+from tests.support.snapshots import active_fleet_fixtures
 
 pytestmark = pytest.mark.django_db
+globals().update(active_fleet_fixtures())
 
 
 @pytest.fixture

@@ -16,8 +16,10 @@ from apps.tenancy.models import Membership
 from apps.tenancy.principal import Grant, Principal, for_user
 from tests.support.members import member
 from tests.support.proxy import login_session, mint_ticket, start_instance
+from tests.support.snapshots import active_fleet_fixtures
 
 pytestmark = pytest.mark.django_db
+globals().update(active_fleet_fixtures())
 
 
 def _urls(instance) -> dict:

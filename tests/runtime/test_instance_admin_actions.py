@@ -16,8 +16,10 @@ from apps.runtime.models import AgentTask
 from apps.tenancy.principal import for_user
 from tests.factories import UserFactory
 from tests.support.proxy import start_instance
+from tests.support.snapshots import active_fleet_fixtures
 
 pytestmark = pytest.mark.django_db
+globals().update(active_fleet_fixtures())
 
 CHANGELIST = reverse("admin:runtime_appinstance_changelist")
 OPERATOR_ACTIONS = {

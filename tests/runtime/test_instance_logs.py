@@ -17,8 +17,10 @@ from tests.support.agent import enroll
 from tests.support.fleet import allocation_on
 from tests.support.members import member
 from tests.support.proxy import start_instance
+from tests.support.snapshots import active_fleet_fixtures
 
 pytestmark = pytest.mark.django_db
+globals().update(active_fleet_fixtures())
 
 
 @pytest.fixture

@@ -15,9 +15,10 @@ from tests.factories import shipped_manifest
 from tests.support.catalog import publish
 from tests.support.instances import agent_finishes
 from tests.support.members import member
-from tests.support.processes import free_port
+from tests.support.snapshots import active_fleet_fixtures
 
 pytestmark = pytest.mark.django_db
+globals().update(active_fleet_fixtures())
 
 
 def launch(api, project, allocation, **body):
@@ -342,26 +343,3 @@ def test_a_claim_the_agent_never_reports_fails_after_the_timeout(
     instance.refresh_from_db()
     assert instance.state == "failed"
     assert "never reported back" in instance.state_reason
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_launch_answers_202_when_its_live_updates_cannot_go_out(
-    api, settings, caplog, allocator, project, jupyterlab, active_allocation
-):
-    # The channel layer's Redis is not there: the launch committed before its live
-    # updates and the agent's wake-up were sent, and a 503 now would be retried.
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "apps.core.redis_pools.RedisChannelLayer",
-            "CONFIG": {"hosts": [f"redis://127.0.0.1:{free_port()}/0"]},
-        }
-    }
-    api.force_login(allocator)
-    response = launch(api, project, active_allocation)
-    assert response.status_code == 202, response.content
-    assert "in on_commit()" in caplog.text
-    # The agent's next poll finds the task all the same.
-    instance = AppInstance.objects.get(pk=response.json()["instance_id"])
-    agent_finishes(instance)
-    assert instance.state == "running"
-    assert AppInstance.objects.filter(project=project).count() == 1

@@ -4,19 +4,80 @@ and a fleet in trouble."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.utils import timezone
 
 from apps.allocations import services as allocations
 from apps.allocations.models import Allocation, Node
+from apps.catalog.models import App, Flavor
 from apps.core.models import SimulatedFault
 from apps.monitoring.metrics import embedded
 from apps.monitoring.models import Alert, AlertRule, XidEvent
+from apps.networking import services as networking
+from apps.storage import services as storage
 from apps.tenancy import principal as principals
-from apps.tenancy.models import Tenant
+from apps.tenancy import quotas
+from apps.tenancy.models import Project, Tenant
 from apps.webhooks.models import Delivery
-from tests.factories import AllocationFactory, NodeFactory
+from tests.factories import AllocationFactory, FlavorFactory, NodeFactory, ProjectFactory, TenantFactory
+from tests.support.catalog import publish
+from tests.support.members import member
+
+
+def acme() -> Tenant:
+    return TenantFactory(tenant_id="acme", name="Acme")
+
+
+def cell_1(tenant: Tenant) -> Project:
+    return ProjectFactory(tenant=tenant, project_id="cell-1", name="Cell 1")
+
+
+def h100_8x() -> Flavor:
+    return FlavorFactory(name="h100-8x", rate_per_node_hour="98.32")
+
+
+def ready(tenant: Tenant) -> Tenant:
+    """``tenant`` with its network, storage and a roomy quota."""
+    networking.load_pool(prefix="vrf", count=4, first_vni=50001, first_vlan=1000)
+    networking.assign_tenant_network(tenant)
+    storage.provision_tenant_storage(tenant)
+    quotas.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
+    return tenant
+
+
+def enrolled(allocation: Allocation) -> Allocation:
+    """``allocation`` (ACTIVE) with an agent enrolled on its node (tests play its part, or
+    start a real one that re-enrolls), from this machine: its apps are reached on loopback."""
+    assert allocation.state == "ACTIVE"
+    Node.objects.filter(pk=allocation.node_id).update(credential_hash="0" * 64, agent_address="127.0.0.1")
+    allocation.node.refresh_from_db()
+    return allocation
+
+
+@dataclass
+class ActiveFleet:
+    """What conftest's ``active_allocation`` and ``jupyterlab`` stand on, by fixture name."""
+
+    tenant: Tenant  # acme, ready
+    project: Project  # cell-1
+    flavor: Flavor  # h100-8x
+    nodes: list[Node]  # four of it
+    allocator: object  # project admin of cell-1
+    active_allocation: Allocation
+    jupyterlab: App
+
+
+def active_fleet(capture) -> ActiveFleet:
+    """An ``ActiveFleet`` made as conftest's fixtures make it; ``capture`` as ``allocated``'s."""
+    tenant = ready(acme())
+    project = cell_1(tenant)
+    flavor = h100_8x()
+    nodes = make_nodes(flavor, 4)
+    allocator = member("project_admin", project=project)
+    allocation = enrolled(allocated(allocator, project, capture))
+    return ActiveFleet(tenant, project, flavor, nodes, allocator, allocation, publish("jupyterlab"))
 
 
 def allocated(allocator, project, capture, *, execute: bool = True) -> Allocation:

@@ -16,9 +16,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 
+import pytest
 from django.db import transaction
-from django.test import override_settings
+from django.test import TestCase, override_settings
+
+from tests.support.fleet import ActiveFleet, active_fleet
 
 
 @contextmanager
@@ -35,3 +39,28 @@ def made_once(django_db_blocker, make: Callable[[], object], **settings) -> Iter
 def fresh(objects):
     """A test's own copy of a module's data (model instances included)."""
     return copy.deepcopy(objects)
+
+
+def active_fleet_fixtures() -> dict:
+    """Module fixtures named as conftest's (``tenant``, ``ready_tenant``, ``project``,
+    ``flavor``, ``nodes``, ``allocator``, ``active_allocation``, ``jupyterlab``), all from
+    one ``ActiveFleet`` made once per module; a module puts them in its namespace with
+    ``globals().update(active_fleet_fixtures())``, and its tests ask for them as before.
+    The allocation runs through the real pipeline once, not once a test."""
+
+    @pytest.fixture(scope="module")
+    def module_fleet(django_db_setup, django_db_blocker):
+        with made_once(django_db_blocker, lambda: active_fleet(TestCase.captureOnCommitCallbacks)) as made:
+            yield made
+
+    @pytest.fixture
+    def fleet(db, module_fleet) -> ActiveFleet:
+        return fresh(module_fleet)
+
+    def part(name: str, field: str):
+        return pytest.fixture(name=name)(lambda fleet: getattr(fleet, field))
+
+    named = {field.name: field.name for field in fields(ActiveFleet)} | {"ready_tenant": "tenant"}
+    return {"module_fleet": module_fleet, "fleet": fleet} | {
+        name: part(name, field) for name, field in named.items()
+    }
