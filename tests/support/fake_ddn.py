@@ -8,20 +8,17 @@ import fcntl
 import json
 import os
 import pwd
-import shlex
 import socket
 import subprocess
-import sys
 import time
 from contextlib import suppress
 from pathlib import Path
 
 import psutil
 
+from tests.support.fake_lustre import ToolServer
 from tests.support.processes import Background, free_port
 from tests.support.ssh import KeyPair, key_pair
-
-FAKE_LUSTRE = Path(__file__).with_name("fake_lustre.py")
 
 
 def host_key(directory: Path, name: str) -> str:
@@ -38,11 +35,10 @@ class FakeDdn:
         self.state_dir.mkdir(parents=True)
         bin_dir = directory / "bin"
         bin_dir.mkdir()
+        self.tools = ToolServer(self.state_dir)
         for tool in ("lfs", "lctl"):
             script = bin_dir / tool
-            script.write_text(
-                f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_LUSTRE))} {tool} "$@"\n'
-            )
+            script.write_text(self.tools.stub(tool))
             script.chmod(0o755)
         self.client: KeyPair = key_pair(directory, "platform_key")
         (directory / "authorized_keys").write_text(self.client.public_key + "\n")
@@ -66,8 +62,7 @@ class FakeDdn:
                     "KbdInteractiveAuthentication no",
                     "PermitRootLogin prohibit-password",
                     # A home of its own: not the test user's shell start-up files.
-                    f"SetEnv HOME={directory} PATH={bin_dir}:/usr/bin:/bin"
-                    f" FAKE_LUSTRE_STATE={self.state_dir}",
+                    f"SetEnv HOME={directory} PATH={bin_dir}:/usr/bin:/bin",
                     "LogLevel ERROR",
                     "",
                 ]
@@ -155,3 +150,4 @@ class FakeDdn:
                     process.kill()
             psutil.wait_procs(connections, timeout=10)
         self.sshd.stop()
+        self.tools.close()
