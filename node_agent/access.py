@@ -276,14 +276,19 @@ class OwnSshd:
         saved.write_text(str(port))
         return port
 
-    def stop_left_over(self) -> None:
-        """An sshd a killed agent left behind still holds our port."""
+    def stop_left_over(self, timeout: float = 5.0) -> None:
+        """An sshd a killed agent left behind still holds our port: stopped, and waited
+        for until the port is free (within ``timeout``), so the next sshd keeps it. A
+        fixed half second was too long on an idle node and could be too short on a busy one."""
         with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
             pid = int((self.dir / "sshd.pid").read_text())
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             if str(self.dir / "sshd_config").encode() in cmdline:
                 os.kill(pid, signal.SIGTERM)
-                time.sleep(0.5)
+                port = int((self.dir / "port").read_text())
+                deadline = time.monotonic() + timeout
+                while not _bindable(self.listen, port) and time.monotonic() < deadline:
+                    time.sleep(0.05)
 
     def _wait_listening(self, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout

@@ -17,7 +17,7 @@ from apps.tenancy.auth import platform_tokens, trusted_issuers
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.agent import running_agent
 from tests.support.catalog import publish
-from tests.support.fleet import acme, allocated, cell_1, enrolled, h100_8x, make_nodes, ready
+from tests.support.fleet import acme, active, cell_1, h100_8x, make_nodes, ready
 from tests.support.issuer import FakeIssuer
 from tests.support.members import member
 from tests.support.nginx import CONF_DIR, Nginx
@@ -223,7 +223,7 @@ def allocator(ready_tenant, project):
 
 @pytest.fixture
 def active_allocation(allocator, project, nodes, django_capture_on_commit_callbacks):
-    return enrolled(allocated(allocator, project, django_capture_on_commit_callbacks))
+    return active(allocator, project, django_capture_on_commit_callbacks)
 
 
 @pytest.fixture

@@ -174,13 +174,7 @@ class BrowserTerminalConsumer(_Refusing):
     async def _ask_agent(self, session: TerminalSession):
         """Ask the node's agent for the shell until its socket connects (a control socket
         that was reconnecting missed the first ask; the agent ignores repeats)."""
-        ask = {
-            "type": "terminal.open",
-            "session": self.session_id,
-            "user": session.runtime_user,
-            "cols": session.cols,
-            "rows": session.rows,
-        }
+        ask = terminals.open_request(session)
         deadline = time.monotonic() + settings.TERMINAL_OPEN_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             await self.group_send(terminals.node_group(session.node_id), ask)
@@ -320,6 +314,8 @@ class AgentControlConsumer(_Refusing):
             and isinstance(message.get("sessions"), list)
         ):
             await database_sync_to_async(terminals.agent_restarted)(self.node, message["sessions"][:1000])
+            for ask in await database_sync_to_async(terminals.waiting_for_agent)(self.node):
+                await self.terminal_open(ask)
 
     async def terminal_open(self, event):
         await self.send(

@@ -179,6 +179,29 @@ def agent_session(node: Node, session_id) -> TerminalSession | None:
     return session
 
 
+def open_request(session: TerminalSession) -> dict:
+    """What asks the node's agent for the session's shell (through ``node_group``)."""
+    return {
+        "type": "terminal.open",
+        "session": str(session.pk),
+        "user": session.runtime_user,
+        "cols": session.cols,
+        "rows": session.rows,
+    }
+
+
+def waiting_for_agent(node: Node) -> list[dict]:
+    """The asks of the node's sessions that still wait for its agent, for its control
+    socket as it (re)connects: a session asked for while the socket was away opens now,
+    not at the browser's next ask, and opens at all when the browser's socket has gone
+    since (the page, reloaded, resumes it and asks nothing)."""
+    settle = timezone.now() - timedelta(seconds=settings.TERMINAL_OPEN_TIMEOUT_SECONDS)
+    waiting = TerminalSession.objects.filter(
+        node=node, state=TerminalSession.State.OPENING, created_at__gte=settle
+    ).order_by("created_at")
+    return [open_request(session) for session in waiting]
+
+
 def agent_restarted(node: Node, alive: list[str]) -> int:
     """The agent's control socket (re)connected with these shells alive: the node's other
     open sessions lost their shell with the previous agent."""

@@ -33,7 +33,7 @@ def test_release_removes_the_keys_from_the_node_before_giving_it_back(
     api.force_login(allocator)
     access_url, keys_url = access_urls(project, active_allocation)
     with running_agent(portal.url, active_allocation.node, tmp_path, ssh="own") as agent:
-        access = wait_reported(api, access_url)
+        access = wait_reported(api, access_url, active_allocation)
         key = key_pair(tmp_path, "alice")
         added = api.post(keys_url, {"public_key": key.public_key}, format="json").json()
         wait_applied(api, keys_url, added["id"])

@@ -10,7 +10,8 @@ from django.db.migrations.executor import MigrationExecutor
 from apps.core import crypto, secrets
 from apps.runtime.models import RuntimeSecret
 from apps.tenancy.models import SigningKey
-from tests.support.proxy import start_instance
+from tests.factories import AppInstanceFactory
+from tests.support.snapshots import made_once
 
 # Migrating back and forth inside the test's transaction needs PostgreSQL's transactional DDL.
 pytestmark = [pytest.mark.django_db, pytest.mark.production]
@@ -20,21 +21,33 @@ BEFORE = [("runtime", "0003_member_allocation_rank"), ("tenancy", "0004_quota")]
 
 def _migrate(targets):
     if connection.vendor == "postgresql":
-        # The test's transaction holds deferred foreign-key checks of the rows made so
-        # far; PostgreSQL alters no table with checks pending, so run them now.
+        # The transaction holds deferred foreign-key checks of the rows made so far;
+        # PostgreSQL alters no table with checks pending, so run them now.
         with connection.cursor() as cursor:
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
+    MigrationExecutor(connection).migrate(targets)
 
 
-def test_ciphertext_moves_into_the_store(secrets_backend, allocator, project, jupyterlab, active_allocation):
-    instance = start_instance(allocator, project, active_allocation, jupyterlab, host="127.0.0.1", port=41998)
-    RuntimeSecret.objects.all().delete()
-    old = _migrate(BEFORE)
+def _instance_on_the_old_schema():
+    instance = AppInstanceFactory()
+    _migrate(BEFORE)
+    return instance.pk, MigrationExecutor(connection).loader.project_state(BEFORE).apps
+
+
+@pytest.fixture(scope="module")
+def old_schema(django_db_setup, django_db_blocker):
+    """An instance, and the schema migrated back to before the data migrations: once
+    for the module, each test migrating forward in its own savepoint. Migrating back
+    renders the project's state at every migration after the first one it undoes, 3.9
+    CPU-s, twice the way forward (2026-11-29)."""
+    with made_once(django_db_blocker, _instance_on_the_old_schema) as made:
+        yield made
+
+
+def test_ciphertext_moves_into_the_store(secrets_backend, old_schema):
+    instance_pk, old = old_schema
     old.get_model("runtime", "RuntimeSecret").objects.create(
-        instance_id=instance.pk, name="token", value_encrypted=crypto.encrypt("the-old-app-token")
+        instance_id=instance_pk, name="token", value_encrypted=crypto.encrypt("the-old-app-token")
     )
     old.get_model("tenancy", "SigningKey").objects.create(
         kid="0123abcd", private_key=crypto.encrypt("-----BEGIN PRIVATE KEY-----\nold\n"), public_jwk={}
@@ -42,8 +55,8 @@ def test_ciphertext_moves_into_the_store(secrets_backend, allocator, project, ju
 
     _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
-    secret = RuntimeSecret.objects.get(instance=instance)
-    assert secret.secret_path == f"runtime/instances/{instance.pk}/token"
+    secret = RuntimeSecret.objects.get(instance_id=instance_pk)
+    assert secret.secret_path == f"runtime/instances/{instance_pk}/token"
     assert secrets.store().read(secret.secret_path) == "the-old-app-token"
     key = SigningKey.objects.get(kid="0123abcd")
     assert secrets.store().read(key.secret_path) == "-----BEGIN PRIVATE KEY-----\nold\n"

@@ -84,6 +84,22 @@ def test_an_agent_socket_needs_the_nodes_credential(portal, active_allocation):
         assert refused.value.response.status_code == 401
 
 
+def test_a_terminal_asked_for_while_the_agent_was_away_opens_when_it_connects(
+    portal, active_allocation, allocator, tmp_path
+):
+    # The browser's socket goes before the agent comes: only the agent's own connection
+    # can bring the ask, since the page, reloaded, resumes the session and asks nothing.
+    terminal = Terminal.open(portal, active_allocation, allocator)
+    terminal.drop()
+    with running_agent(portal.url, active_allocation.node, tmp_path):
+        try:
+            terminal.connect()
+            terminal.type("echo up-$((2+3))\r")
+            terminal.expect(b"up-5")
+        finally:
+            terminal.close()
+
+
 @pytest.fixture
 def open_terminal(portal, active_allocation, allocator, tmp_path, settings):
     # The agent socket's own re-read of the session is off (a test that needs it turns

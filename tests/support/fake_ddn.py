@@ -8,20 +8,17 @@ import fcntl
 import json
 import os
 import pwd
-import shlex
 import socket
 import subprocess
-import sys
 import time
 from contextlib import suppress
 from pathlib import Path
 
 import psutil
 
+from tests.support.fake_lustre import ToolServer
 from tests.support.processes import Background, free_port
 from tests.support.ssh import KeyPair, key_pair
-
-FAKE_LUSTRE = Path(__file__).with_name("fake_lustre.py")
 
 
 def host_key(directory: Path, name: str) -> str:
@@ -38,11 +35,10 @@ class FakeDdn:
         self.state_dir.mkdir(parents=True)
         bin_dir = directory / "bin"
         bin_dir.mkdir()
+        self.tools = ToolServer(self.state_dir)
         for tool in ("lfs", "lctl"):
             script = bin_dir / tool
-            script.write_text(
-                f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_LUSTRE))} {tool} "$@"\n'
-            )
+            script.write_text(self.tools.stub(tool))
             script.chmod(0o755)
         self.client: KeyPair = key_pair(directory, "platform_key")
         (directory / "authorized_keys").write_text(self.client.public_key + "\n")
@@ -66,8 +62,7 @@ class FakeDdn:
                     "KbdInteractiveAuthentication no",
                     "PermitRootLogin prohibit-password",
                     # A home of its own: not the test user's shell start-up files.
-                    f"SetEnv HOME={directory} PATH={bin_dir}:/usr/bin:/bin"
-                    f" FAKE_LUSTRE_STATE={self.state_dir}",
+                    f"SetEnv HOME={directory} PATH={bin_dir}:/usr/bin:/bin",
                     "LogLevel ERROR",
                     "",
                 ]
@@ -80,7 +75,11 @@ class FakeDdn:
         while True:
             self.sshd.check_alive("the fake MGS's sshd")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                # Up to the banner: the probe's connection process exists by now, so
+                # close() finds it among the listener's children (once the listener is
+                # gone, only the system would reap it, a second or two later).
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as probe:
+                    probe.recv(4)
                 break
             except OSError:
                 if time.monotonic() > deadline:
@@ -140,10 +139,15 @@ class FakeDdn:
     def close(self) -> None:
         """The MGS goes away, connections and all: each connection's sshd is a session
         of its own, out of the listener's process group, and would keep the driver's
-        shared connection (ControlPersist) alive."""
+        shared connection (ControlPersist) alive. Killed, not asked: OpenSSH 9.2's session
+        process can take a SIGTERM just before it polls and sleep on, and a teardown then
+        waited out the 10 s below (18.7 s of this module's 27 in `make check`, 2026-11-29)."""
         with suppress(psutil.NoSuchProcess):
-            connections = psutil.Process(self.sshd.process.pid).children()
-            for connection in connections:
-                connection.terminate()
+            listener = psutil.Process(self.sshd.process.pid)
+            connections = listener.children()
+            for process in listener.children(recursive=True):
+                with suppress(psutil.NoSuchProcess):
+                    process.kill()
             psutil.wait_procs(connections, timeout=10)
         self.sshd.stop()
+        self.tools.close()

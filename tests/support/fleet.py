@@ -47,15 +47,6 @@ def ready(tenant: Tenant) -> Tenant:
     return tenant
 
 
-def enrolled(allocation: Allocation) -> Allocation:
-    """``allocation`` (ACTIVE) with an agent enrolled on its node (tests play its part, or
-    start a real one that re-enrolls), from this machine: its apps are reached on loopback."""
-    assert allocation.state == "ACTIVE"
-    Node.objects.filter(pk=allocation.node_id).update(credential_hash="0" * 64, agent_address="127.0.0.1")
-    allocation.node.refresh_from_db()
-    return allocation
-
-
 @dataclass
 class ActiveFleet:
     """What conftest's ``active_allocation`` and ``jupyterlab`` stand on, by fixture name."""
@@ -76,7 +67,7 @@ def active_fleet(capture) -> ActiveFleet:
     flavor = h100_8x()
     nodes = make_nodes(flavor, 4)
     allocator = member("project_admin", project=project)
-    allocation = enrolled(allocated(allocator, project, capture))
+    allocation = active(allocator, project, capture)
     return ActiveFleet(tenant, project, flavor, nodes, allocator, allocation, publish("jupyterlab"))
 
 
@@ -89,6 +80,16 @@ def allocated(allocator, project, capture, *, execute: bool = True) -> Allocatio
             principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
         )
     allocation.refresh_from_db()
+    return allocation
+
+
+def active(allocator, project, capture) -> Allocation:
+    """``allocated``, ACTIVE, with an agent enrolled on its node (tests play its part, or
+    start a real one that re-enrolls) from this machine: its apps are reached on loopback."""
+    allocation = allocated(allocator, project, capture)
+    assert allocation.state == Allocation.State.ACTIVE
+    Node.objects.filter(pk=allocation.node_id).update(credential_hash="0" * 64, agent_address="127.0.0.1")
+    allocation.node.refresh_from_db()
     return allocation
 
 
