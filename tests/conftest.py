@@ -12,17 +12,12 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from apps.allocations import services as allocations
 from apps.core import correlation
-from apps.networking import services as networking
-from apps.storage import services as storage
-from apps.tenancy import principal as principals
-from apps.tenancy import quotas
 from apps.tenancy.auth import platform_tokens, trusted_issuers
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.agent import running_agent
 from tests.support.catalog import publish
-from tests.support.fleet import make_nodes
+from tests.support.fleet import active, make_nodes, ready
 from tests.support.issuer import FakeIssuer
 from tests.support.members import member
 from tests.support.nginx import CONF_DIR, Nginx
@@ -218,11 +213,7 @@ def nodes(flavor):
 @pytest.fixture
 def ready_tenant(tenant):
     """The ``acme`` tenant with its network, storage and a roomy quota."""
-    networking.load_pool(prefix="vrf", count=4, first_vni=50001, first_vlan=1000)
-    networking.assign_tenant_network(tenant)
-    storage.provision_tenant_storage(tenant)
-    quotas.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
-    return tenant
+    return ready(tenant)
 
 
 @pytest.fixture
@@ -232,19 +223,7 @@ def allocator(ready_tenant, project):
 
 @pytest.fixture
 def active_allocation(allocator, project, nodes, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        [allocation] = allocations.allocate(
-            principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
-        )
-    allocation.refresh_from_db()
-    assert allocation.state == "ACTIVE"
-    # An agent is enrolled on the node (tests play its part, or start a real one that re-enrolls),
-    # from this machine: its apps are reached on loopback.
-    type(allocation.node).objects.filter(pk=allocation.node_id).update(
-        credential_hash="0" * 64, agent_address="127.0.0.1"
-    )
-    allocation.node.refresh_from_db()
-    return allocation
+    return active(allocator, project, django_capture_on_commit_callbacks)
 
 
 @pytest.fixture

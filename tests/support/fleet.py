@@ -13,7 +13,10 @@ from apps.allocations.models import Allocation, Node
 from apps.core.models import SimulatedFault
 from apps.monitoring.metrics import embedded
 from apps.monitoring.models import Alert, AlertRule, XidEvent
+from apps.networking import services as networking
+from apps.storage import services as storage
 from apps.tenancy import principal as principals
+from apps.tenancy import quotas
 from apps.tenancy.models import Tenant
 from apps.webhooks.models import Delivery
 from tests.factories import AllocationFactory, NodeFactory
@@ -28,6 +31,27 @@ def allocated(allocator, project, capture, *, execute: bool = True) -> Allocatio
             principals.for_user(allocator), project, flavor_name="h100-8x", os_image="ubuntu-22.04"
         )
     allocation.refresh_from_db()
+    return allocation
+
+
+def ready(tenant: Tenant) -> Tenant:
+    """``tenant`` with its network, storage and a roomy quota."""
+    networking.load_pool(prefix="vrf", count=4, first_vni=50001, first_vlan=1000)
+    networking.assign_tenant_network(tenant)
+    storage.provision_tenant_storage(tenant)
+    quotas.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
+    return tenant
+
+
+def active(allocator, project, capture) -> Allocation:
+    """``allocated``, ACTIVE, and its node's agent enrolled (tests play its part, or
+    start a real one that re-enrolls) from this machine: its apps are reached on loopback."""
+    allocation = allocated(allocator, project, capture)
+    assert allocation.state == "ACTIVE"
+    type(allocation.node).objects.filter(pk=allocation.node_id).update(
+        credential_hash="0" * 64, agent_address="127.0.0.1"
+    )
+    allocation.node.refresh_from_db()
     return allocation
 
 

@@ -28,7 +28,9 @@ from apps.proxy import access, sessions
 from apps.runtime import agents
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
-from tests.factories import shipped_manifest
+from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, shipped_manifest
+from tests.support.fleet import active, make_nodes, ready
+from tests.support.members import member
 from tests.support.nginx import Nginx
 from tests.support.processes import free_port
 from tests.support.servers import ThreadedUvicorn
@@ -54,6 +56,35 @@ def login_session(user) -> SessionStore:
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.create()
     return session
+
+
+@dataclass
+class Launchpad:
+    """What ``tests/conftest.py``'s fixtures of those names make for ``launch``: the
+    ``acme`` tenant, ready, its project ``cell-1`` with an ACTIVE allocation of one of
+    four h100-8x nodes through the allocation pipeline, and two of its project admins:
+    the one who allocated it and the ``owner`` of the instances."""
+
+    tenant: object
+    project: object
+    owner: object
+    allocator: object
+    flavor: object
+    nodes: list
+    allocation: object
+
+
+def launchpad(capture) -> Launchpad:
+    """Made in the fixtures' order; ``capture``: django_capture_on_commit_callbacks."""
+    tenant = TenantFactory(tenant_id="acme", name="Acme")
+    project = ProjectFactory(tenant=tenant, project_id="cell-1", name="Cell 1")
+    owner = member("project_admin", project=project)
+    ready(tenant)
+    allocator = member("project_admin", project=project)
+    flavor = FlavorFactory(name="h100-8x", rate_per_node_hour="98.32")
+    nodes = make_nodes(flavor, 4)
+    allocation = active(allocator, project, capture)
+    return Launchpad(tenant, project, owner, allocator, flavor, nodes, allocation)
 
 
 def start_instance(user, project, allocation, app: App, *, host: str, port: int):
