@@ -24,6 +24,8 @@ from django.apps import apps
 from django.db import connection, transaction
 from django.test import override_settings
 
+from tests.support.flushing_postgresql.base import KEPT
+
 
 @contextmanager
 def made_once(django_db_blocker, make: Callable[[], object], **settings) -> Iterator[object]:
@@ -81,17 +83,14 @@ def restored(data: Kept):
     return fresh(data.objects)
 
 
-# The flush keeps these (tests/support/flushing_postgresql), so rows are never put back in them.
-_KEPT_BY_THE_FLUSH = frozenset({"django_content_type", "auth_permission"})
-
-
 def _tables() -> dict[str, str]:
-    """Each table of a model, and its primary key's column."""
-    existing = set(connection.introspection.table_names())
+    """Each table of a model, and its primary key's column; not those the flush keeps
+    (whose rows are never put back)."""
+    existing = set(connection.introspection.table_names()) - KEPT
     return {
         model._meta.db_table: model._meta.pk.column
         for model in apps.get_models(include_auto_created=True)
-        if model._meta.db_table in existing and model._meta.db_table not in _KEPT_BY_THE_FLUSH
+        if model._meta.db_table in existing
     }
 
 
