@@ -18,16 +18,19 @@ import httpx
 import psutil
 import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from apps.catalog.models import App
+from apps.allocations.models import Allocation, Node
+from apps.catalog.models import App, Flavor
 from apps.core import outbound
 from apps.proxy import access, sessions
 from apps.runtime import agents
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
+from apps.tenancy.models import Project, Tenant
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, shipped_manifest
 from tests.support.fleet import active, make_nodes, ready
 from tests.support.members import member
@@ -65,13 +68,13 @@ class Launchpad:
     four h100-8x nodes through the allocation pipeline, and two of its project admins:
     the one who allocated it and the ``owner`` of the instances."""
 
-    tenant: object
-    project: object
-    owner: object
-    allocator: object
-    flavor: object
-    nodes: list
-    allocation: object
+    tenant: Tenant
+    project: Project
+    owner: User
+    allocator: User
+    flavor: Flavor
+    nodes: list[Node]
+    allocation: Allocation
 
 
 def launchpad(capture) -> Launchpad:
