@@ -53,6 +53,8 @@ WHITENOISE_USE_FINDERS = True
 # each (a tenth of the portal tests' time): autorefresh finds a file when it is asked for.
 WHITENOISE_AUTOREFRESH = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405 - server threads must not keep test DB sessions open
-# Transactional tests flush with DELETE, not TRUNCATE (tests/support/flushing_postgresql).
+# Transactional tests flush with DELETE, not TRUNCATE, and its app's flush command
+# leaves the rows the flush keeps alone (tests/support/flushing_postgresql).
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
     DATABASES["default"]["ENGINE"] = "tests.support.flushing_postgresql"  # noqa: F405
+    INSTALLED_APPS = [*INSTALLED_APPS, "tests.support.flushing_postgresql"]  # noqa: F405

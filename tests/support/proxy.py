@@ -18,17 +18,22 @@ import httpx
 import psutil
 import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from apps.catalog.models import App
+from apps.allocations.models import Allocation, Node
+from apps.catalog.models import App, Flavor
 from apps.core import outbound
 from apps.proxy import access, sessions
 from apps.runtime import agents
 from apps.runtime import services as runtime
 from apps.tenancy import principal as principals
+from apps.tenancy.models import Project, Tenant
 from tests.factories import shipped_manifest
+from tests.support.fleet import acme, active, cell_1, h100_8x, make_nodes, ready
+from tests.support.members import member
 from tests.support.nginx import Nginx
 from tests.support.processes import free_port
 from tests.support.servers import ThreadedUvicorn
@@ -54,6 +59,35 @@ def login_session(user) -> SessionStore:
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.create()
     return session
+
+
+@dataclass
+class Launchpad:
+    """What ``tests/conftest.py``'s fixtures of those names make for ``launch``: the
+    ``acme`` tenant, ready, its project ``cell-1`` with an ACTIVE allocation of one of
+    four h100-8x nodes through the allocation pipeline, and two of its project admins:
+    the one who allocated it and the ``owner`` of the instances."""
+
+    tenant: Tenant
+    project: Project
+    owner: User
+    allocator: User
+    flavor: Flavor
+    nodes: list[Node]
+    allocation: Allocation
+
+
+def launchpad(capture) -> Launchpad:
+    """Made in the fixtures' order; ``capture``: django_capture_on_commit_callbacks."""
+    tenant = acme()
+    project = cell_1(tenant)
+    owner = member("project_admin", project=project)
+    ready(tenant)
+    allocator = member("project_admin", project=project)
+    flavor = h100_8x()
+    nodes = make_nodes(flavor, 4)
+    allocation = active(allocator, project, capture)
+    return Launchpad(tenant, project, owner, allocator, flavor, nodes, allocation)
 
 
 def start_instance(user, project, allocation, app: App, *, host: str, port: int):

@@ -13,6 +13,7 @@ import asyncio
 import gzip
 import hashlib
 import json
+import struct
 import sys
 import zlib
 from collections.abc import Awaitable, Callable
@@ -81,11 +82,19 @@ async def _read_body(receive) -> tuple[bytes, int]:
 
 
 def _bomb(megabytes: int) -> bytes:
-    """A small gzip body that inflates to ``megabytes`` of zeros (made once)."""
+    """A small gzip body that inflates to ``megabytes`` of zeros (made once). A megabyte
+    of zeros deflated and fully flushed is a block that stands alone, so the body repeats
+    it rather than deflating them all (300 MB took the app 0.9 CPU-s)."""
     if megabytes not in _bombs:
-        packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
         zeros = bytes(1024 * 1024)
-        _bombs[megabytes] = b"".join(packer.compress(zeros) for _ in range(megabytes)) + packer.flush()
+        packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+        block = packer.compress(zeros) + packer.flush(zlib.Z_FULL_FLUSH)
+        crc = 0
+        for _ in range(megabytes):
+            crc = zlib.crc32(zeros, crc)
+        header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # gzip, deflate, no name or time
+        trailer = struct.pack("<II", crc, megabytes * len(zeros) & 0xFFFFFFFF)
+        _bombs[megabytes] = header + block * megabytes + packer.flush() + trailer
     return _bombs[megabytes]
 
 

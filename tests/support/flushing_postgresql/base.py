@@ -4,7 +4,8 @@ Django empties every table after a transactional test with one TRUNCATE, which m
 new files for each of the schema's tables and their indexes: about a second a test on
 this machine, and 259 of `make check`'s tests flush. What a test leaves behind is a
 few rows, so DELETE is milliseconds. Content types and permissions stay: the flush's
-post_migrate would only make them again, under new ids.
+post_migrate would only make them again, under new ids (this package's ``flush``
+command does not send it).
 """
 
 from django.db.backends.postgresql import base, operations
