@@ -218,7 +218,7 @@ def run(root: Path, argv: list[str]) -> tuple[int, str, str]:
 
 # The MGS's lfs and lctl: they send their arguments (a count, then each one, NUL-ended)
 # and run the shell text that comes back. A Python process per command cost 40 ms of
-# CPU, a fifth of the storage tests' (2026-11-29); bash and a socket cost 3.
+# CPU, half of what the storage tests spent (2026-11-29); bash and a socket cost ~2.
 STUB = """#!/bin/bash
 exec 3<>/dev/tcp/127.0.0.1/{port} || exit 1
 printf '%s\\0' "$(($# + 1))" {tool} "$@" >&3
