@@ -11,7 +11,7 @@ from django.test import TestCase
 
 from tests.support.proxy import Launchpad, launchpad
 from tests.support.servers import ThreadedUvicorn
-from tests.support.snapshots import Kept, kept, restored
+from tests.support.snapshots import Kept, fields_as_fixtures, kept, restored
 
 
 @pytest.fixture(scope="module")
@@ -24,44 +24,14 @@ def _launchpad_rows(db, _launchpad) -> Launchpad:
     return restored(_launchpad)
 
 
-@pytest.fixture
-def tenant(_launchpad_rows):
-    return _launchpad_rows.tenant
-
-
-@pytest.fixture
-def ready_tenant(_launchpad_rows):
-    return _launchpad_rows.tenant
-
-
-@pytest.fixture
-def project(_launchpad_rows):
-    return _launchpad_rows.project
-
-
-@pytest.fixture
-def owner(_launchpad_rows):
-    return _launchpad_rows.owner
-
-
-@pytest.fixture
-def allocator(_launchpad_rows):
-    return _launchpad_rows.allocator
-
-
-@pytest.fixture
-def flavor(_launchpad_rows):
-    return _launchpad_rows.flavor
-
-
-@pytest.fixture
-def nodes(_launchpad_rows):
-    return _launchpad_rows.nodes
-
-
-@pytest.fixture
-def active_allocation(_launchpad_rows):
-    return _launchpad_rows.allocation
+globals().update(
+    fields_as_fixtures(
+        "_launchpad_rows",
+        active_allocation="allocation",
+        ready_tenant="tenant",
+        **{name: name for name in ("tenant", "project", "owner", "allocator", "flavor", "nodes")},
+    )
+)
 
 
 @pytest.fixture(scope="module")

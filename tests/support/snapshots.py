@@ -16,6 +16,7 @@ those, ``kept`` makes the data once and keeps its rows, and each test puts them 
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -45,29 +46,50 @@ def fresh(objects):
     return copy.deepcopy(objects)
 
 
-def active_fleet_fixtures() -> dict:
-    """Module fixtures named as conftest's (``tenant``, ``ready_tenant``, ``project``,
-    ``flavor``, ``nodes``, ``allocator``, ``active_allocation``, ``jupyterlab``), all from
-    one ``ActiveFleet`` made once per module; a module puts them in its namespace with
-    ``globals().update(active_fleet_fixtures())``, and its tests ask for them as before.
-    The allocation runs through the real pipeline once, not once a test."""
+def made_once_fixtures(make: Callable[[], object], name: str = "world", **settings) -> dict:
+    """Fixtures for a module's namespace (``globals().update(...)``): ``made_once_data``
+    makes ``make()``'s data once for the module (``made_once``, under ``settings``), and
+    ``<name>`` is a test's fresh copy of it, under the same settings."""
 
     @pytest.fixture(scope="module")
-    def module_fleet(django_db_setup, django_db_blocker):
-        with made_once(django_db_blocker, lambda: active_fleet(TestCase.captureOnCommitCallbacks)) as made:
+    def made_once_data(django_db_setup, django_db_blocker):
+        with made_once(django_db_blocker, make, **settings) as made:
             yield made
 
-    @pytest.fixture
-    def fleet(db, module_fleet) -> ActiveFleet:
-        return fresh(module_fleet)
+    # The module's transaction is asked for before ``db``, so the test's is inside it.
+    @pytest.fixture(name=name)
+    def data(request, made_once_data, db):
+        for setting, value in settings.items():
+            setattr(request.getfixturevalue("settings"), setting, value)
+        return fresh(made_once_data)
+
+    return {"made_once_data": made_once_data, name: data}
+
+
+def fields_as_fixtures(source: str, **named: str) -> dict:
+    """Fixtures for a module's namespace, each one field of the object fixture ``source``
+    gives: ``name=field`` pairs."""
 
     def part(name: str, field: str):
-        return pytest.fixture(name=name)(lambda fleet: getattr(fleet, field))
+        def fixture(**given):
+            return getattr(given[source], field)
 
-    named = {field.name: field.name for field in fields(ActiveFleet)} | {"ready_tenant": "tenant"}
-    return {"module_fleet": module_fleet, "fleet": fleet} | {
-        name: part(name, field) for name, field in named.items()
-    }
+        # Asked for by name, not through ``request``: pytest then sets ``source`` (and a
+        # module's data it stands on) up before the test's own transaction.
+        fixture.__signature__ = inspect.Signature([inspect.Parameter(source, inspect.Parameter.KEYWORD_ONLY)])
+        return pytest.fixture(name=name)(fixture)
+
+    return {name: part(name, field) for name, field in named.items()}
+
+
+def active_fleet_fixtures() -> dict:
+    """Fixtures named as conftest's (``tenant``, ``ready_tenant``, ``project``, ``flavor``,
+    ``nodes``, ``allocator``, ``active_allocation``, ``jupyterlab``) for a module's
+    namespace, all from one ``ActiveFleet`` made once per module: the allocation runs
+    through the real pipeline once, not once a test."""
+    return made_once_fixtures(lambda: active_fleet(TestCase.captureOnCommitCallbacks), "fleet") | (
+        fields_as_fixtures("fleet", ready_tenant="tenant", **{f.name: f.name for f in fields(ActiveFleet)})
+    )
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from apps.metering.models import BillingExport
 from apps.monitoring.models import AlertSubscription
 from apps.tenancy.models import Membership, Project, Quota, ServiceAccount, Tenant
 from apps.webhooks.models import Delivery
-from tests.support.snapshots import fresh, made_once
+from tests.support.snapshots import made_once_fixtures
 from tests.support.world import (
     ALERT_RECEIVER,
     CALLERS,
@@ -35,17 +35,8 @@ def _full_world():
     return with_alert_subscription(with_allocation(build_world()))
 
 
-@pytest.fixture(scope="module")
-def module_world(django_db_setup, django_db_blocker):
-    # the receivers below listen on loopback
-    with made_once(django_db_blocker, _full_world, ALERT_PRIVATE_URLS=True) as world:
-        yield world
-
-
-@pytest.fixture
-def world(db, settings, module_world):
-    settings.ALERT_PRIVATE_URLS = True
-    return fresh(module_world)
+# the receivers below listen on loopback
+globals().update(made_once_fixtures(_full_world, ALERT_PRIVATE_URLS=True))
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from apps.webhooks.models import Delivery
 from tests.factories import AppInstanceFactory, FlavorFactory, TenantFactory
 from tests.support.catalog import publish
 from tests.support.pages import client_for
-from tests.support.snapshots import fresh, made_once
+from tests.support.snapshots import made_once_fixtures
 from tests.support.world import (
     ALERT_RECEIVER,
     MATRIX_KEYS,
@@ -47,17 +47,8 @@ def _world():
     return world
 
 
-@pytest.fixture(scope="module")
-def module_world(django_db_setup, django_db_blocker):
-    # the receivers below listen on loopback
-    with made_once(django_db_blocker, _world, ALERT_PRIVATE_URLS=True) as world:
-        yield world
-
-
-@pytest.fixture
-def world(db, settings, module_world):
-    settings.ALERT_PRIVATE_URLS = True
-    return fresh(module_world)
+# the receivers below listen on loopback
+globals().update(made_once_fixtures(_world, ALERT_PRIVATE_URLS=True))
 
 
 def operator(world):
