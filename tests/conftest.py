@@ -14,15 +14,12 @@ from rest_framework.test import APIClient
 
 from apps.allocations import services as allocations
 from apps.core import correlation
-from apps.networking import services as networking
-from apps.storage import services as storage
 from apps.tenancy import principal as principals
-from apps.tenancy import quotas
 from apps.tenancy.auth import platform_tokens, trusted_issuers
 from tests.factories import FlavorFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.agent import running_agent
 from tests.support.catalog import publish
-from tests.support.fleet import make_nodes
+from tests.support.fleet import made_ready, make_nodes
 from tests.support.issuer import FakeIssuer
 from tests.support.members import member
 from tests.support.nginx import CONF_DIR, Nginx
@@ -218,11 +215,7 @@ def nodes(flavor):
 @pytest.fixture
 def ready_tenant(tenant):
     """The ``acme`` tenant with its network, storage and a roomy quota."""
-    networking.load_pool(prefix="vrf", count=4, first_vni=50001, first_vlan=1000)
-    networking.assign_tenant_network(tenant)
-    storage.provision_tenant_storage(tenant)
-    quotas.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
-    return tenant
+    return made_ready(tenant)
 
 
 @pytest.fixture

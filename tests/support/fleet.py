@@ -13,10 +13,22 @@ from apps.allocations.models import Allocation, Node
 from apps.core.models import SimulatedFault
 from apps.monitoring.metrics import embedded
 from apps.monitoring.models import Alert, AlertRule, XidEvent
+from apps.networking import services as networking
+from apps.storage import services as storage
 from apps.tenancy import principal as principals
+from apps.tenancy import quotas
 from apps.tenancy.models import Tenant
 from apps.webhooks.models import Delivery
 from tests.factories import AllocationFactory, NodeFactory
+
+
+def made_ready(tenant: Tenant) -> Tenant:
+    """``tenant`` with its network, storage and a roomy quota, as allocating needs."""
+    networking.load_pool(prefix="vrf", count=4, first_vni=50001, first_vlan=1000)
+    networking.assign_tenant_network(tenant)
+    storage.provision_tenant_storage(tenant)
+    quotas.set_quota(tenant, {"gpus": 64, "nodes": 8, "storage_gb": 1_000_000})
+    return tenant
 
 
 def allocated(allocator, project, capture, *, execute: bool = True) -> Allocation:
