@@ -76,6 +76,7 @@ def test_victoria_metrics_scrapes_the_agent_with_the_allocation_labels(
     token = ccp_issuer.token(INTEGRATION)
 
     def answered():
+        scraped.flush()  # what was scraped, searchable now (tests/support/victoria.py)
         body = api.get("/api/metrics/gpu/acme", {"step": "2"}, HTTP_AUTHORIZATION=f"Bearer {token}").json()
         return body["series"] if len(body["series"]) == 8 * 4 else None
 
@@ -88,6 +89,7 @@ def test_victoria_metrics_scrapes_the_agent_with_the_allocation_labels(
     call_command("simulate_gpu", node.hostname, "--gpu", "3", "--temperature", "91")
 
     def held():
+        scraped.flush()
         readings = {r.gpu: r.value for r in source().instant("temperature", [str(node.pk)])}
         return readings if readings.get(3) == 91 else None
 
