@@ -1,22 +1,30 @@
 """``GET /api/metrics/gpu/{tenant_id}`` (CONTRACT "Monitoring and alerts") against
 both stores: who sees which tenant, windows and steps, the 11,000-point limit,
 and attribution by the platform's allocation records across a release and the
-node's re-allocation to another tenant."""
+node's re-allocation to another tenant.
+
+The fleet and its three hours of readings, and the week of readings the windows are
+read from, are made once for the module (each test in a savepoint of it) and given
+to VictoriaMetrics once: tests read them and change nothing of them. Fed again for
+each test, they took most of this module's time (2026-11-29)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 import pytest
+from rest_framework.test import APIClient
 
 from apps.allocations.models import Allocation
 from apps.monitoring.metrics import embedded
 from tests.factories import ProjectFactory, TenantFactory
-from tests.support.fleet import made_allocation, make_nodes
-from tests.support.telemetry import readings
+from tests.support.fleet import acme, cell_1, h100_8x, made_allocation, make_nodes, ready
+from tests.support.snapshots import fresh, made_once
+from tests.support.telemetry import EmbeddedFeed, VictoriaFeed, readings
 
 pytestmark = pytest.mark.django_db
 INTEGRATION = {"roles": ["GPUaaS Platform Integration"]}
@@ -31,10 +39,26 @@ def ago(seconds: float) -> datetime:
     return datetime.now(UTC) - timedelta(seconds=seconds)
 
 
-@pytest.fixture
-def fleet(ready_tenant, project, other_project, other_tenant_project, flavor):
+@dataclass
+class Fleet:
+    tenant: object  # acme, with projects cell-1 (project) and cell-2
+    project: object
+    other_tenant_project: object  # globex's g-1
+    flavor: object
+    held: dict  # project id: its ACTIVE allocation
+
+
+def _reported_fleet() -> tuple[Fleet, dict]:
     """acme/cell-1 holds node 0 for the last 3 hours, acme/cell-2 node 1; globex node 2.
-    Every node reported constant readings for the last 3 hours."""
+    Every node reported constant readings for the last 3 hours (to the embedded store
+    here; the readings by node, for VictoriaMetrics)."""
+    tenant = ready(acme())
+    project = cell_1(tenant)
+    other_project = ProjectFactory(tenant=tenant, project_id="cell-2", name="Cell 2")
+    other_tenant_project = ProjectFactory(
+        tenant=TenantFactory(tenant_id="globex", name="Globex"), project_id="g-1"
+    )
+    flavor = h100_8x()
     machines = make_nodes(flavor, 3, prefix="mon")
     held = {
         "cell-1": made_allocation(project, machines[0], flavor, ago(3 * HOUR), state=Allocation.State.ACTIVE),
@@ -45,16 +69,64 @@ def fleet(ready_tenant, project, other_project, other_tenant_project, flavor):
             other_tenant_project, machines[2], flavor, ago(3 * HOUR), state=Allocation.State.ACTIVE
         ),
     }
-    return machines, held
+    now = time.time()
+    reported = {
+        node: readings(now - 3 * HOUR, now, 30, temperature=40.0 + 10 * index)
+        for index, node in enumerate(machines)
+    }
+    store = EmbeddedFeed(APIClient())
+    for node, values in reported.items():
+        store.feed(node, values)
+    return Fleet(tenant, project, other_tenant_project, flavor, held), reported
+
+
+@pytest.fixture(scope="module")
+def module_fleet(django_db_setup, django_db_blocker):
+    with made_once(django_db_blocker, _reported_fleet, METRICS_URL="") as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def fleet_in_victoria(victoria, module_fleet):
+    """The fleet's readings, given to the session's VictoriaMetrics once a module."""
+    store = VictoriaFeed(victoria)
+    for node, values in module_fleet[1].items():
+        store.feed(node, values)
 
 
 @pytest.fixture
-def reported(store, fleet):
-    machines, held = fleet
-    now = time.time()
-    for index, node in enumerate(machines):
-        store.feed(node, readings(now - 3 * HOUR, now, 30, temperature=40.0 + 10 * index))
-    return held
+def fleet(db, module_fleet) -> Fleet:
+    return fresh(module_fleet[0])
+
+
+# The conftest's tenant, projects and flavor are the fleet's here (``viewer`` is a member
+# of ``project``): there is one acme.
+@pytest.fixture
+def tenant(fleet):
+    return fleet.tenant
+
+
+@pytest.fixture
+def project(fleet):
+    return fleet.project
+
+
+@pytest.fixture
+def other_tenant_project(fleet):
+    return fleet.other_tenant_project
+
+
+@pytest.fixture
+def flavor(fleet):
+    return fleet.flavor
+
+
+@pytest.fixture
+def reported(request, store, fleet):
+    """The fleet's allocations, by project id, with its readings in the test's store."""
+    if store.name == "victoria":
+        request.getfixturevalue("fleet_in_victoria")
+    return fleet.held
 
 
 def series_of(body, **match):
@@ -135,20 +207,52 @@ def test_project_and_node_filters(api, ccp_issuer, reported):
     assert (bad.status_code, bad.json()["error"]["code"]) == (400, "validation_error")
 
 
-@pytest.mark.parametrize(
-    ("window", "step", "most"), [(HOUR, 60, 61), (24 * HOUR, 600, 145), (7 * 24 * HOUR, 3600, 169)]
-)
-def test_windows_of_an_hour_a_day_and_a_week(
-    api, ccp_issuer, store, project, flavor, ready_tenant, window, step, most
-):
+def _a_week_reported(flavor) -> tuple[float, object, list[dict]]:
+    """hooli's node, held for 8 days, reported a reading a minute for the last week
+    and 10 minutes, rolled up as the beat does; answers when it last reported, the
+    node and its readings. A tenant of its own: its one series is the week's."""
+    project = ProjectFactory(tenant=TenantFactory(tenant_id="hooli", name="Hooli"), project_id="h-1")
     [node] = make_nodes(flavor, 1, prefix="week")
     made_allocation(project, node, flavor, ago(8 * 24 * HOUR), state=Allocation.State.ACTIVE)
     now = time.time()
-    store.feed(node, readings(now - 7 * 24 * HOUR - 600, now, 60, gpus=1, utilization=70.0))
+    values = readings(now - 7 * 24 * HOUR - 600, now, 60, gpus=1, utilization=70.0)
+    EmbeddedFeed(APIClient()).feed(node, values)
     embedded.rollup()  # what the beat does every few minutes
+    return now, node, values
+
+
+@pytest.fixture(scope="module")
+def module_week(module_fleet, django_db_blocker):
+    # Made when the first test asks for it, in the module's transaction (a module's
+    # fixtures are set up before a test's savepoint).
+    flavor = module_fleet[0].flavor
+    with made_once(django_db_blocker, lambda: _a_week_reported(flavor), METRICS_URL="") as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def week_in_victoria(victoria, module_week):
+    _, node, values = module_week
+    VictoriaFeed(victoria).feed(node, values)
+
+
+@pytest.fixture
+def week(request, store, module_week) -> float:
+    """hooli's week of readings in the test's store; answers when the last was taken."""
+    if store.name == "victoria":
+        request.getfixturevalue("week_in_victoria")
+    return module_week[0]
+
+
+@pytest.mark.parametrize(
+    ("window", "step", "most"), [(HOUR, 60, 61), (24 * HOUR, 600, 145), (7 * 24 * HOUR, 3600, 169)]
+)
+def test_windows_of_an_hour_a_day_and_a_week(api, ccp_issuer, week, window, step, most):
+    now = week
     body = get_metrics(
         api,
         ccp_issuer.token(INTEGRATION),
+        tenant_id="hooli",
         **{"from": str(int(now - window)), "to": str(int(now)), "step": str(step)},
     ).json()
     [utilization] = series_of(body, metric="utilization")
@@ -216,14 +320,16 @@ def test_bad_windows_answer_the_error_envelope(api, ccp_issuer, fleet, query, fi
     assert field in response.json()["error"]["details"]
 
 
-def test_samples_belong_to_a_tenant_only_while_its_allocation_held_the_node(
-    api, ccp_issuer, store, flavor, project
-):
-    """acme held the node from 3 h ago to 2 h ago; after its release globex got it. The
-    store knows nothing of tenants (its tenant label is wrong on purpose)."""
+def test_samples_belong_to_a_tenant_only_while_its_allocation_held_the_node(api, ccp_issuer, store, flavor):
+    """umbrella held the node from 3 h ago to 2 h ago; after its release initech got it.
+    The store knows nothing of tenants (its tenant label is wrong on purpose). Tenants
+    of their own: the fleet's acme and globex hold nodes of their own."""
     [node] = make_nodes(flavor, 1, prefix="shared")
     released, regiven = ago(2 * HOUR), ago(2 * HOUR - 300)
-    first = made_allocation(project, node, flavor, ago(3 * HOUR), released)
+    first_project = ProjectFactory(
+        tenant=TenantFactory(tenant_id="umbrella", name="Umbrella"), project_id="u-1"
+    )
+    first = made_allocation(first_project, node, flavor, ago(3 * HOUR), released)
     later_project = ProjectFactory(
         tenant=TenantFactory(tenant_id="initech", name="Initech"), project_id="i-1"
     )
@@ -233,7 +339,7 @@ def test_samples_belong_to_a_tenant_only_while_its_allocation_held_the_node(
     token = ccp_issuer.token(INTEGRATION)
     window = {"from": str(int(now - 4 * HOUR)), "to": str(int(now)), "step": "60"}
 
-    before = get_metrics(api, token, **window).json()
+    before = get_metrics(api, token, tenant_id="umbrella", **window).json()
     assert {s["allocation_id"] for s in before["series"]} == {str(first.pk)}
     times = [t for s in before["series"] for t, _ in s["points"]]
     assert min(times) >= first.activated_at.timestamp() + 60

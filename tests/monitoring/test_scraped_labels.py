@@ -97,7 +97,8 @@ def exporter():
                 pass
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # Polled for shutdown every 50 ms: the default half second was the teardown's wait.
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
         return server.server_address[1]
 
@@ -139,12 +140,12 @@ def test_a_node_cannot_date_its_samples_into_another_holders_time(victoria, expo
     node_id, up = scrape(exporter(f'{name}{{gpu="0",UUID="GPU-x"}} 99 {int(back * 1000)}\n'))
     assert up == "1"
     exported = {"match[]": f'{name}{{node_id="{node_id}"}}'}
-    stored = json.loads(
-        wait_for(
-            lambda: victoria.http.get("/api/v1/export", params=exported, timeout=10).text.strip(),
-            what="the sample stored",
-        )
-    )
+
+    def export() -> str:
+        victoria.flush()
+        return victoria.http.get("/api/v1/export", params=exported, timeout=10).text.strip()
+
+    stored = json.loads(wait_for(export, what="the sample stored"))
     assert min(stored["timestamps"]) / 1000 > back + HOUR
 
 

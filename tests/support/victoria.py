@@ -78,15 +78,24 @@ class VictoriaMetrics:
     def import_prometheus(self, text: str) -> None:
         """Samples in Prometheus text format with millisecond timestamps, searchable on return."""
         self.http.post("/api/v1/import/prometheus", content=text.encode()).raise_for_status()
+        self.flush()
+
+    def flush(self) -> None:
+        """What the server has stored so far, searchable now: what it scraped otherwise
+        waits in its buffers, 8 to 10 s from the scrape before a query finds it
+        (1.79, 2026-11-29); tests waiting on a scrape waited that long each time."""
         self.http.get("/internal/force_flush").raise_for_status()
 
     def query(self, query: str) -> list[tuple[dict, str]]:
-        """An instant query now: each series' labels and value."""
+        """An instant query now (after a flush): each series' labels and value."""
+        self.flush()
         response = self.http.get("/api/v1/query", params={"query": query}, timeout=10)
         response.raise_for_status()
         return [(r["metric"], r["value"][1]) for r in response.json()["data"]["result"]]
 
     def series(self, match: str) -> list[dict]:
+        """The series ``match`` selects (after a flush)."""
+        self.flush()
         response = self.http.get("/api/v1/series", params={"match[]": match}, timeout=10)
         response.raise_for_status()
         return response.json()["data"]

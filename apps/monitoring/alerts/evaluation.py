@@ -97,11 +97,16 @@ class Context:
     tenants: dict
     projects: dict
     receivers: list[AlertSubscription]
+    # Each rule's open alerts, read once for the round: a rule's step changes only its own.
+    open_alerts: dict[str, list[Alert]]
 
 
 def _round(now: datetime, result: Round) -> None:
     enabled = list(AlertRule.objects.filter(enabled=True))
     holdings = _holdings()
+    open_alerts: dict[str, list[Alert]] = {}
+    for alert in Alert.objects.filter(rule__in=enabled, state__in=Alert.OPEN):
+        open_alerts.setdefault(alert.rule_id, []).append(alert)
     context = Context(
         now,
         result,
@@ -110,6 +115,7 @@ def _round(now: datetime, result: Round) -> None:
         Tenant.objects.only("pk", "tenant_id").in_bulk(),
         Project.objects.only("pk", "project_id", "tenant_id").in_bulk(),
         list(AlertSubscription.objects.all()),
+        open_alerts,
     )
     # Critical first: a warning needs to know where its critical rule breaches.
     enabled.sort(key=lambda rule: (rule.metric, rule.severity != AlertRule.Severity.CRITICAL))
@@ -208,7 +214,7 @@ def _still_open(rule: AlertRule, context: Context) -> dict[str, Alert]:
     """The rule's open alerts by subject, once those whose node changed hands are ended:
     each was its tenant's, and what the node does now is the next holder's."""
     open_alerts = {}
-    for alert in Alert.objects.filter(rule=rule, state__in=Alert.OPEN):
+    for alert in context.open_alerts.get(rule.pk, []):
         if _changed_hands(alert, context.holdings):
             _end(alert, context)
         else:

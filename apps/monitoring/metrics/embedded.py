@@ -42,14 +42,18 @@ _COLUMNS = ", ".join(VALUES)
 _INSERT = f"INSERT INTO {_TABLE} (node_id, gpu, uuid, resolution, ts, count, last_ts, {_COLUMNS})"
 _UPSERT_INTO = _INSERT + " VALUES "
 _UPSERT_ROW = f"(%s, %s, %s, {MINUTE}, %s, %s, %s, {', '.join(['%s'] * len(VALUES))})"
-# PostgreSQL reads the rows from a VALUES list (typed: its literals have none), whose
-# WHERE sets synchronous_commit for this statement's own transaction.
-_PG_INTO = _INSERT + " SELECT * FROM (VALUES "  # noqa: S608
-_PG_ROW = (
-    f"(%s::uuid, %s::int, %s::text, {MINUTE}, %s::bigint, %s::int, %s::float8, "
-    f"{', '.join(['%s::float8'] * len(VALUES))})"
+# PostgreSQL reads the rows from one array a column, whose WHERE sets synchronous_commit
+# for this statement's own transaction. Arrays, not a VALUES list: the driver parsed
+# that list's placeholders in Python on every call, 8 ms of CPU for a report of 512
+# readings (2 ms now; 0.39 and 0.30 ms for 8, 2026-11-29); this text is parsed once.
+_PG_ARRAYS = ", ".join(
+    ["%s::int[]", "%s::text[]", "%s::bigint[]", "%s::int[]"] + ["%s::float8[]"] * (1 + len(VALUES))
 )
-_PG_ASYNC = ") AS reading WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL"
+_PG_UPSERT = (
+    f"{_INSERT} SELECT %s::uuid, gpu, uuid, {MINUTE}, ts, count, last_ts, {_COLUMNS}"  # noqa: S608
+    f" FROM unnest({_PG_ARRAYS}) AS reading (gpu, uuid, ts, count, last_ts, {_COLUMNS})"
+    " WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL"
+)
 _MERGED = ", ".join(
     f"{v} = ({_TABLE}.{v} * {_TABLE}.count + excluded.{v} * excluded.count) "
     f"/ ({_TABLE}.count + excluded.count)"
@@ -84,7 +88,6 @@ def write(node_id, readings: Iterable[dict]) -> int:
         minutes.setdefault((r["gpu"], int(r["at"]) // MINUTE * MINUTE), []).append(r)
     rows = [
         (
-            node_key,
             gpu,
             group[-1]["uuid"],
             ts,
@@ -94,19 +97,15 @@ def write(node_id, readings: Iterable[dict]) -> int:
         )
         for (gpu, ts), group in minutes.items()
     ]
-    if rows:
-        postgres = connection.vendor == "postgresql"
-        row = _PG_ROW if postgres else _UPSERT_ROW
-        values = ", ".join([row] * len(rows))
-        # PostgreSQL: one statement that also commits without waiting for the WAL flush
-        # (decision 0050); readings, not records, may lose their last second in a crash.
-        statement = (
-            _PG_INTO + values + _PG_ASYNC + _UPSERT_MERGE
-            if postgres
-            else _UPSERT_INTO + values + _UPSERT_MERGE
-        )
+    if rows and connection.vendor == "postgresql":
+        # One statement that also commits without waiting for the WAL flush (decision
+        # 0050): readings, not records, may lose their last second in a crash.
         with connection.cursor() as cursor:
-            cursor.execute(statement, [value for one in rows for value in one])
+            cursor.execute(_PG_UPSERT + _UPSERT_MERGE, [node_key, *map(list, zip(*rows, strict=True))])
+    elif rows:
+        statement = _UPSERT_INTO + ", ".join([_UPSERT_ROW] * len(rows)) + _UPSERT_MERGE
+        with connection.cursor() as cursor:
+            cursor.execute(statement, [value for one in rows for value in (node_key, *one)])
     return sum(len(group) for group in minutes.values())
 
 

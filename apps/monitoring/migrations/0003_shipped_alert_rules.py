@@ -32,17 +32,21 @@ SHIPPED = {
 
 def ship(apps, schema_editor):
     AlertRule = apps.get_model("monitoring", "AlertRule")
-    for name, (metric, severity, threshold, for_seconds, description) in SHIPPED.items():
-        AlertRule.objects.get_or_create(
-            name=name,
-            defaults={
-                "metric": metric,
-                "severity": severity,
-                "threshold": threshold,
-                "for_seconds": for_seconds,
-                "description": description,
-            },
-        )
+    # One statement; a rule already there is left as it is (ON CONFLICT DO NOTHING).
+    AlertRule.objects.bulk_create(
+        [
+            AlertRule(
+                name=name,
+                metric=metric,
+                severity=severity,
+                threshold=threshold,
+                for_seconds=for_seconds,
+                description=description,
+            )
+            for name, (metric, severity, threshold, for_seconds, description) in SHIPPED.items()
+        ],
+        ignore_conflicts=True,
+    )
 
 
 def unship(apps, schema_editor):

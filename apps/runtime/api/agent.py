@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -161,6 +162,51 @@ class GpuReadingSerializer(serializers.Serializer):
     memory_free = serializers.FloatField(min_value=0, help_text="MiB")
     temperature = serializers.FloatField(min_value=-50, max_value=200, help_text="C")
     power = serializers.FloatField(min_value=0, max_value=10000, help_text="W")
+
+    def to_internal_value(self, data):
+        # A report carries up to 512 readings, and DRF's field by field validation was four
+        # fifths of taking them in (10.8 ms of CPU for 512, 2026-11-29): a reading of plain
+        # numbers within the fields' bounds and a plain GPU UUID is taken as DRF would
+        # take it, at once; any other goes DRF's way, which answers its errors.
+        reading = _plain_reading(data)
+        return reading if reading is not None else super().to_internal_value(data)
+
+
+# Each number field of a reading: whether it is an integer, and its bounds.
+_NUMBERS = {
+    name: (isinstance(field, serializers.IntegerField), field.min_value, field.max_value)
+    for name, field in GpuReadingSerializer._declared_fields.items()
+    if isinstance(field, serializers.IntegerField | serializers.FloatField)
+}
+_UUID_LENGTH = GpuReadingSerializer._declared_fields["uuid"].max_length
+_EXACT_FLOAT_INT = 2**53  # an integer a float holds exactly
+
+
+def _plain_reading(data) -> dict | None:
+    """``data`` as GpuReadingSerializer validates it, when it is a dict of ints, finite
+    floats and an ASCII UUID without surrounding space, within bounds; otherwise None."""
+    if type(data) is not dict:
+        return None
+    uuid = data.get("uuid")
+    if (
+        type(uuid) is not str
+        or not 0 < len(uuid) <= _UUID_LENGTH
+        or not uuid.isascii()
+        or "\x00" in uuid
+        or uuid != uuid.strip()
+    ):
+        return None
+    reading = {"uuid": uuid}
+    for name, (integer, low, high) in _NUMBERS.items():
+        value = data.get(name)
+        if type(value) is int and (integer or -_EXACT_FLOAT_INT <= value <= _EXACT_FLOAT_INT):
+            value = value if integer else float(value)
+        elif type(value) is not float or integer or not math.isfinite(value):
+            return None  # bool, str, None, missing, NaN, ...: DRF's way
+        if (low is not None and value < low) or (high is not None and value > high):
+            return None
+        reading[name] = value
+    return reading
 
 
 class XidReportSerializer(serializers.Serializer):
