@@ -23,7 +23,7 @@ from apps.allocations.models import Allocation
 from apps.monitoring.metrics import embedded
 from tests.factories import ProjectFactory, TenantFactory
 from tests.support.fleet import acme, cell_1, h100_8x, made_allocation, make_nodes, ready
-from tests.support.snapshots import fresh, made_once
+from tests.support.snapshots import fields_as_fixtures, fresh, made_once
 from tests.support.telemetry import EmbeddedFeed, VictoriaFeed, readings
 
 pytestmark = pytest.mark.django_db
@@ -101,24 +101,8 @@ def fleet(db, module_fleet) -> Fleet:
 
 # The conftest's tenant, projects and flavor are the fleet's here (``viewer`` is a member
 # of ``project``): there is one acme.
-@pytest.fixture
-def tenant(fleet):
-    return fleet.tenant
-
-
-@pytest.fixture
-def project(fleet):
-    return fleet.project
-
-
-@pytest.fixture
-def other_tenant_project(fleet):
-    return fleet.other_tenant_project
-
-
-@pytest.fixture
-def flavor(fleet):
-    return fleet.flavor
+_SHARED = ("tenant", "project", "other_tenant_project", "flavor")
+globals().update(fields_as_fixtures("fleet", **{name: name for name in _SHARED}))
 
 
 @pytest.fixture
