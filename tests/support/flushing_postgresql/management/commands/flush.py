@@ -14,6 +14,7 @@ from tests.support.flushing_postgresql.base import DatabaseOperations
 class Command(flush.Command):
     def handle(self, **options):
         keeps = isinstance(connections[options["database"]].ops, DatabaseOperations)
-        if keeps and not options["reset_sequences"]:
+        # Only the test case's flush says; `manage.py flush` and call_command reset them.
+        if keeps and not options.get("reset_sequences", True):
             options["inhibit_post_migrate"] = True
         return super().handle(**options)
