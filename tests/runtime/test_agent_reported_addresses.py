@@ -10,6 +10,7 @@ from apps.core.models import AuditEvent
 from apps.proxy.models import ProxyRoute
 from apps.runtime.models import AgentTask, AppInstance, Operation
 from tests.support.agent import enroll
+from tests.support.instances import ask_launch
 from tests.support.snapshots import active_fleet_fixtures
 
 pytestmark = pytest.mark.django_db
@@ -21,11 +22,7 @@ NODE_ADDRESS = "10.20.0.7"
 def launch_and_claim(api, allocator, project, allocation, credential) -> tuple[AppInstance, str]:
     """A user launches JupyterLab; the node's agent fetches the start task."""
     api.force_login(allocator)
-    response = api.post(
-        f"/api/v1/projects/{project.pk}/app-instances",
-        {"app": "jupyterlab", "allocation_id": str(allocation.pk)},
-        format="json",
-    )
+    response = ask_launch(api, project, allocation)
     assert response.status_code == 202, response.content
     api.logout()
     [task] = api.get("/api/agent/v1/tasks", HTTP_AUTHORIZATION=f"Node {credential}").json()["tasks"]

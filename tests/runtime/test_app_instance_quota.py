@@ -13,16 +13,9 @@ from apps.runtime.models import AppInstance
 from apps.tenancy import principal as principals
 from apps.tenancy import quotas
 from tests.support.concurrency import at_once
+from tests.support.instances import ask_launch
 
 pytestmark = pytest.mark.django_db
-
-
-def launch(api, project, allocation):
-    return api.post(
-        f"/api/v1/projects/{project.pk}/app-instances",
-        {"app": "jupyterlab", "allocation_id": str(allocation.pk)},
-        format="json",
-    )
 
 
 def test_a_launch_past_the_app_instance_quota_is_refused_and_audited(
@@ -30,10 +23,10 @@ def test_a_launch_past_the_app_instance_quota_is_refused_and_audited(
 ):
     quotas.set_quota(ready_tenant, {"app_instances": 2})
     api.force_login(allocator)
-    assert launch(api, project, active_allocation).status_code == 202
-    assert launch(api, project, active_allocation).status_code == 202
+    assert ask_launch(api, project, active_allocation).status_code == 202
+    assert ask_launch(api, project, active_allocation).status_code == 202
 
-    refused = launch(api, project, active_allocation)
+    refused = ask_launch(api, project, active_allocation)
     assert refused.status_code == 422, refused.content
     error = refused.json()["error"]
     assert error["code"] == "quota_exceeded"
@@ -49,12 +42,12 @@ def test_stopped_and_failed_instances_hold_their_place_a_deleted_one_gives_it_ba
 ):
     quotas.set_quota(ready_tenant, {"app_instances": 1})
     api.force_login(allocator)
-    first = AppInstance.objects.get(pk=launch(api, project, active_allocation).json()["instance_id"])
+    first = AppInstance.objects.get(pk=ask_launch(api, project, active_allocation).json()["instance_id"])
     for state in (AppInstance.State.STOPPED, AppInstance.State.FAILED):
         AppInstance.objects.filter(pk=first.pk).update(state=state)
-        assert launch(api, project, active_allocation).status_code == 422
+        assert ask_launch(api, project, active_allocation).status_code == 422
     AppInstance.objects.filter(pk=first.pk).update(state=AppInstance.State.DELETED)
-    assert launch(api, project, active_allocation).status_code == 202
+    assert ask_launch(api, project, active_allocation).status_code == 202
 
 
 def test_the_quota_api_reports_app_instances(
@@ -62,7 +55,7 @@ def test_the_quota_api_reports_app_instances(
 ):
     quotas.set_quota(project.tenant, {"app_instances": 4})
     api.force_login(allocator)
-    launch(api, project, active_allocation)
+    ask_launch(api, project, active_allocation)
     api.logout()
     token = ccp_issuer.token({"roles": ["GPUaaS Platform Integration"]})
     report = api.get(f"/api/metering/quota/{project.tenant.tenant_id}", HTTP_AUTHORIZATION=f"Bearer {token}")

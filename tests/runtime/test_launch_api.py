@@ -13,7 +13,7 @@ from apps.tenancy import services as tenancy
 from apps.tenancy.principal import Grant, Principal
 from tests.factories import shipped_manifest
 from tests.support.catalog import publish
-from tests.support.instances import agent_finishes
+from tests.support.instances import agent_finishes, ask_launch
 from tests.support.members import member
 from tests.support.snapshots import active_fleet_fixtures
 
@@ -21,16 +21,11 @@ pytestmark = pytest.mark.django_db
 globals().update(active_fleet_fixtures())
 
 
-def launch(api, project, allocation, **body):
-    payload = {"app": "jupyterlab", "allocation_id": str(allocation.pk), **body}
-    return api.post(f"/api/v1/projects/{project.pk}/app-instances", payload, format="json")
-
-
 def test_launch_returns_an_operation_and_the_agent_brings_it_to_running(
     api, allocator, project, jupyterlab, active_allocation
 ):
     api.force_login(allocator)
-    response = launch(api, project, active_allocation, parameters={"idle_minutes": 30})
+    response = ask_launch(api, project, active_allocation, parameters={"idle_minutes": 30})
     assert response.status_code == 202, response.content
     body = response.json()
     operation = api.get(f"/api/v1/operations/{body['operation_id']}").json()
@@ -77,7 +72,7 @@ def test_launch_returns_an_operation_and_the_agent_brings_it_to_running(
 
 def test_failed_start_shows_the_reason(api, allocator, project, jupyterlab, active_allocation):
     api.force_login(allocator)
-    body = launch(api, project, active_allocation).json()
+    body = ask_launch(api, project, active_allocation).json()
     instance = AppInstance.objects.get(pk=body["instance_id"])
     agent_finishes(instance, succeeded=False, error="jupyter-lab: command not found")
     assert instance.state == "failed"
@@ -87,7 +82,7 @@ def test_failed_start_shows_the_reason(api, allocator, project, jupyterlab, acti
 
 def test_parameters_are_validated_per_field(api, allocator, project, jupyterlab, active_allocation):
     api.force_login(allocator)
-    response = launch(api, project, active_allocation, parameters={"idle_minutes": 1, "bogus": True})
+    response = ask_launch(api, project, active_allocation, parameters={"idle_minutes": 1, "bogus": True})
     assert response.status_code == 400
     assert response.json()["error"]["details"] == {
         "parameters": {"idle_minutes": ["Must be at least 5."], "bogus": ["Not a parameter of this app."]}
@@ -148,19 +143,19 @@ def test_allocation_must_be_active_and_in_the_project(
     api, allocator, project, other_project, jupyterlab, active_allocation
 ):
     api.force_login(member("tenant_admin", tenant=project.tenant))
-    response = launch(api, other_project, active_allocation)
+    response = ask_launch(api, other_project, active_allocation)
     assert response.status_code == 400
     assert "allocation_id" in response.json()["error"]["details"]
     type(active_allocation).objects.filter(pk=active_allocation.pk).update(state="RELEASING")
-    assert launch(api, project, active_allocation).json()["error"]["code"] == "invalid_state"
+    assert ask_launch(api, project, active_allocation).json()["error"]["code"] == "invalid_state"
 
 
 def test_app_that_does_not_fit_the_node_is_refused(api, allocator, project, vllm, active_allocation):
     api.force_login(allocator)
     for _ in range(8):  # 8 one-GPU vLLM servers fill the 8-GPU node
-        assert launch(api, project, active_allocation, app="vllm-openai").status_code == 202
+        assert ask_launch(api, project, active_allocation, app="vllm-openai").status_code == 202
         AppInstance.objects.filter(state="requested").update(state="running")
-    response = launch(api, project, active_allocation, app="vllm-openai")
+    response = ask_launch(api, project, active_allocation, app="vllm-openai")
     assert response.status_code == 409
     assert "0 of 8 are free" in response.json()["error"]["message"]
 
@@ -168,9 +163,9 @@ def test_app_that_does_not_fit_the_node_is_refused(api, allocator, project, vllm
 def test_launches_in_flight_are_bounded(api, settings, allocator, project, jupyterlab, active_allocation):
     settings.LAUNCH_LIMIT_PER_NODE = 2
     api.force_login(allocator)
-    assert launch(api, project, active_allocation).status_code == 202
-    assert launch(api, project, active_allocation).status_code == 202
-    response = launch(api, project, active_allocation)
+    assert ask_launch(api, project, active_allocation).status_code == 202
+    assert ask_launch(api, project, active_allocation).status_code == 202
+    response = ask_launch(api, project, active_allocation)
     assert response.status_code == 429
     assert int(response["Retry-After"]) > 0
     assert response.json()["error"]["code"] == "rate_limited"
@@ -182,7 +177,7 @@ def test_entitlement_is_required(api, allocator, project, active_allocation, db)
     app = publish("netdata", entitled_to_all=False)
     api.force_login(allocator)
     assert api.get("/api/v1/catalog/apps/netdata").status_code == 404  # not entitled: not even visible
-    response = launch(api, project, active_allocation, app="netdata")
+    response = ask_launch(api, project, active_allocation, app="netdata")
     assert response.status_code == 404
     assert not AppInstance.objects.exists()
 
@@ -193,10 +188,10 @@ def test_entitlement_is_required(api, allocator, project, active_allocation, db)
     tenant_admin = member("tenant_admin", tenant=project.tenant)
     api.force_login(tenant_admin)
     assert api.get("/api/v1/catalog/apps/netdata").status_code == 200
-    response = launch(api, project, active_allocation, app="netdata")
+    response = ask_launch(api, project, active_allocation, app="netdata")
     assert response.status_code == 403
     catalog.entitle(None, app, project.tenant)
-    assert launch(api, project, active_allocation, app="netdata").status_code == 202
+    assert ask_launch(api, project, active_allocation, app="netdata").status_code == 202
 
 
 def test_catalog_lists_entitled_apps_with_manifests(api, allocator, jupyterlab):
@@ -240,7 +235,7 @@ def test_instances_are_private_until_shared_and_never_across_projects(
     api, allocator, project, other_project, other_tenant_project, jupyterlab, active_allocation
 ):
     api.force_login(allocator)
-    instance_id = launch(api, project, active_allocation).json()["instance_id"]
+    instance_id = ask_launch(api, project, active_allocation).json()["instance_id"]
     url = f"/api/v1/projects/{project.pk}/app-instances/{instance_id}"
     viewer = member("viewer", project=project)
     colleague = member("viewer", project=other_project)
@@ -268,7 +263,7 @@ def test_instances_are_private_until_shared_and_never_across_projects(
 def test_a_share_revokes_a_bounded_number_of_users(api, allocator, project, jupyterlab, active_allocation):
     """Revoked names are not looked up: 10,000 of them went whole into one audit event."""
     api.force_login(allocator)
-    instance_id = launch(api, project, active_allocation).json()["instance_id"]
+    instance_id = ask_launch(api, project, active_allocation).json()["instance_id"]
     url = f"/api/v1/projects/{project.pk}/app-instances/{instance_id}/share"
     names = [f"{i:0150d}" for i in range(10_000)]
     refused = api.post(url, {"revoke_usernames": names}, format="json")
@@ -279,7 +274,7 @@ def test_a_share_revokes_a_bounded_number_of_users(api, allocator, project, jupy
 
 def test_no_secret_in_any_response(api, allocator, project, jupyterlab, active_allocation):
     api.force_login(allocator)
-    body = launch(api, project, active_allocation).json()
+    body = ask_launch(api, project, active_allocation).json()
     instance = AppInstance.objects.get(pk=body["instance_id"])
     token = selectors.runtime_secret(instance, "token")
     assert token
@@ -300,7 +295,7 @@ def test_no_secret_in_any_response(api, allocator, project, jupyterlab, active_a
 def test_node_without_an_agent_is_refused_at_launch(api, allocator, project, jupyterlab, active_allocation):
     type(active_allocation.node).objects.filter(pk=active_allocation.node_id).update(credential_hash="")
     api.force_login(allocator)
-    response = launch(api, project, active_allocation)
+    response = ask_launch(api, project, active_allocation)
     assert response.status_code == 409
     assert "No node agent has enrolled" in response.json()["error"]["message"]
 
@@ -312,7 +307,7 @@ def test_a_task_whose_agent_died_before_reporting_is_handed_to_the_agent_that_re
     still claimed when it asks was lost (the agent was killed while running it) and
     comes again, once, so the launch completes rather than waiting out the timeout."""
     api.force_login(allocator)
-    instance = AppInstance.objects.get(pk=launch(api, project, active_allocation).json()["instance_id"])
+    instance = AppInstance.objects.get(pk=ask_launch(api, project, active_allocation).json()["instance_id"])
     node = instance.allocation.node
     [lost] = agents.claim_tasks(node)  # and the agent is killed
     first_claim = AgentTask.objects.get(pk=lost.pk).claimed_at
@@ -336,7 +331,7 @@ def test_a_claim_the_agent_never_reports_fails_after_the_timeout(
     from django.utils import timezone
 
     api.force_login(allocator)
-    instance = AppInstance.objects.get(pk=launch(api, project, active_allocation).json()["instance_id"])
+    instance = AppInstance.objects.get(pk=ask_launch(api, project, active_allocation).json()["instance_id"])
     agents.claim_tasks(instance.allocation.node)
     assert agents.expire_stale_claims() == 0
     assert agents.expire_stale_claims(now=timezone.now() + timedelta(hours=1)) == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from apps.runtime.models import AppInstance
-from tests.support.instances import agent_finishes
+from tests.support.instances import agent_finishes, ask_launch
 from tests.support.processes import free_port
 
 
@@ -24,11 +24,7 @@ def test_a_launch_answers_202_when_its_live_updates_cannot_go_out(
         }
     }
     api.force_login(allocator)
-    response = api.post(
-        f"/api/v1/projects/{project.pk}/app-instances",
-        {"app": "jupyterlab", "allocation_id": str(active_allocation.pk)},
-        format="json",
-    )
+    response = ask_launch(api, project, active_allocation)
     assert response.status_code == 202, response.content
     assert "in on_commit()" in caplog.text
     # The agent's next poll finds the task all the same.

@@ -17,6 +17,13 @@ def launched(user, project, allocation, slug="jupyterlab", **parameters) -> AppI
     return operation.instance
 
 
+def ask_launch(api, project, allocation, **body):
+    """``POST`` a launch of JupyterLab (or ``body``'s app and parameters) on ``allocation``
+    as ``api``'s caller; the response."""
+    payload = {"app": "jupyterlab", "allocation_id": str(allocation.pk), **body}
+    return api.post(f"/api/v1/projects/{project.pk}/app-instances", payload, format="json")
+
+
 def agent_finishes(instance, *, succeeded=True, error="", endpoint="web") -> AppInstance:
     """The node agent does the instance's pending task, through the services its API
     calls, and reports how it went: on success, where ``endpoint`` listens."""
